@@ -1,0 +1,73 @@
+"""The sandbox contract: start, reset to a task, step an action, close.
+
+A sandbox knows one kind of environment. It knows nothing of policies, files or fleets; where it
+runs (docker, bwrap, local, ...) is a backend chosen by config.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemas.records import Action, Environment, Observation, Task
+
+
+class SandboxError(RuntimeError):
+    """Base class of every error a sandbox raises."""
+
+
+class SandboxClosedError(SandboxError):
+    """The sandbox was closed (or never started) and cannot step."""
+
+
+class SandboxCrashedError(SandboxError):
+    """The environment died under the sandbox (container killed, shell exited)."""
+
+
+class InvalidActionError(SandboxError, ValueError):
+    """The action is malformed for this domain; the sandbox state is unchanged."""
+
+
+@dataclass
+class StepResult:
+    observation: Observation
+    reward: float | None = None
+    done: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Sandbox(ABC):
+    domain: str = ""
+
+    @abstractmethod
+    def start(self) -> None:
+        """Bring the environment up (idempotent)."""
+
+    @abstractmethod
+    def reset(self, task: Task) -> Observation:
+        """Put the environment in the task's initial state and return the first observation."""
+
+    @abstractmethod
+    def step(self, action: Action) -> StepResult:
+        """Apply one action. Raises InvalidActionError, SandboxClosedError, SandboxCrashedError."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release every process and container (idempotent)."""
+
+    @property
+    @abstractmethod
+    def alive(self) -> bool:
+        """True while started, not closed and the environment is still running."""
+
+    @abstractmethod
+    def describe(self) -> Environment:
+        """Name, backend, image and config, recorded in each trajectory's `environment`."""
+
+    def __enter__(self) -> Sandbox:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,113 @@
+"""Typed trajectory records: the data contract every package speaks (DESIGN.md section 3).
+
+These dataclasses are the single source of truth. The pyarrow schema in `schemas.arrow` is
+derived from their type hints, so the two cannot drift. Open-ended maps (`arguments`, `data`,
+`info`, `config`, `metadata`) are JSON objects, stored as JSON text in Parquet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+DOMAINS = ("terminal", "swe", "search", "mcp", "web", "os", "android")
+OUTCOMES = ("completed", "truncated", "error", "aborted")
+
+
+@dataclass
+class Attachment:
+    """A blob (screenshot, full output) stored once by content hash and referenced by URI.
+
+    A sandbox may hand over `content` in memory; the writer stores it, fills `uri`, and drops it.
+    """
+
+    name: str
+    media_type: str
+    sha256: str = ""
+    size: int = 0
+    uri: str = ""
+    content: bytes | None = field(default=None, repr=False, compare=False, metadata={"transient": True})
+
+
+@dataclass
+class Observation:
+    format: str  # e.g. "terminal_screen", "json", "a11y_tree", "markdown"
+    text: str  # the canonical text a world model sees
+    data: dict[str, Any] = field(default_factory=dict)
+    attachments: list[Attachment] = field(default_factory=list)
+
+
+@dataclass
+class Action:
+    kind: str  # e.g. "keystrokes", "command", "invalid"
+    arguments: dict[str, Any] = field(default_factory=dict)
+    text: str = ""  # the action as a world model is shown it
+
+
+@dataclass
+class Step:
+    index: int
+    action: Action
+    observation: Observation
+    started_at: datetime
+    latency_s: float
+    reward: float | None = None
+    done: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Environment:
+    name: str  # e.g. "terminal"
+    backend: str  # e.g. "docker", "bwrap", "local"
+    image: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Task:
+    id: str
+    instruction: str = ""
+    setup: list[str] = field(default_factory=list)
+    max_steps: int = 0  # 0: the collector's default
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Policy:
+    name: str
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    status: str  # one of OUTCOMES
+    error: str = ""
+    error_kind: str = ""
+
+
+@dataclass
+class Provenance:
+    collector: str
+    collector_version: str
+    host: str
+    started_at: datetime
+    finished_at: datetime
+    simulated: bool = False
+
+
+@dataclass
+class Trajectory:
+    trajectory_id: str
+    domain: str
+    environment: Environment
+    task: Task
+    policy: Policy
+    initial_observation: Observation
+    steps: list[Step]
+    outcome: Outcome
+    provenance: Provenance
+    schema_version: int = SCHEMA_VERSION

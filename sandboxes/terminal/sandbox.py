@@ -1,0 +1,330 @@
+"""TerminalSandbox: an interactive bash in tmux, isolated by a docker / bwrap / local backend.
+
+Speed: each environment has a private tmux server driven by one control-mode client, and the
+shell's prompt carries OSC 133 marks (see shell.py), so a step is one round trip to type, a wait
+for the mark, and one round trip to capture the screen. The next environment is booted in the
+background while an episode runs, so reset mostly swaps it in.
+
+Observation: the visible screen (what a human would see, prompt included). Output that scrolled
+off the screen during a step is counted with tmux's history (cleared at each step start); then
+the text starts with a marker line, `output_truncated` is set and the step's whole raw output
+(escape sequences stripped, first and last `max_output_bytes / 2` bytes when longer) is attached
+as output.txt. A timed-out command is interrupted with C-c and the text ends with a line saying so.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import hashlib
+import logging
+import os
+import re
+import shutil
+import tempfile
+from typing import Any
+
+from sandboxes.base import Sandbox, SandboxClosedError, SandboxCrashedError, SandboxError, StepResult
+from sandboxes.terminal.actions import COMMAND, is_key_name, parse_action
+from sandboxes.terminal.backends import Instance, make_instance
+from sandboxes.terminal.config import DockerBackend, LocalBackend, TerminalConfig
+from sandboxes.terminal.control import TmuxError, TmuxSession, quote
+from sandboxes.terminal.shell import SHELL_RC, ShellStream
+from schemas.records import Action, Attachment, Environment, Observation, Task
+
+log = logging.getLogger(__name__)
+
+BOOT_TIMEOUT = 60.0
+# How long each C-c gets to bring the prompt back (a flood like `yes` has a backlog to drain).
+INTERRUPT_WAIT = 3.0
+# Each step clears the scrollback and notes the cursor row: then the rows of the step's output that
+# scrolled off the screen are history_size - start row.
+_STEP_START = ("clear-history -t main", "display-message -p -t main '#{cursor_y}'")
+_CR_LF = re.compile(rb"\r+\n")
+_LINE_START_CR = re.compile(rb"(^|\n)\r+")
+_ESCAPES = re.compile(
+    rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78]"
+)
+
+
+def _plain(raw: bytes) -> bytes:
+    """Terminal stream to plain text: escape sequences dropped, CR LF and line-start CRs to LF."""
+    return _LINE_START_CR.sub(rb"\1", _CR_LF.sub(b"\n", _ESCAPES.sub(b"", raw)))
+
+
+class _Live:
+    """One booted environment: the instance, its tmux pane and the pane's output stream."""
+
+    def __init__(self, config: TerminalConfig) -> None:
+        tmpdir = tempfile.mkdtemp(prefix="agentworld-terminal-")
+        os.chmod(tmpdir, 0o755)  # the sandbox user must reach the rc file bound from here
+        rc_path = os.path.join(tmpdir, "bashrc")
+        with open(rc_path, "w") as f:
+            f.write(SHELL_RC)
+        os.chmod(rc_path, 0o644)
+        self.tmux: TmuxSession | None = None
+        self.instance: Instance | None = None
+        self.stream = ShellStream(config.max_output_bytes)
+        self.start_row = 0
+        try:
+            self.instance = make_instance(config.backend, tmpdir, rc_path)
+            self.tmux = TmuxSession(
+                self.instance.shell_argv(),
+                width=config.width,
+                height=config.height,
+                history_limit=config.history_limit,
+                workdir=self.instance.workdir,
+                conf_dir=tmpdir,
+                on_output=self.stream.feed,
+                on_end=self.stream.end,
+            )
+            if not self.stream.wait_prompt(0, BOOT_TIMEOUT):
+                screen = self.screen() if self.stream.ended is None else []
+                raise SandboxError(
+                    f"terminal shell did not show a prompt ({self.stream.ended or 'timeout'}): "
+                    + "\n".join(screen)[-2000:]
+                )
+        except BaseException:
+            self.destroy()
+            if self.instance is None:
+                shutil.rmtree(tmpdir, ignore_errors=True)
+            raise
+
+    def screen(self) -> list[str]:
+        assert self.tmux is not None
+        lines = self.tmux.run("capture-pane -p -t main")[0]
+        while lines and not lines[-1].strip():
+            lines.pop()
+        return lines
+
+    def resources(self) -> list[str]:
+        found = list(self.instance.resources()) if self.instance else []
+        if self.tmux:
+            found += [
+                f"pid:{p}" for p in (self.tmux.server_pid, self.tmux.client_pid, self.tmux.pane_pid) if p
+            ]
+        return found
+
+    def destroy(self) -> None:
+        if self.tmux is not None:
+            self.tmux.kill()
+        if self.instance is not None:
+            self.instance.destroy()
+
+
+class TerminalSandbox(Sandbox):
+    domain = "terminal"
+
+    def __init__(self, config: TerminalConfig | None = None) -> None:
+        self.config = config or TerminalConfig()
+        if isinstance(self.config.backend, LocalBackend):
+            log.warning("terminal sandbox with the local backend: the host itself is the sandbox")
+        self._started = False
+        self._closed = False
+        self._live: _Live | None = None
+        self._spare: cf.Future[_Live] | None = None
+        self._retiring: list[cf.Future[None]] = []
+        self._pool: cf.ThreadPoolExecutor | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._started and not self._closed:
+            return
+        self._closed = False
+        self._started = True
+        self._pool = cf.ThreadPoolExecutor(max_workers=2, thread_name_prefix="terminal-sandbox")
+        self._spare = self._pool.submit(_Live, self.config)
+        self._spare.result()  # surface a missing image or a broken backend now, not at reset
+
+    def reset(self, task: Task) -> Observation:
+        self.start()
+        assert self._pool is not None and self._spare is not None
+        live = self._spare.result()
+        self._spare = self._pool.submit(_Live, self.config)
+        if self._live is not None:
+            self._retiring = [f for f in self._retiring if not f.done()]
+            self._retiring.append(self._pool.submit(self._live.destroy))
+        self._live = live
+        try:
+            for command in task.setup:
+                self._setup(live, task, command)
+            if task.setup:
+                # Setup output is not part of the episode: start from a clean screen.
+                self._command(live, " clear", self.config.setup_timeout)
+            live.stream.begin_step()
+            return self._observe(live, timed_out=False, timeout=0.0, first=True)
+        except TmuxError as exc:
+            raise self._crashed(live, exc) from exc
+
+    def step(self, action: Action) -> StepResult:
+        live = self._require_live()
+        action = parse_action(action.kind, action.arguments)
+        if live.stream.ended is not None:
+            raise self._crashed(live, None)
+        try:
+            if action.kind == COMMAND:
+                timeout = action.arguments.get("timeout") or self.config.command_timeout
+                timed_out = self._command(live, action.arguments["command"], timeout)
+            else:
+                timeout, timed_out = 0.0, False
+                self._keystrokes(live, action.arguments["keystrokes"])
+            return StepResult(observation=self._observe(live, timed_out=timed_out, timeout=timeout))
+        except TmuxError as exc:
+            raise self._crashed(live, exc) from exc
+
+    def close(self) -> None:
+        if self._closed or not self._started:
+            self._closed = True
+            return
+        self._closed = True
+        doomed: list[_Live] = [self._live] if self._live else []
+        self._live = None
+        if self._spare is not None:
+            try:
+                doomed.append(self._spare.result())
+            except Exception:  # a failed boot cleaned up after itself
+                pass
+            self._spare = None
+        for live in doomed:
+            live.destroy()
+        cf.wait(self._retiring)
+        self._retiring = []
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    @property
+    def alive(self) -> bool:
+        if not self._started or self._closed:
+            return False
+        return self._live is None or self._live.stream.ended is None
+
+    def describe(self) -> Environment:
+        backend = self.config.backend
+        config: dict[str, Any] = {"width": self.config.width, "height": self.config.height}
+        config.update(
+            cpus=getattr(backend, "cpus", None),
+            memory=getattr(backend, "memory", None),
+            pids_limit=getattr(backend, "pids_limit", None),
+            network=getattr(backend, "network", True),
+        )
+        image = backend.image if isinstance(backend, DockerBackend) else ""
+        return Environment(name="terminal", backend=backend.kind, image=image, config=config)
+
+    def resources(self) -> list[str]:
+        """What this sandbox holds now: "pid:<n>", "container:<id>" and "path:<dir>" strings."""
+        found = self._live.resources() if self._live else []
+        if self._spare is not None and self._spare.done() and self._spare.exception() is None:
+            found += self._spare.result().resources()
+        return found
+
+    # -- actions ---------------------------------------------------------------------------------
+
+    def _require_live(self) -> _Live:
+        if self._closed or not self._started:
+            raise SandboxClosedError("sandbox is closed; create a new one or call reset")
+        if self._live is None:
+            raise SandboxClosedError("sandbox has no episode yet; call reset first")
+        return self._live
+
+    def _crashed(self, live: _Live, exc: Exception | None) -> SandboxError:
+        if live.stream.ended is None and exc is not None:
+            return SandboxError(f"terminal sandbox: {exc}")
+        assert live.instance is not None
+        return SandboxCrashedError(f"terminal sandbox crashed: {live.instance.crash_reason()}")
+
+    def _setup(self, live: _Live, task: Task, command: str) -> None:
+        # A leading space keeps setup out of the shell history (HISTCONTROL=ignoreboth).
+        timed_out = self._command(live, " " + command, self.config.setup_timeout)
+        if timed_out or live.stream.exit_code != 0:
+            output = live.stream.step.content().decode("utf-8", errors="replace")
+            why = "timed out" if timed_out else f"exit status {live.stream.exit_code}"
+            raise SandboxError(
+                f"task {task.id!r} setup command {command!r} failed ({why}):\n{output[-2000:]}"
+            )
+
+    def _command(self, live: _Live, command: str, timeout: float) -> bool:
+        """Type a command line and wait for the prompt; True if it timed out (then interrupted)."""
+        stream, tmux = live.stream, live.tmux
+        assert tmux is not None
+        mark = stream.begin_step()
+        typed = [f"send-keys -t main -l -- {quote(command)}"] if command else []
+        live.start_row = int(tmux.run(*_STEP_START, *typed, "send-keys -t main Enter")[1][0])
+        if stream.wait_prompt(mark, timeout):
+            return False
+        if stream.ended is not None:
+            raise TmuxError(stream.ended)
+        for _ in range(3):
+            mark = stream.prompt
+            tmux.run("send-keys -t main C-c")
+            if stream.wait_prompt(mark, INTERRUPT_WAIT):
+                break
+        return True
+
+    def _keystrokes(self, live: _Live, items: list[dict[str, Any]]) -> None:
+        stream, tmux = live.stream, live.tmux
+        assert tmux is not None
+        stream.begin_step()
+        live.start_row = int(tmux.run(*_STEP_START)[1][0])
+        for item in items:
+            keys: str = item["keystrokes"]
+            if is_key_name(keys):
+                commands = [f"send-keys -t main {quote(keys)}"]
+            else:
+                commands = []
+                for i, part in enumerate(keys.split("\n")):
+                    if i:
+                        commands.append("send-keys -t main Enter")
+                    if part:
+                        commands.append(f"send-keys -t main -l -- {quote(part)}")
+            mark = stream.prompt
+            if commands:
+                tmux.run(*commands)
+            # Return early once the shell is back at a prompt; otherwise wait the full duration.
+            stream.wait_prompt(mark, item["duration"])
+            if stream.ended is not None:
+                raise TmuxError(stream.ended)
+
+    def _observe(self, live: _Live, *, timed_out: bool, timeout: float, first: bool = False) -> Observation:
+        assert live.tmux is not None
+        history, screen = live.tmux.run(
+            "display-message -p -t main '#{history_size}'", "capture-pane -p -t main"
+        )
+        while screen and not screen[-1].strip():
+            screen.pop()
+        scrolled = int(history[0]) if history else 0
+        hidden = 0 if first else scrolled - live.start_row
+        stream = live.stream
+        text = "\n".join(screen)
+        attachments: list[Attachment] = []
+        if hidden > 0:
+            at_least = "at least " if scrolled >= self.config.history_limit else ""
+            text = (
+                f"[... {at_least}{hidden} lines of output not shown; full output in attachment output.txt]\n"
+                + text
+            )
+            content = _plain(stream.step.content())
+            attachments.append(
+                Attachment(
+                    name="output.txt",
+                    media_type="text/plain",
+                    sha256=hashlib.sha256(content).hexdigest(),
+                    size=len(content),
+                    content=content,
+                )
+            )
+        if timed_out:
+            text += f"\n[command timed out after {timeout:g} s and was interrupted]"
+        data = {
+            "exit_code": None if first else stream.exit_code,
+            "cwd": stream.cwd,
+            "timed_out": timed_out,
+            "output_bytes": 0 if first else stream.step.total,
+            "output_truncated": hidden > 0,
+        }
+        return Observation(
+            format="terminal_screen",
+            text=text[: self.config.max_observation_chars],
+            data=data,
+            attachments=attachments,
+        )

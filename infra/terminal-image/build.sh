@@ -5,7 +5,7 @@
 # under /var/cache/agentworld so a rebuild after `docker rmi` takes seconds, not minutes.
 set -euo pipefail
 
-VERSION=1
+VERSION=2
 IMAGE=agentworld/terminal
 BASE_IMAGE=agentworld/terminal-base
 SUITE=bookworm

@@ -1,0 +1,71 @@
+"""Short Markdown tables for the benchmark results."""
+
+from __future__ import annotations
+
+
+def _terminal(r: dict) -> list[str]:
+    step = r["step"]
+    lat = step["latency"]
+    lines = [
+        "| `command true` step, screen captured | median ms | p95 ms | ratio to ours (docker) |",
+        "|---|---|---|---|",
+    ]
+    ours = lat["ours_docker"]["median_ms"]
+    for name, v in lat.items():
+        lines.append(f"| {name} | {v['median_ms']:.3f} | {v['p95_ms']:.3f} | {v['median_ms'] / ours:.1f}x |")
+    lines.append(
+        f"\nTarget median <= {step['target_median_ms']} ms: {'met' if step['met'] else 'NOT met'}.\n"
+    )
+    lines += [
+        "| reset | cold start median ms | pooled reset median ms | target | met |",
+        "|---|---|---|---|---|",
+    ]
+    for backend in ("docker", "bwrap"):
+        v = r[f"reset_{backend}"]
+        lines.append(
+            f"| {backend} | {v['cold_start']['median_ms']:.1f} | {v['pooled_reset']['median_ms']:.1f} "
+            f"| {v['target_s'] * 1000:.0f} ms | {v['met']} |"
+        )
+    return lines
+
+
+def _fleet(r: dict) -> list[str]:
+    lines = [
+        "| sandboxes | episodes | steps | steps/s | speed-up vs 1 | collector CPU | collector peak RSS MiB |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for run in r["runs"]:
+        lines.append(
+            f"| {run['sandboxes']} | {run['episodes']} | {run['steps']} | {run['steps_per_s']:.1f} "
+            f"| {run['speedup_vs_1']:.2f}x | {run['collector_cpu_share'] * 100:.1f}% "
+            f"| {run['collector_peak_rss_mib']:.0f} |"
+        )
+    lines.append(
+        f"\nCollector RSS per additional sandbox: {r['rss_per_additional_sandbox_mib']:.1f} MiB "
+        f"(target <= {r['rss_target_mib']} MiB: {'met' if r['rss_met'] else 'NOT met'})."
+    )
+    return lines
+
+
+def _variety(r: dict) -> list[str]:
+    skip = {"collection", "_meta"}
+    lines = ["| metric | value |", "|---|---|"]
+    for key, value in r.items():
+        if key in skip:
+            continue
+        if isinstance(value, float):
+            value = f"{value:.3f}"
+        elif isinstance(value, (list, dict)):
+            value = str(value)[:200]
+        lines.append(f"| {key} | {value} |")
+    return lines
+
+
+RENDERERS = {"terminal": _terminal, "fleet": _fleet, "variety": _variety}
+
+
+def render(name: str, result: dict) -> str:
+    body = RENDERERS[name](result) if name in RENDERERS else ["```", str(result), "```"]
+    meta = result.get("_meta", {})
+    head = f"## {name}\n\n{meta.get('cpus', '?')} CPUs, {meta.get('finished_at', '')}\n"
+    return "\n".join([head, *body, ""])

@@ -1,0 +1,78 @@
+"""`make bench`: run the benchmarks and write benchmarks/results/<name>.json and .md.
+
+Time figures are ratios against baselines measured in the same run (our machines are noisy).
+Usage: python -m benchmarks.run [terminal|fleet|variety ...]   (default: all)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+
+RESULTS = os.path.join(os.path.dirname(__file__), "results")
+
+
+def _terminal() -> dict:
+    from benchmarks import terminal_latency
+
+    return {
+        "step": terminal_latency.step_latency(),
+        "reset_docker": terminal_latency.reset_latency("docker"),
+        "reset_bwrap": terminal_latency.reset_latency("bwrap"),
+    }
+
+
+def _fleet() -> dict:
+    from benchmarks import fleet
+
+    return fleet.fleet_scaling()
+
+
+def _variety() -> dict:
+    from benchmarks import fleet
+
+    return fleet.variety()
+
+
+BENCHES: dict[str, Callable[[], dict]] = {"terminal": _terminal, "fleet": _fleet, "variety": _variety}
+
+
+def _markdown(name: str, result: dict) -> str:
+    from benchmarks.report import render
+
+    return render(name, result)
+
+
+def main(argv: list[str]) -> int:
+    names = argv or list(BENCHES)
+    unknown = [n for n in names if n not in BENCHES]
+    if unknown:
+        print(f"unknown benchmark(s) {unknown}; choose from {list(BENCHES)}", file=sys.stderr)
+        return 2
+    os.makedirs(RESULTS, exist_ok=True)
+    for name in names:
+        print(f"== {name}", flush=True)
+        t0 = time.time()
+        result = BENCHES[name]()
+        result["_meta"] = {
+            "host": platform.node(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "duration_s": round(time.time() - t0, 1),
+        }
+        with open(os.path.join(RESULTS, f"{name}.json"), "w") as f:
+            json.dump(result, f, indent=2)
+        md = _markdown(name, result)
+        with open(os.path.join(RESULTS, f"{name}.md"), "w") as f:
+            f.write(md)
+        print(md, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

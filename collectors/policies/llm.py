@@ -17,7 +17,8 @@ from typing import Any
 import openai
 
 from collectors.policies.base import Policy, invalid_action
-from sandboxes.terminal.actions import command_action, keystrokes_action
+from sandboxes.base import InvalidActionError
+from sandboxes.terminal.actions import parse_action
 from schemas.records import Action, Observation, Task
 
 SYSTEM_PROMPT = """You are an agent operating a Linux terminal (a bash shell in tmux) to complete a task.
@@ -25,7 +26,8 @@ SYSTEM_PROMPT = """You are an agent operating a Linux terminal (a bash shell in 
 Task: {instruction}
 
 Each turn you see the current terminal screen. Reply with exactly one JSON object and nothing else:
-- run a shell command and wait for it to finish: {{"command": "ls -la"}}
+- run a one-line shell command and wait for it to finish (timeout in seconds is optional):
+  {{"command": "ls -la"}} or {{"command": "make", "timeout": 120}}
 - send raw keys (tmux key names such as C-c, Enter, Escape), each followed by a pause in seconds:
   {{"keystrokes": [{{"keystrokes": "C-c", "duration": 0.5}}]}}
 - stop when the task is finished: {{"done": true}}"""
@@ -57,29 +59,17 @@ def parse_reply(reply: str) -> Action | None:
     present = [key for key in _ACTION_KEYS if key in obj]
     if len(present) != 1:
         return invalid_action(reply, f"expected exactly one of {list(_ACTION_KEYS)}, got keys {sorted(obj)}")
-    key, value = present[0], obj[present[0]]
+    key = present[0]
     if key == "done":
-        return None if value is True else invalid_action(reply, f"'done' must be true, got {value!r}")
-    if key == "command":
-        if not isinstance(value, str) or not value.strip():
-            return invalid_action(reply, "'command' must be a non-empty string")
-        return command_action(value)
-    return _keystrokes(reply, value)
-
-
-def _keystrokes(reply: str, items: Any) -> Action:
-    if not isinstance(items, list) or not items:
-        return invalid_action(reply, "'keystrokes' must be a non-empty list")
-    checked: list[dict[str, Any]] = []
-    for item in items:
-        if not isinstance(item, dict) or not isinstance(item.get("keystrokes"), str):
-            return invalid_action(reply, "each keystrokes item must be an object with a 'keystrokes' string")
-        duration = item.get("duration", 0.0)
-        # bool is an int subclass; `true` as a duration is a malformed reply, not 1 second.
-        if isinstance(duration, bool) or not isinstance(duration, int | float) or duration < 0:
-            return invalid_action(reply, f"'duration' must be a non-negative number, got {duration!r}")
-        checked.append({"keystrokes": item["keystrokes"], "duration": float(duration)})
-    return keystrokes_action(checked)
+        return None if obj[key] is True else invalid_action(reply, f"'done' must be true, got {obj[key]!r}")
+    # Keys beside the action (a "thought", say) are tolerated; only the action's own fields are checked.
+    arguments = {key: obj[key]}
+    if key == "command" and "timeout" in obj:
+        arguments["timeout"] = obj["timeout"]
+    try:
+        return parse_action(key, arguments)
+    except InvalidActionError as exc:
+        return invalid_action(reply, str(exc))
 
 
 class LLMPolicy(Policy):
@@ -96,12 +86,14 @@ class LLMPolicy(Policy):
         max_history: int = 8,
         max_retries: int = 2,
         system_prompt: str = SYSTEM_PROMPT,
+        json_mode: bool = False,
     ) -> None:
         self.base_url = base_url
         self.model = model
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.system_prompt = system_prompt
+        self.json_mode = json_mode
         # Local servers (vLLM, llama.cpp) ignore the key, but the SDK refuses to start without one.
         key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
         # The SDK retries connection errors, 408/409/429 and 5xx with exponential backoff and jitter.
@@ -122,19 +114,26 @@ class LLMPolicy(Policy):
         self._history.append((screen, reply))
         return parse_reply(reply)
 
-    def _complete(self, screen: str) -> str:
-        messages: list[dict[str, str]] = [{"role": "system", "content": self._system}]
+    def messages(self, screen: str) -> list[dict[str, str]]:
+        """The chat sent for `screen`: system prompt, the last `max_history` turns, then the screen."""
+        messages = [{"role": "system", "content": self._system}]
         for user, assistant in self._history:
             messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
         messages.append({"role": "user", "content": screen})
+        return messages
+
+    def _complete(self, screen: str) -> str:
         try:
             response = self._client.chat.completions.create(
                 model=self.model,
-                messages=messages,  # type: ignore[arg-type]
+                messages=self.messages(screen),  # type: ignore[arg-type]
                 temperature=self.temperature,
                 max_tokens=self.max_tokens,
                 # Seeded from the episode rng so a rerun of a seeded collection asks the same questions.
                 seed=self._rng.randrange(2**31),
+                # Constrained decoding (OpenAI, vLLM, SGLang, llama.cpp all accept it): small models
+                # that drift into prose or code then still answer with an object.
+                response_format={"type": "json_object"} if self.json_mode else openai.omit,
             )
         except openai.APIError as exc:
             raise RuntimeError(
@@ -151,4 +150,5 @@ class LLMPolicy(Policy):
             "model": self.model,
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
+            "json_mode": self.json_mode,
         }

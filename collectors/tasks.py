@@ -104,7 +104,9 @@ def parse_task(obj: Any) -> TaskSpec:
         raise ValueError("'actions' must be a list")
     for n, action in enumerate(actions):
         _check_action(action, n)
-    task = Task(id=task_id, instruction=instruction, setup=list(setup), max_steps=max_steps, metadata=metadata)
+    task = Task(
+        id=task_id, instruction=instruction, setup=list(setup), max_steps=max_steps, metadata=metadata
+    )
     return TaskSpec(task=task, actions=list(actions))
 
 
@@ -124,7 +126,9 @@ def parse_task_lines(lines: list[str], path: str) -> tuple[list[TaskSpec], list[
             errors.append(TaskLoadError(path, number, str(exc)))
             continue
         if spec.id in seen:
-            errors.append(TaskLoadError(path, number, f"duplicate id {spec.id!r} (first on line {seen[spec.id]})"))
+            errors.append(
+                TaskLoadError(path, number, f"duplicate id {spec.id!r} (first on line {seen[spec.id]})")
+            )
             continue
         seen[spec.id] = number
         specs.append(spec)

@@ -1,0 +1,195 @@
+"""Command-line options every `python -m collectors.<domain>` shares, and the code behind them.
+
+A domain's entry point adds its sandbox options, then calls `run_cli` with a sandbox factory.
+Everything that can fail before sandboxes start (output location, task file, policy inputs) is
+checked first and fails with exit code 2 and a message naming the fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable
+from importlib import metadata
+
+from collectors.policies import POLICIES, make_policy
+from collectors.policies.base import Policy
+from collectors.runner import FleetConfig, run_fleet
+from collectors.tasks import TaskSpec, embedded_tasks, load_tasks
+from sandboxes.base import Sandbox
+from schemas import StorageError, TrajectoryWriter
+from schemas.records import Action
+
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A problem the user must fix before the run can start (exit code 2)."""
+
+
+def add_fleet_arguments(parser: argparse.ArgumentParser, default_policy: str = "explorer") -> None:
+    fleet = parser.add_argument_group("fleet")
+    fleet.add_argument(
+        "--sandboxes", "-n", type=int, default=1, metavar="N", help="parallel sandboxes (default 1)"
+    )
+    fleet.add_argument(
+        "--episodes", "-m", type=int, default=None, metavar="M",
+        help="episodes to record (default 10; with --policy replay, the recording's count)",
+    )  # fmt: skip
+    fleet.add_argument(
+        "--out", "-o", required=True, metavar="DIR", help="dataset root (local path or fsspec URI)"
+    )
+    fleet.add_argument("--tasks", metavar="FILE", help="JSONL task file (default: the embedded suite)")
+    fleet.add_argument(
+        "--max-steps", type=int, default=20, metavar="K", help="steps per episode at most (20)"
+    )
+    fleet.add_argument(
+        "--seed", type=int, default=0, help="run seed: trajectory ids and policy randomness (0)"
+    )
+    fleet.add_argument(
+        "--shard-rows", type=int, default=256, metavar="R", help="trajectories per Parquet shard"
+    )
+    fleet.add_argument(
+        "--flush-interval", type=float, default=30.0, metavar="SEC",
+        help="commit buffered trajectories at least this often, so a crash loses little (30)",
+    )  # fmt: skip
+    fleet.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    fleet.add_argument("--log-level", default="WARNING", help="logging level (WARNING)")
+    policy = parser.add_argument_group("policy")
+    policy.add_argument(
+        "--policy", choices=sorted(POLICIES), default=default_policy, help=f"({default_policy})"
+    )
+    policy.add_argument(
+        "--replay-from", metavar="DATASET", help="dataset whose actions --policy replay plays"
+    )
+    policy.add_argument(
+        "--llm-base-url", metavar="URL", help="OpenAI-compatible endpoint, e.g. http://host:8000/v1"
+    )
+    policy.add_argument("--llm-model", metavar="NAME", help="model name the endpoint serves")
+    policy.add_argument("--llm-api-key", metavar="KEY", help="API key (default: $OPENAI_API_KEY, else none)")
+    policy.add_argument("--llm-temperature", type=float, default=0.7, help="sampling temperature (0.7)")
+
+
+def preflight_output(out: str) -> None:
+    """Fail before any sandbox starts if `out` cannot be written (the writer's own probe)."""
+    try:
+        TrajectoryWriter(out).close()
+    except StorageError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def load_task_specs(args: argparse.Namespace, domain: str) -> list[TaskSpec]:
+    if not args.tasks:
+        return embedded_tasks(domain)
+    try:
+        specs, errors = load_tasks(args.tasks)
+    except OSError as exc:
+        raise CliError(f"cannot read task file {args.tasks}: {exc}") from exc
+    for error in errors:
+        print(f"skipping malformed task: {error}", file=sys.stderr)
+    if not specs:
+        raise CliError(f"no valid tasks in {args.tasks}")
+    return specs
+
+
+def policy_factory(
+    args: argparse.Namespace,
+    tasks: list[TaskSpec],
+    parse_action: Callable[[str, dict], Action] | None = None,
+    explorer_options: dict | None = None,
+) -> tuple[Callable[[], Policy], list[TaskSpec], int | None]:
+    """(factory, tasks, default episodes): replay brings its own tasks and episode count."""
+    name = args.policy
+    if name == "scripted":
+        return (lambda: make_policy("scripted", tasks=tasks, parse_action=parse_action)), tasks, None
+    if name == "explorer":
+        return (lambda: make_policy("explorer", **(explorer_options or {}))), tasks, None
+    if name == "replay":
+        if not args.replay_from:
+            raise CliError("--policy replay needs --replay-from DATASET")
+        try:
+            recording = make_policy("replay", dataset=args.replay_from)
+        except (StorageError, ValueError, OSError) as exc:
+            raise CliError(f"cannot load --replay-from {args.replay_from}: {exc}") from exc
+        replay_tasks = tasks if args.tasks else recording.task_specs()  # type: ignore[attr-defined]
+        episodes = recording.episode_count  # type: ignore[attr-defined]
+        return (lambda: make_policy("replay", recording=recording)), replay_tasks, episodes
+    if name == "llm":
+        if not args.llm_base_url or not args.llm_model:
+            raise CliError("--policy llm needs --llm-base-url URL and --llm-model NAME")
+        options = {
+            "base_url": args.llm_base_url,
+            "model": args.llm_model,
+            "api_key": args.llm_api_key or os.environ.get("OPENAI_API_KEY"),
+            "temperature": args.llm_temperature,
+        }
+        try:
+            make_policy("llm", **options)  # fail now on a missing client, not in every worker
+        except ImportError as exc:
+            raise CliError(str(exc)) from exc
+        return (lambda: make_policy("llm", **options)), tasks, None
+    raise CliError(f"unknown policy {name!r}")
+
+
+def collector_version() -> str:
+    try:
+        return metadata.version("agentworld-data")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def run_cli(
+    args: argparse.Namespace,
+    domain: str,
+    sandbox_factory: Callable[[], Sandbox],
+    policy: tuple[Callable[[], Policy], list[TaskSpec], int | None],
+    preflight_sandbox: Callable[[], None] | None = None,
+) -> int:
+    """Run the fleet from parsed options (output already checked); returns the exit code."""
+    factory, tasks, default_episodes = policy
+    if preflight_sandbox is not None:
+        preflight_sandbox()
+    episodes = args.episodes if args.episodes is not None else (default_episodes or 10)
+    config = FleetConfig(
+        domain=domain,
+        sandbox_factory=sandbox_factory,
+        policy_factory=factory,
+        tasks=tasks,
+        out=args.out,
+        sandboxes=args.sandboxes,
+        episodes=episodes,
+        max_steps=args.max_steps,
+        seed=args.seed,
+        collector=f"collectors.{domain}",
+        collector_version=collector_version(),
+        progress=not args.no_progress,
+        shard_rows=args.shard_rows,
+        flush_interval_s=args.flush_interval,
+    )
+    try:
+        summary = run_fleet(config)
+    except StorageError as exc:
+        raise CliError(str(exc)) from exc
+    print(summary.format())
+    return summary.exit_code
+
+
+def main_guard(run: Callable[[], int]) -> int:
+    """Turn CliError into a message and exit code 2."""
+    try:
+        return run()
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def validate_counts(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.sandboxes < 1:
+        parser.error("--sandboxes must be at least 1")
+    if args.episodes is not None and args.episodes < 0:
+        parser.error("--episodes must be >= 0")
+    if args.max_steps < 1:
+        parser.error("--max-steps must be at least 1")
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")

@@ -1,0 +1,406 @@
+"""The one fleet runner every domain uses: N sandboxes, M episodes, one writer.
+
+Episode slots 0..M-1 run task `tasks[slot % len(tasks)]`; each slot's trajectory id is derived
+from (domain, seed, slot, task id), so a rerun with the same arguments skips what an earlier run
+committed and redoes only the rest: after any interruption, each slot is recorded exactly once.
+
+Workers are threads, one sandbox each: sandboxes wait on I/O (tmux, docker, browsers), and
+threads keep the collector's memory flat as N grows. A sandbox that dies ends its trajectory with
+outcome "error" and is replaced. SIGINT/SIGTERM stop the run: workers finish their current step
+(forced after `abort_grace_s`), in-flight episodes are written with outcome "aborted", shards are
+committed, and the exit code is 130/143. Aborted trajectories count as finished: a rerun keeps
+them (the data is real and marked) instead of recording the slot twice.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import logging
+import random
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from tqdm import tqdm
+
+from collectors.metrics import FleetStats, FleetSummary, write_summary
+from collectors.policies.base import INVALID, Policy
+from collectors.tasks import TaskSpec
+from sandboxes.base import InvalidActionError, Sandbox, SandboxCrashedError, SandboxError, StepResult
+from schemas import StorageError, TrajectoryWriter, ValidationError, cleanup_temporaries, finished_ids
+from schemas.records import Action, Environment, Observation, Outcome, Provenance, Step, Task, Trajectory
+from schemas.records import Policy as PolicyRecord
+
+log = logging.getLogger(__name__)
+
+EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}
+
+
+@dataclass
+class FleetConfig:
+    domain: str
+    sandbox_factory: Callable[[], Sandbox]
+    policy_factory: Callable[[], Policy]
+    tasks: list[TaskSpec]
+    out: str
+    sandboxes: int = 1
+    episodes: int = 1
+    max_steps: int = 20  # an upper bound; a task's own max_steps may lower it
+    seed: int = 0
+    collector: str = "collectors"
+    collector_version: str = "0.1.0"
+    progress: bool = True
+    shard_rows: int = 256
+    flush_interval_s: float = 30.0  # commit buffered trajectories at least this often
+    abort_grace_s: float = 5.0  # after a signal, how long a step may finish before its sandbox is closed
+    handle_signals: bool = True  # only possible from the main thread
+    writer_options: dict = field(default_factory=dict)
+
+
+def trajectory_id(domain: str, seed: int, slot: int, task_id: str) -> str:
+    digest = hashlib.sha256(f"{domain}\x00{seed}\x00{slot}\x00{task_id}".encode()).hexdigest()[:12]
+    return f"{domain}-s{seed}-{slot:06d}-{digest}"
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _error_observation(text: str, **data: object) -> Observation:
+    return Observation(format="error", text=text, data=dict(data))
+
+
+def _error_kind(exc: BaseException) -> str:
+    if isinstance(exc, SandboxCrashedError):
+        return "sandbox_crashed"
+    if isinstance(exc, SandboxError):
+        return "sandbox_error"
+    return f"exception:{type(exc).__name__}"
+
+
+class _Fleet:
+    def __init__(self, config: FleetConfig, writer: TrajectoryWriter, slots: list[int]) -> None:
+        self.config = config
+        self.writer = writer
+        self.stats = FleetStats()
+        self.stop = threading.Event()
+        self.signal_name: str | None = None
+        self.fatal: str | None = None
+        self._slots = list(slots)
+        self._lock = threading.Lock()
+        self._sandboxes: dict[int, Sandbox] = {}
+        self.done = 0
+
+    # -- work distribution -----------------------------------------------------------------------
+
+    def _take(self) -> int | None:
+        with self._lock:
+            return self._slots.pop(0) if self._slots and not self.stop.is_set() else None
+
+    def _give_back(self, slot: int) -> None:
+        with self._lock:
+            self._slots.insert(0, slot)
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._slots)
+
+    def _fail(self, message: str) -> None:
+        with self._lock:
+            self.fatal = self.fatal or message
+        self.stop.set()
+
+    # -- workers ---------------------------------------------------------------------------------
+
+    def worker(self, wid: int) -> None:
+        sandbox: Sandbox | None = None
+        policy = self.config.policy_factory()
+        try:
+            while (slot := self._take()) is not None:
+                if sandbox is None:
+                    sandbox = self._start_sandbox(wid)
+                    if sandbox is None:
+                        self._give_back(slot)
+                        return
+                trajectory, reset_s, healthy = self.episode(sandbox, policy, slot)
+                try:
+                    self.writer.write(trajectory)
+                except ValidationError as exc:
+                    # Our own bug, not the environment's: keep the run going, leave the slot to a rerun.
+                    log.error("slot %d not written: %s", slot, exc)
+                    self.stats.unwritable_trajectory()
+                    continue
+                except StorageError as exc:
+                    self._fail(str(exc))
+                    return
+                self.stats.record(trajectory, reset_s)
+                with self._lock:
+                    self.done += 1
+                if not healthy:
+                    self._close(wid, sandbox)
+                    sandbox = None
+                    self.stats.replaced_sandbox()
+        except Exception as exc:  # a bug in a policy factory or the runner: stop, keep what is written
+            log.exception("worker %d failed", wid)
+            self._fail(f"worker {wid}: {type(exc).__name__}: {exc}")
+        finally:
+            if sandbox is not None:
+                self._close(wid, sandbox)
+
+    def _start_sandbox(self, wid: int) -> Sandbox | None:
+        error: Exception | None = None
+        for _attempt in range(2):
+            if self.stop.is_set():
+                return None
+            sandbox = self.config.sandbox_factory()
+            with self._lock:
+                self._sandboxes[wid] = sandbox
+            try:
+                sandbox.start()
+                return sandbox
+            except Exception as exc:
+                error = exc
+                self._close(wid, sandbox)
+        self._fail(f"sandbox failed to start twice: {type(error).__name__}: {error}")
+        return None
+
+    def _close(self, wid: int, sandbox: Sandbox) -> None:
+        with self._lock:
+            if self._sandboxes.get(wid) is sandbox:
+                del self._sandboxes[wid]
+        try:
+            sandbox.close()
+        except Exception as exc:
+            log.warning("closing a sandbox failed: %s", exc)
+
+    def force_close_sandboxes(self) -> None:
+        """Unblock steps still running after the grace period; their episodes end as aborted."""
+        with self._lock:
+            sandboxes = list(self._sandboxes.values())
+        for sandbox in sandboxes:
+            try:
+                sandbox.close()
+            except Exception as exc:
+                log.warning("closing a sandbox failed: %s", exc)
+
+    # -- one episode -----------------------------------------------------------------------------
+
+    def episode(self, sandbox: Sandbox, policy: Policy, slot: int) -> tuple[Trajectory, float | None, bool]:
+        config = self.config
+        spec = config.tasks[slot % len(config.tasks)]
+        task: Task = copy.deepcopy(spec.task)
+        task.metadata.update(episode=slot // len(config.tasks), slot=slot)
+        max_steps = min(task.max_steps, config.max_steps) if task.max_steps > 0 else config.max_steps
+        started_at = now()
+        steps: list[Step] = []
+        outcome = Outcome(status="truncated")
+        initial = _error_observation("")
+        reset_s: float | None = None
+        healthy = True
+        try:
+            environment = sandbox.describe()
+        except Exception:
+            environment = Environment(name=config.domain, backend="unknown")
+        try:
+            clock = time.monotonic()
+            initial = sandbox.reset(task)
+            reset_s = time.monotonic() - clock
+        except Exception as exc:
+            healthy = False
+            outcome = self._failure(exc, "reset failed")
+            initial = _error_observation(f"reset failed: {exc}", error_kind=outcome.error_kind)
+        if healthy:
+            outcome, healthy = self._loop(sandbox, policy, task, initial, max_steps, slot, steps)
+        trajectory = Trajectory(
+            trajectory_id=trajectory_id(config.domain, config.seed, slot, task.id),
+            domain=config.domain,
+            environment=environment,
+            task=task,
+            policy=PolicyRecord(name=policy.name, config=policy.config()),
+            initial_observation=initial,
+            steps=steps,
+            outcome=outcome,
+            provenance=Provenance(
+                collector=config.collector,
+                collector_version=config.collector_version,
+                host=socket.gethostname(),
+                started_at=started_at,
+                finished_at=now(),
+            ),
+        )
+        return trajectory, reset_s, healthy
+
+    def _loop(
+        self,
+        sandbox: Sandbox,
+        policy: Policy,
+        task: Task,
+        observation: Observation,
+        max_steps: int,
+        slot: int,
+        steps: list[Step],
+    ) -> tuple[Outcome, bool]:
+        try:
+            policy.reset(task, observation, random.Random(f"{self.config.seed}:{slot}"))
+        except Exception as exc:
+            return Outcome("error", f"policy reset failed: {type(exc).__name__}: {exc}", "policy_error"), True
+        while len(steps) < max_steps:
+            if self.stop.is_set():
+                return Outcome("aborted", f"stopped by {self.signal_name or 'the runner'}"), True
+            try:
+                action = policy.act(observation)
+            except Exception as exc:
+                return Outcome("error", f"policy failed: {type(exc).__name__}: {exc}", "policy_error"), True
+            if action is None:
+                return Outcome("completed"), True
+            started_at, clock = now(), time.monotonic()
+            try:
+                result = self._apply(sandbox, action)
+            except Exception as exc:
+                return self._failure(exc, f"step {len(steps)} failed"), False
+            steps.append(
+                Step(
+                    index=len(steps),
+                    action=action,
+                    observation=result.observation,
+                    started_at=started_at,
+                    latency_s=time.monotonic() - clock,
+                    reward=result.reward,
+                    done=result.done,
+                    info=result.info,
+                )
+            )
+            observation = result.observation
+            if result.done:
+                return Outcome("completed"), True
+        return Outcome("truncated"), True
+
+    @staticmethod
+    def _apply(sandbox: Sandbox, action: Action) -> StepResult:
+        if action.kind == INVALID:
+            error = str(action.arguments.get("error", "invalid action"))
+            return StepResult(
+                _error_observation(f"invalid action: {error}", invalid_action=True, error=error)
+            )
+        try:
+            return sandbox.step(action)
+        except InvalidActionError as exc:
+            return StepResult(
+                _error_observation(f"invalid action: {exc}", invalid_action=True, error=str(exc))
+            )
+
+    def _failure(self, exc: BaseException, what: str) -> Outcome:
+        if self.stop.is_set():
+            return Outcome("aborted", f"stopped by {self.signal_name or 'the runner'} ({what}: {exc})")
+        return Outcome("error", f"{what}: {type(exc).__name__}: {exc}", _error_kind(exc))
+
+
+def run_fleet(config: FleetConfig) -> FleetSummary:
+    """Run the fleet to the end (or a signal) and return the summary, also saved as summary.json.
+
+    Raises StorageError before any sandbox starts when `config.out` is not writable.
+    """
+    if not config.tasks:
+        raise ValueError("no tasks to run")
+    if config.sandboxes < 1 or config.episodes < 0 or config.max_steps < 1:
+        raise ValueError("need sandboxes >= 1, episodes >= 0 and max_steps >= 1")
+    writer = TrajectoryWriter(config.out, max_rows_per_shard=config.shard_rows, **config.writer_options)
+    removed = cleanup_temporaries(config.out)
+    if removed:
+        log.info("removed %d temporary files left by an interrupted run", removed)
+    finished = finished_ids(config.out)
+    slots = [
+        slot
+        for slot in range(config.episodes)
+        if trajectory_id(config.domain, config.seed, slot, config.tasks[slot % len(config.tasks)].id)
+        not in finished
+    ]
+    fleet = _Fleet(config, writer, slots)
+    previous = _install_signal_handlers(fleet) if config.handle_signals else {}
+    started = time.monotonic()
+    try:
+        _supervise(fleet, min(config.sandboxes, len(slots)), len(slots))
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        try:
+            writer.close()
+        except StorageError as exc:
+            fleet.fatal = fleet.fatal or str(exc)
+    summary = fleet.stats.summary(
+        config.out,
+        skipped=config.episodes - len(slots),
+        pending=fleet.pending,
+        wall_s=time.monotonic() - started,
+    )
+    summary.interrupted_by = fleet.signal_name
+    summary.fatal = fleet.fatal
+    summary.exit_code = EXIT_CODES.get(fleet.signal_name or "", 1 if fleet.fatal else 0)
+    try:
+        write_summary(config.out, summary)
+    except Exception as exc:  # the trajectories are committed; a missing summary must not hide that
+        log.error("could not write summary.json: %s", exc)
+    return summary
+
+
+def _install_signal_handlers(fleet: _Fleet) -> dict[int, object]:
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def on_signal(signum: int, _frame: object) -> None:
+        name = signal.Signals(signum).name
+        if fleet.signal_name is None:
+            fleet.signal_name = name
+            print(f"\n{name}: stopping; in-flight episodes will be saved as aborted", file=sys.stderr)
+        fleet.stop.set()
+
+    return {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _supervise(fleet: _Fleet, workers: int, total: int) -> None:
+    """Start the workers, show progress, flush shards periodically, enforce the abort grace."""
+    config = fleet.config
+    threads = [
+        threading.Thread(target=fleet.worker, args=(wid,), name=f"fleet-worker-{wid}", daemon=True)
+        for wid in range(workers)
+    ]
+    for thread in threads:
+        thread.start()
+    bar = tqdm(total=total, desc=config.domain, unit="ep", file=sys.stderr, disable=not config.progress)
+    last_flush = time.monotonic()
+    stop_seen: float | None = None
+    forced = False
+    try:
+        while any(thread.is_alive() for thread in threads):
+            try:
+                time.sleep(0.2)
+            except KeyboardInterrupt:  # signal handlers not installed (not the main thread's choice)
+                fleet.signal_name = fleet.signal_name or "SIGINT"
+                fleet.stop.set()
+            bar.set_postfix(steps=fleet.stats.steps, errors=sum(fleet.stats.errors.values()), refresh=False)
+            bar.update(fleet.done - bar.n)
+            clock = time.monotonic()
+            if clock - last_flush >= config.flush_interval_s:
+                last_flush = clock
+                try:
+                    fleet.writer.flush()
+                except StorageError as exc:
+                    fleet._fail(str(exc))
+            if fleet.stop.is_set():
+                stop_seen = stop_seen or clock
+                if not forced and clock - stop_seen >= config.abort_grace_s:
+                    forced = True
+                    fleet.force_close_sandboxes()
+                elif forced and clock - stop_seen >= config.abort_grace_s + 30:
+                    log.error("workers did not stop 30 s after their sandboxes were closed; leaving them")
+                    break
+    finally:
+        bar.update(fleet.done - bar.n)
+        bar.close()

@@ -1,0 +1,119 @@
+"""Record terminal trajectories: `python -m collectors.terminal --sandboxes N --episodes M --out DIR`."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+
+from collectors.cli import (
+    CliError,
+    add_fleet_arguments,
+    load_task_specs,
+    main_guard,
+    policy_factory,
+    preflight_output,
+    run_cli,
+    validate_counts,
+)
+from sandboxes.terminal import TerminalConfig, TerminalSandbox, make_backend, parse_action
+from sandboxes.terminal.config import DEFAULT_IMAGE
+
+EPILOG = """examples:
+  # 4 isolated containers, 20 explorer episodes over the embedded task suite
+  python -m collectors.terminal --sandboxes 4 --episodes 20 --out data/terminal
+
+  # play the scripted solutions of your own tasks under bubblewrap
+  python -m collectors.terminal --tasks my_tasks.jsonl --policy scripted --backend bwrap --out data/mine
+
+  # replay a recorded dataset's actions in fresh sandboxes (sim-vs-real comparison)
+  python -m collectors.terminal --policy replay --replay-from data/terminal --out data/replayed
+
+  # an LLM agent behind an OpenAI-compatible server (vLLM, llama.cpp)
+  python -m collectors.terminal --policy llm --llm-base-url http://localhost:8000/v1 \\
+      --llm-model Qwen/Qwen3-8B --episodes 100 --sandboxes 8 --out data/llm
+
+Rerunning the same command resumes: committed episodes are skipped, the rest recorded.
+SIGINT/SIGTERM stop cleanly (exit 130/143); in-flight episodes are kept with outcome "aborted".
+"""
+
+SETUP_HINT = "run `make setup` or `bash infra/terminal-image/build.sh`"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m collectors.terminal",
+        description="Record terminal (tmux shell) trajectories with a fleet of isolated sandboxes.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_fleet_arguments(parser)
+    sandbox = parser.add_argument_group("terminal sandbox")
+    sandbox.add_argument("--backend", choices=("docker", "bwrap", "local"), default="docker", help="(docker)")
+    sandbox.add_argument("--image", default=DEFAULT_IMAGE, help=f"docker image ({DEFAULT_IMAGE})")
+    sandbox.add_argument(
+        "--command-timeout", type=float, default=30.0, metavar="SEC", help="per command (30)"
+    )
+    sandbox.add_argument("--cpus", type=float, default=1.0, help="docker CPUs per sandbox (1.0)")
+    sandbox.add_argument("--memory", default="512m", help="memory per sandbox, docker/bwrap (512m)")
+    sandbox.add_argument(
+        "--pids-limit", type=int, default=256, help="processes per sandbox, docker/bwrap (256)"
+    )
+    args = parser.parse_args(argv)
+    validate_counts(parser, args)
+    return args
+
+
+def terminal_config(args: argparse.Namespace) -> TerminalConfig:
+    if args.backend == "docker":
+        backend = make_backend(
+            "docker", image=args.image, cpus=args.cpus, memory=args.memory, pids_limit=args.pids_limit
+        )
+    elif args.backend == "bwrap":
+        backend = make_backend("bwrap", memory=args.memory, pids_limit=args.pids_limit)
+    else:
+        backend = make_backend("local")
+    return TerminalConfig(backend=backend, command_timeout=args.command_timeout)
+
+
+def check_backend(args: argparse.Namespace) -> None:
+    """Missing programs or image: say how to get them instead of failing in every worker."""
+    needed = ["tmux"] + {"docker": ["docker"], "bwrap": ["bwrap"], "local": []}[args.backend]
+    missing = [tool for tool in needed if shutil.which(tool) is None]
+    if missing:
+        raise CliError(f"{', '.join(missing)} not found; {SETUP_HINT}")
+    if args.backend != "docker":
+        return
+    probe = subprocess.run(["docker", "image", "inspect", args.image], capture_output=True, text=True)
+    if probe.returncode == 0:
+        return
+    if "No such image" in probe.stderr or "No such object" in probe.stderr:
+        raise CliError(f"docker image {args.image} is missing; {SETUP_HINT}")
+    raise CliError(f"docker is not usable ({probe.stderr.strip()}); is dockerd running?")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+
+    def run() -> int:
+        preflight_output(args.out)
+        if args.backend == "local":
+            print("warning: --backend local runs commands on THIS HOST, unisolated", file=sys.stderr)
+        tasks = load_task_specs(args, "terminal")
+        explorer = {"command_timeout": min(10.0, args.command_timeout)}
+        policy = policy_factory(args, tasks, parse_action=parse_action, explorer_options=explorer)
+        config = terminal_config(args)
+        return run_cli(
+            args,
+            "terminal",
+            lambda: TerminalSandbox(config),
+            policy,
+            preflight_sandbox=lambda: check_backend(args),
+        )
+
+    return main_guard(run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -315,8 +315,11 @@ class TerminalSandbox(Sandbox):
             )
         if timed_out:
             text += f"\n[command timed out after {timeout:g} s and was interrupted]"
+        # An exit status belongs to this step only if a prompt came back during it (a key sent to
+        # vim must not carry the status of the command that started vim).
+        finished = not first and stream.prompt > stream.step_prompt
         data = {
-            "exit_code": None if first else stream.exit_code,
+            "exit_code": stream.exit_code if finished else None,
             "cwd": stream.cwd,
             "timed_out": timed_out,
             "output_bytes": 0 if first else stream.step.total,

@@ -76,6 +76,7 @@ class ShellStream:
     def __init__(self, output_cap: int) -> None:
         self.cond = threading.Condition()
         self.prompt = 0  # number of the latest prompt the shell drew
+        self.step_prompt = 0  # the prompt number when the current step began
         self.exit_code: int | None = None
         self.cwd: str | None = None
         self.last_output = time.monotonic()
@@ -88,6 +89,7 @@ class ShellStream:
         """Start recording a new step's output; returns the prompt number to wait past."""
         with self.cond:
             self.step = StepOutput(self._cap)
+            self.step_prompt = self.prompt
             return self.prompt
 
     def feed(self, chunk: bytes) -> None:

@@ -113,7 +113,10 @@ def test_interactive_programs_through_keystrokes(make_sandbox, backend: str) -> 
     assert ">>> 6 * 7" in obs.text and "42" in obs.text.splitlines()
     obs = sandbox.step(keystrokes_action([("exit()\n", 3.0)])).observation
     assert obs.text.endswith("agent@sandbox:~$") and obs.data["exit_code"] == 0
-    vim = [("vi poem.txt\n", 1.5), ("i", 0.2), ("roses are red", 0.2), ("Escape", 0.2), (":wq\n", 2.0)]
+    run(sandbox, "no-such-program")  # leaves exit status 127 behind
+    obs = sandbox.step(keystrokes_action([("vi poem.txt\n", 1.5), ("i", 0.2)])).observation
+    assert obs.data["exit_code"] is None  # still inside vim: no status belongs to this step
+    vim = [("roses are red", 0.2), ("Escape", 0.2), (":wq\n", 2.0)]
     obs = sandbox.step(keystrokes_action(vim)).observation
     assert obs.data["exit_code"] == 0
     assert run(sandbox, "cat poem.txt").text.splitlines()[-2] == "roses are red"

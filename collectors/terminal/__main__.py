@@ -19,6 +19,7 @@ from collectors.cli import (
 )
 from sandboxes.terminal import TerminalConfig, TerminalSandbox, make_backend, parse_action
 from sandboxes.terminal.config import DEFAULT_IMAGE
+from sandboxes.terminal.reaper import reap_orphans
 
 EPILOG = """examples:
   # 4 isolated containers, 20 explorer episodes over the embedded task suite
@@ -100,6 +101,13 @@ def main(argv: list[str] | None = None) -> int:
         preflight_output(args.out)
         if args.backend == "local":
             print("warning: --backend local runs commands on THIS HOST, unisolated", file=sys.stderr)
+        reaped = reap_orphans()
+        if any(reaped.values()):
+            print(
+                f"removed {reaped['containers']} containers and {reaped['tmux_servers']} tmux servers"
+                " left behind by a collector that died",
+                file=sys.stderr,
+            )
         tasks = load_task_specs(args, "terminal")
         explorer = {"command_timeout": min(10.0, args.command_timeout)}
         policy = policy_factory(args, tasks, parse_action=parse_action, explorer_options=explorer)

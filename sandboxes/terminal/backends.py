@@ -17,6 +17,7 @@ import uuid
 
 from sandboxes.base import SandboxError
 from sandboxes.terminal.config import Backend, BwrapBackend, DockerBackend, LocalBackend, parse_memory
+from sandboxes.terminal.reaper import OWNER_LABEL, owner
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,8 @@ class DockerInstance(Instance):
         super().__init__(tmpdir, rc_path)
         self.name = f"agentworld-terminal-{uuid.uuid4().hex[:12]}"
         argv = ["docker", "run", "-d", "--name", self.name, "--hostname", "sandbox", "--init"]
-        argv += ["--label", "agentworld.sandbox=terminal", "--cpus", str(cfg.cpus), "--memory", cfg.memory]
+        argv += ["--label", "agentworld.sandbox=terminal", "--label", f"{OWNER_LABEL}={owner()}"]
+        argv += ["--cpus", str(cfg.cpus), "--memory", cfg.memory]
         argv += ["--memory-swap", cfg.memory, "--pids-limit", str(cfg.pids_limit)]
         argv += ["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
         argv += ["-v", f"{rc_path}:{RC_IN_SANDBOX}:ro"]

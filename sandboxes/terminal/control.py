@@ -14,11 +14,11 @@ import signal
 import subprocess
 import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable
 
 from sandboxes.checks import process_exists
+from sandboxes.terminal.reaper import remove_tmux_socket, tmux_socket_name
 
 _OCTAL = re.compile(rb"\\([0-7]{3})")
 
@@ -62,7 +62,7 @@ class TmuxSession:
         on_output: Callable[[bytes], None],
         on_end: Callable[[str], None],
     ) -> None:
-        self.socket = f"agentworld-{uuid.uuid4().hex[:16]}"
+        self.socket = tmux_socket_name()
         conf = os.path.join(conf_dir, "tmux.conf")
         with open(conf, "w") as f:
             # escape-time 0: a lone ESC (vim) must not wait for a possible key sequence.
@@ -179,6 +179,7 @@ class TmuxSession:
         self._reader.join(timeout=3)
         _reap(self.server_pid)
         _reap(self.pane_pid)
+        remove_tmux_socket(self.socket)
 
 
 def _reap(pid: int, timeout: float = 2.0) -> None:

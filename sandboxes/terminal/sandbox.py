@@ -28,6 +28,7 @@ from sandboxes.terminal.actions import COMMAND, is_key_name, parse_action
 from sandboxes.terminal.backends import Instance, make_instance
 from sandboxes.terminal.config import DockerBackend, LocalBackend, TerminalConfig
 from sandboxes.terminal.control import TmuxError, TmuxSession, quote
+from sandboxes.terminal.reaper import tmux_socket_path
 from sandboxes.terminal.shell import SHELL_RC, ShellStream
 from schemas.records import Action, Attachment, Environment, Observation, Task
 
@@ -102,6 +103,7 @@ class _Live:
             found += [
                 f"pid:{p}" for p in (self.tmux.server_pid, self.tmux.client_pid, self.tmux.pane_pid) if p
             ]
+            found.append(f"path:{tmux_socket_path(self.tmux.socket)}")
         return found
 
     def destroy(self) -> None:

@@ -1,0 +1,162 @@
+"""Stage 5: drop exact and near duplicates within each domain, keeping one representative per
+cluster deterministically (the smallest trajectory_id).
+
+Only small sketches (id, MinHash signature) go through the grouping steps; the trajectories
+themselves are shuffled once, when the drop decisions are joined back to them by id:
+
+    Sketch -> GroupByKey(domain, sha256 of dedup_key_text)          exact clusters
+           -> GroupByKey(domain, band, band bytes of the signature)  LSH candidate buckets
+           -> CombinePerKey(min) of the decisions per id -> CoGroupByKey with the trajectories
+
+A bucket member whose estimated Jaccard similarity with the bucket's representative reaches
+`threshold` is dropped. As with any LSH dedup, a chain A~B~C can drop C against B even though B
+itself is dropped against A; the result is still deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import apache_beam as beam
+
+from beam_pipelines.dead_letter import DEAD_LETTER, OK, DeadLetter, count
+from beam_pipelines.text import MinHasher, bands, dedup_key_text, estimated_jaccard, exact_key, shingle_hashes
+from schemas import Trajectory
+
+STAGE = "dedup"
+_SKETCH = "sketch"
+_DROP = "drop"
+_TRAJECTORIES = "trajectories"
+# A sketch is (trajectory_id, signature bytes); a decision is (reason, kept id, similarity).
+Sketch = tuple[str, bytes]
+Decision = tuple[str, str, float]
+# Masked lines remembered per worker: lines repeat across screens and across a task's trajectories.
+_MASK_MEMO_LINES = 100_000
+BandKey = tuple[str, int, bytes]
+
+
+class _MakeSketch(beam.DoFn):
+    def __init__(self, num_perm: int, seed: int, shingle_words: int) -> None:
+        self._num_perm, self._seed, self._shingle_words = num_perm, seed, shingle_words
+
+    def setup(self) -> None:
+        self._hasher = MinHasher(self._num_perm, self._seed)
+        self._masked: dict[str, str] = {}
+
+    def process(self, t: Trajectory) -> Iterator[object]:
+        if len(self._masked) > _MASK_MEMO_LINES:
+            self._masked.clear()
+        text = dedup_key_text(t, self._masked)
+        exact = exact_key(text)
+        signature = self._hasher.signature(shingle_hashes(text, self._shingle_words))
+        yield beam.pvalue.TaggedOutput(_SKETCH, ((t.domain, exact), (t.trajectory_id, signature)))
+        yield t.trajectory_id, (exact, t)
+
+
+def _unique_sorted(members: Iterable[Sketch]) -> list[Sketch]:
+    """Members by id, one per id (a trajectory read twice is not its own duplicate)."""
+    return sorted(dict(members).items())
+
+
+class _PickExact(beam.DoFn):
+    def process(self, cluster: tuple[tuple[str, str], Iterable[Sketch]]) -> Iterator[object]:
+        (domain, _), members = cluster
+        (kept, signature), *dropped = _unique_sorted(members)
+        for trajectory_id, _ in dropped:
+            yield beam.pvalue.TaggedOutput(_DROP, (trajectory_id, ("exact_duplicate", kept, 1.0)))
+        yield domain, (kept, signature)
+
+
+def _band_keys(unique: tuple[str, Sketch], band_count: int) -> Iterator[tuple[BandKey, Sketch]]:
+    domain, (trajectory_id, signature) = unique
+    for i, band in enumerate(bands(signature, band_count)):
+        yield (domain, i, band), (trajectory_id, signature)
+
+
+def _pick_near(bucket: tuple[BandKey, Iterable[Sketch]], threshold: float) -> Iterator[tuple[str, Decision]]:
+    _, members = bucket
+    (kept, kept_signature), *others = _unique_sorted(members)
+    for trajectory_id, signature in others:
+        similarity = estimated_jaccard(kept_signature, signature)
+        if similarity >= threshold:
+            yield trajectory_id, ("near_duplicate", kept, similarity)
+
+
+class _Route(beam.DoFn):
+    def process(self, joined: tuple[str, dict[str, list]]) -> Iterator[object]:
+        trajectory_id, groups = joined
+        # Several records under one id are one record read twice, or a corrupt dataset: keep one,
+        # chosen by content hash so the choice does not depend on arrival order.
+        copies = sorted(groups[_TRAJECTORIES], key=lambda item: item[0])
+        for _ in copies[1:]:
+            count(STAGE, "duplicate_id")
+            detail = "another record with the same trajectory_id was kept"
+            yield beam.pvalue.TaggedOutput(
+                DEAD_LETTER, DeadLetter(STAGE, "duplicate_id", detail, trajectory_id=trajectory_id)
+            )
+        if not copies:
+            return
+        if groups[_DROP]:
+            reason, kept, similarity = groups[_DROP][0]
+            count(STAGE, reason)
+            detail = f"duplicate of {kept} (estimated Jaccard {similarity:.3f})"
+            yield beam.pvalue.TaggedOutput(
+                DEAD_LETTER, DeadLetter(STAGE, reason, detail, trajectory_id=trajectory_id)
+            )
+            return
+        count(STAGE, "kept")
+        yield copies[0][1]
+
+
+class Deduplicate(beam.PTransform):
+    """Trajectory -> {"ok": one Trajectory per duplicate cluster, "dead_letter": DeadLetter with
+    reason "exact_duplicate" / "near_duplicate" (detail names the kept id) or "duplicate_id"}.
+
+    threshold: estimated Jaccard similarity of shingle sets at or above which two trajectories are
+    near duplicates. num_perm: MinHash permutations; bands: LSH bands (num_perm must divide into
+    them; more bands find more candidate pairs below the threshold, at more shuffle volume).
+    """
+
+    def __init__(
+        self,
+        threshold: float = 0.8,
+        num_perm: int = 64,
+        bands: int = 16,
+        shingle_words: int = 5,
+        seed: int = 1,
+    ) -> None:
+        super().__init__()
+        if not 0.0 < threshold <= 1.0:
+            raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+        if bands < 1 or num_perm % bands:
+            raise ValueError(f"num_perm ({num_perm}) must be a positive multiple of bands ({bands})")
+        self._threshold, self._num_perm, self._bands = threshold, num_perm, bands
+        self._shingle_words, self._seed = shingle_words, seed
+
+    def expand(self, trajectories: beam.PCollection) -> dict[str, beam.PCollection]:
+        sketched = trajectories | "Sketch" >> beam.ParDo(
+            _MakeSketch(self._num_perm, self._seed, self._shingle_words)
+        ).with_outputs(_SKETCH, main=_TRAJECTORIES)
+        exact = (
+            sketched[_SKETCH]
+            | "GroupExact" >> beam.GroupByKey()
+            | "PickExact" >> beam.ParDo(_PickExact()).with_outputs(_DROP, main=OK)
+        )
+        near_drops = (
+            exact[OK]
+            | "BandKeys" >> beam.FlatMap(_band_keys, self._bands)
+            | "GroupBands" >> beam.GroupByKey()
+            | "PickNear" >> beam.FlatMap(_pick_near, self._threshold)
+        )
+        decisions = (
+            (exact[_DROP], near_drops)
+            | "AllDrops" >> beam.Flatten()
+            # Exact sorts before near, then the smallest kept id: one deterministic decision per id.
+            | "OneDecisionPerId" >> beam.CombinePerKey(min)
+        )
+        routed = (
+            {_TRAJECTORIES: sketched[_TRAJECTORIES], _DROP: decisions}
+            | "JoinDecisions" >> beam.CoGroupByKey()
+            | "Route" >> beam.ParDo(_Route()).with_outputs(DEAD_LETTER, main=OK)
+        )
+        return {OK: routed[OK], DEAD_LETTER: routed[DEAD_LETTER]}

@@ -1,0 +1,35 @@
+"""Stage 2: check each trajectory against the data contract (`schemas.validate`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import apache_beam as beam
+
+from beam_pipelines.dead_letter import DEAD_LETTER, OK, DeadLetter, count
+from schemas import Trajectory, ValidationError, validate
+
+STAGE = "validate"
+
+
+class _Validate(beam.DoFn):
+    def process(self, t: Trajectory) -> Iterator[object]:
+        try:
+            validate(t)
+        except ValidationError as exc:
+            count(STAGE, "invalid_field")
+            # str(exc) already names the trajectory and the dotted field path.
+            yield beam.pvalue.TaggedOutput(
+                DEAD_LETTER, DeadLetter(STAGE, "invalid_field", str(exc), trajectory_id=exc.trajectory_id)
+            )
+            return
+        count(STAGE, "valid")
+        yield t
+
+
+class ValidateTrajectories(beam.PTransform):
+    """Trajectory -> {"ok": valid Trajectory, "dead_letter": DeadLetter(reason="invalid_field")}."""
+
+    def expand(self, trajectories: beam.PCollection) -> dict[str, beam.PCollection]:
+        results = trajectories | "Validate" >> beam.ParDo(_Validate()).with_outputs(DEAD_LETTER, main=OK)
+        return {OK: results[OK], DEAD_LETTER: results[DEAD_LETTER]}

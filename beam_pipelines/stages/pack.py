@@ -1,0 +1,158 @@
+"""Pack tokenised documents into rows of at most `seq_len` tokens, best-fit decreasing.
+
+Determinism: which documents share a row must not depend on how a runner batched or ordered them, so
+documents are first grouped by a stable shard key (corpus, split, domain, hash of the id), sorted by id
+inside the shard, and packed window by window (a bounded number of documents per window). A document
+longer than `seq_len` is cut into `seq_len` chunks; every row keeps its documents' lengths so attention
+can be restricted to each document (`cu_seqlens` = cumulative `doc_lengths`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+
+from beam_pipelines import dead_letter
+from beam_pipelines.stages.tokenise import TokenisedDoc
+
+STAGE = "pack"
+ShardKey = tuple[str, str, str, int, int]  # corpus, split, domain, shard, shard count
+
+ROW_SCHEMA = pa.schema(
+    [
+        ("input_ids", pa.list_(pa.int32())),
+        ("loss_mask", pa.list_(pa.int8())),
+        ("doc_lengths", pa.list_(pa.int32())),
+        ("doc_ids", pa.list_(pa.string())),
+        ("doc_echo", pa.list_(pa.bool_())),
+    ]
+)
+
+
+def shard_of(key: str, n: int) -> int:
+    """A shard index stable across processes and machines (unlike `hash`)."""
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big") % n
+
+
+def shards_for(split: str, shards: int) -> int:
+    # evaluation splits are small: one file each
+    return shards if split == "train" else 1
+
+
+def best_fit_decreasing(lengths: list[int], capacity: int) -> list[list[int]]:
+    """Bins (lists of item indices) of total length <= capacity; every length must be <= capacity."""
+    bins: list[list[int]] = []
+    free: list[tuple[int, int]] = []  # (room left, bin index), sorted: the best fit is the first that fits
+    for i in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+        at = bisect.bisect_left(free, (lengths[i], -1))
+        if at == len(free):
+            bins.append([i])
+            room, b = capacity - lengths[i], len(bins) - 1
+        else:
+            room, b = free.pop(at)
+            bins[b].append(i)
+            room -= lengths[i]
+        bisect.insort(free, (room, b))
+    return bins
+
+
+class _Piece:
+    __slots__ = ("doc_id", "ids", "loss_start", "echo")
+
+    def __init__(self, doc_id: str, ids: np.ndarray, loss_start: int, echo: bool) -> None:
+        self.doc_id, self.ids, self.loss_start, self.echo = doc_id, ids, loss_start, echo
+
+
+def _pieces(doc: TokenisedDoc, seq_len: int) -> list[_Piece]:
+    ids = np.frombuffer(doc.ids, dtype="<i4")
+    if len(ids) <= seq_len:
+        return [_Piece(doc.doc_id, ids, doc.loss_start, doc.echo)]
+    dead_letter.count(STAGE, "chunked_documents")
+    return [
+        _Piece(
+            f"{doc.doc_id}@{n}", ids[at : at + seq_len], min(max(doc.loss_start - at, 0), seq_len), doc.echo
+        )
+        for n, at in enumerate(range(0, len(ids), seq_len))
+    ]
+
+
+def rows_table(rows: list[list[_Piece]]) -> pa.Table:
+    """One Arrow table from packed rows, built from flat arrays (no per-token Python objects)."""
+    pieces = [p for row in rows for p in row]
+    lengths = np.array([len(p.ids) for p in pieces], dtype=np.int64)
+    ids = np.concatenate([p.ids for p in pieces]) if pieces else np.zeros(0, np.int32)
+    mask = np.zeros(len(ids), dtype=np.int8)
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    for p, start, end in zip(pieces, starts[:-1], starts[1:], strict=True):
+        mask[start + p.loss_start : end] = 1
+    doc_offsets = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int32)
+    token_offsets = starts[doc_offsets].astype(np.int32)
+
+    def listed(values: pa.Array, offsets: np.ndarray) -> pa.Array:
+        return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
+
+    return pa.Table.from_arrays(
+        [
+            listed(pa.array(ids, pa.int32()), token_offsets),
+            listed(pa.array(mask, pa.int8()), token_offsets),
+            listed(pa.array(lengths.astype(np.int32)), doc_offsets),
+            listed(pa.array([p.doc_id for p in pieces], pa.string()), doc_offsets),
+            listed(pa.array([p.echo for p in pieces], pa.bool_()), doc_offsets),
+        ],
+        schema=ROW_SCHEMA,
+    )
+
+
+class _KeyByShard(beam.DoFn):
+    def __init__(self, shards: int) -> None:
+        self._shards = shards
+
+    def process(self, batch: list[TokenisedDoc]) -> Iterator[tuple[ShardKey, list[TokenisedDoc]]]:
+        groups: dict[ShardKey, list[TokenisedDoc]] = defaultdict(list)
+        for doc in batch:
+            n = shards_for(doc.split, self._shards)
+            groups[(doc.corpus, doc.split, doc.domain, shard_of(doc.doc_id, n), n)].append(doc)
+        yield from groups.items()
+
+
+class _PackShard(beam.DoFn):
+    def __init__(self, seq_len: int, window: int) -> None:
+        self._seq_len = seq_len
+        self._window = window
+
+    def process(
+        self, element: tuple[ShardKey, Iterable[list[TokenisedDoc]]]
+    ) -> Iterator[tuple[ShardKey, pa.Table]]:
+        key, batches = element
+        docs = sorted((d for batch in batches for d in batch), key=lambda d: d.doc_id)
+        rows: list[list[_Piece]] = []
+        for begin in range(0, len(docs), self._window):
+            pieces = [p for d in docs[begin : begin + self._window] for p in _pieces(d, self._seq_len)]
+            bins = best_fit_decreasing([len(p.ids) for p in pieces], self._seq_len)
+            rows.extend([pieces[i] for i in b] for b in bins)
+        dead_letter.count(STAGE, "rows", len(rows))
+        yield key, rows_table(rows)
+
+
+class Pack(beam.PTransform):
+    """Batches of `TokenisedDoc` -> one (ShardKey, Arrow table of packed rows) per shard."""
+
+    def __init__(self, seq_len: int = 4096, shards: int = 4, window: int = 2048) -> None:
+        super().__init__()
+        self._seq_len = seq_len
+        self._shards = shards
+        self._window = window
+
+    def expand(self, batches):
+        return (
+            batches
+            | "KeyByShard" >> beam.ParDo(_KeyByShard(self._shards))
+            | "GroupShards" >> beam.GroupByKey()
+            | "PackRows" >> beam.ParDo(_PackShard(self._seq_len, self._window))
+        )

@@ -1,0 +1,91 @@
+"""Report: counts at every stage, from the Beam metrics of a finished run, plus the manifest's totals.
+
+Beam metrics are the only place the counts exist once a run is over (on Dataflow too), so the report is
+built from `PipelineResult.metrics()` by the launcher after the run, not inside the pipeline. Timings
+are left out of the files so two runs over the same input write identical reports.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections import defaultdict
+from typing import Any
+
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.runners.runner import PipelineResult
+
+from beam_pipelines.dead_letter import NAMESPACE
+
+STAGE_ORDER = (
+    "read",
+    "validate",
+    "normalise",
+    "redact",
+    "dedup",
+    "filter",
+    "split",
+    "format",
+    "tokenise",
+    "pack",
+    "write",
+)
+
+
+def stage_counters(result: PipelineResult) -> dict[str, dict[str, int]]:
+    """{stage: {counter: value}} from the counters named `<stage>/<name>` (see `dead_letter.count`)."""
+    query = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))
+    counts: dict[str, dict[str, int]] = defaultdict(dict)
+    for counter in query["counters"]:
+        stage, _, name = counter.key.metric.name.partition("/")
+        # committed is what survived retries; runners that only track attempts leave it None
+        value = counter.committed if counter.committed is not None else counter.attempted
+        counts[stage][name] = counts[stage].get(name, 0) + int(value or 0)
+    rank = {s: i for i, s in enumerate(STAGE_ORDER)}
+    return {
+        s: dict(sorted(counts[s].items())) for s in sorted(counts, key=lambda s: (rank.get(s, len(rank)), s))
+    }
+
+
+def build_report(counters: dict[str, dict[str, int]], manifest: dict[str, Any]) -> dict[str, Any]:
+    return {"stages": counters, "outputs": manifest.get("totals", {}), "config": manifest.get("config", {})}
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    lines = [
+        "# Corpus build report",
+        "",
+        "## Counts by stage",
+        "",
+        "| stage | counter | value |",
+        "|---|---|---:|",
+    ]
+    for stage, named in report["stages"].items():
+        lines += [f"| {stage} | {name} | {value:,} |" for name, value in named.items()]
+    lines += [
+        "",
+        "## Outputs",
+        "",
+        "| corpus | group | files | documents | tokens |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for corpus, groups in report["outputs"].items():
+        for group, t in groups.items():
+            tokens = f"{t['tokens']:,}" if "tokens" in t else "-"
+            lines.append(
+                f"| {corpus} | {group} | {t.get('files', 0)} | {t.get('documents', 0):,} | {tokens} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def write_report(root: str, result: PipelineResult) -> tuple[dict[str, Any], str]:
+    """Write OUT/report.json and OUT/report.md from the finished run; return both."""
+    with FileSystems.open(posixpath.join(root, "manifest.json")) as f:
+        manifest = json.loads(f.read())
+    report = build_report(stage_counters(result), manifest)
+    markdown = render_markdown(report)
+    for name, text in (("report.json", json.dumps(report, indent=1) + "\n"), ("report.md", markdown)):
+        with FileSystems.create(posixpath.join(root, name)) as f:
+            f.write(text.encode())
+    return report, markdown

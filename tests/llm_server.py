@@ -76,6 +76,8 @@ def serve_llm(startup_timeout: float = 90.0) -> Iterator[LLMServer]:
     argv = [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf())]
     argv += ["--model_alias", MODEL_NAME, "--host", "127.0.0.1", "--port", str(port)]
     argv += ["--n_ctx", "2048", "--chat_format", "chatml", "--n_threads", str(os.cpu_count() or 1)]
+    # By default a new request cuts the running one short; concurrent tests need whole replies.
+    argv += ["--interrupt_requests", "False"]
     with tempfile.TemporaryFile(mode="w+") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:

@@ -1,0 +1,150 @@
+"""Fidelity metrics (pure): templates with volatile spans, edit and line scores, format verifiers."""
+
+from __future__ import annotations
+
+import pytest
+
+from training.fidelity.metrics import (
+    Span,
+    Template,
+    aggregate,
+    format_valid,
+    line_prf,
+    looks_like_prompt,
+    score_turn,
+    shape_pattern,
+)
+from training.fidelity.noise_floor import volatile_template
+from training.judge import parse_judge_reply, to_percent
+
+SCREEN = "agent@sandbox:~$ date\nMon Nov 30 09:51:07 UTC 2026\nagent@sandbox:~$"
+
+
+def date_template() -> Template:
+    return volatile_template(
+        SCREEN, ["agent@sandbox:~$ date\nMon Nov 30 10:05:44 UTC 2026\nagent@sandbox:~$"]
+    )
+
+
+def test_volatile_template_marks_only_what_differs() -> None:
+    template = date_template()
+    assert template.text == SCREEN
+    assert [s.text for s in template.volatile_spans] == ["09", "51", "07"]
+    assert template.volatile_spans[0].variants == ["10"]
+
+
+def test_same_runs_give_no_volatile_span() -> None:
+    assert volatile_template("hi\n$", ["hi\n$", "hi\n$"]).volatile_spans == []
+
+
+def test_insertion_in_another_run_is_a_volatile_span() -> None:
+    template = volatile_template("a\n$", ["a\n[1]+ Done sleep\n$"])
+    assert template.text == "a\n$"
+    assert [(s.text, s.variants) for s in template.volatile_spans] == [("", ["[1]+ Done sleep\n"])]
+
+
+def test_stable_content_exact_and_volatile_content_by_form() -> None:
+    template = date_template()
+    other_time = score_turn("terminal", SCREEN.replace("09:51:07", "23:59:00"), template)
+    assert other_time.stable_exact and other_time.volatile_form == 1.0 and not other_time.exact
+    bad_form = score_turn("terminal", SCREEN.replace("09:51:07", "ab:51:07"), template)
+    assert bad_form.stable_exact and bad_form.volatile_form == pytest.approx(2 / 3)
+    wrong_stable = score_turn("terminal", SCREEN.replace("Nov", "Dec"), template)
+    assert not wrong_stable.stable_exact and wrong_stable.volatile_form is None
+
+
+def test_multiline_volatile_span_matches_with_or_without_the_line() -> None:
+    template = volatile_template("a\n$", ["a\n[1]+ Done sleep\n$"])
+    assert score_turn("terminal", "a\n$", template).stable_exact
+    assert score_turn("terminal", "a\n[1]+ Done sleep\n$", template).stable_exact
+    assert not score_turn("terminal", "b\n$", template).stable_exact
+
+
+def test_exact_prediction_scores_one_everywhere() -> None:
+    score = score_turn("terminal", SCREEN, Template.stable(SCREEN))
+    assert score.exact and score.stable_exact and score.format_valid
+    assert score.edit_similarity == 1.0 and score.line_f1 == 1.0 and score.volatile_form is None
+
+
+def test_missing_prediction_is_invalid_and_scores_zero() -> None:
+    score = score_turn("terminal", None, Template.stable(SCREEN))
+    assert not score.format_valid and not score.stable_exact and score.edit_similarity == 0.0
+
+
+def test_shape_keeps_character_classes() -> None:
+    assert shape_pattern("09:51") == r"\d+:\d+"
+    assert shape_pattern("tmp.Ab3x") == r"[^\W\d_]+\.\w+"
+    span = Span("4217", volatile=True, variants=["88"])
+    assert span.form() == r"(?:\d+)"
+
+
+def test_line_precision_recall() -> None:
+    p, r, f1 = line_prf("a\nb\nx", "a\nb\nc\nd")
+    assert (p, r) == (pytest.approx(2 / 3), 0.5) and f1 == pytest.approx(4 / 7)
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("agent@sandbox:~/webapp$", True),
+        ("root@box:/# ", True),
+        ("$", True),
+        ("(venv) user@h:~$ ", True),
+        (">>>", False),
+        ("total 8", False),
+        ("hello $ world", False),
+    ],
+)
+def test_prompt_lines(line: str, expected: bool) -> None:
+    assert looks_like_prompt(line) is expected
+
+
+def test_terminal_format_needs_a_prompt_only_where_the_real_screen_had_one() -> None:
+    assert format_valid("terminal", "$ ls\nfile\n$", "$ ls\nfile2\n$")
+    assert not format_valid("terminal", "$ ls\nfile", "$ ls\nfile2\n$")
+    # The real screen shows `less` holding the terminal: no prompt is due.
+    assert format_valid("terminal", "line 1\n:", "line 1\nline 2\n:")
+
+
+def test_json_tree_and_search_verifiers() -> None:
+    assert format_valid("mcp", '{"a": 1}', '{"b": 2}') and not format_valid("mcp", "{a: 1", '{"b": 2}')
+    assert format_valid("mcp", "Error: no such tool", "Error: unknown tool x")
+    assert format_valid("android", "<hierarchy><node/></hierarchy>", "<hierarchy/>")
+    assert not format_valid("android", "<hierarchy><node></hierarchy>", "<hierarchy/>")
+    assert not format_valid("android", "<root/>", "<hierarchy/>")
+    assert format_valid("web", "RootWebArea\n  button 'OK'\n    text", "RootWebArea")
+    assert not format_valid("web", "RootWebArea\n      button 'OK'", "RootWebArea\n  link 'a'")
+    assert format_valid("search", "1. Title\n   url", "1. A\n2. B") and not format_valid(
+        "search", "none", "1. A"
+    )
+
+
+def test_aggregate_by_domain_and_turn() -> None:
+    rows = [
+        {"domain": "terminal", "turn_idx": 1, "edit_similarity": 1.0, "volatile_form": None},
+        {"domain": "terminal", "turn_idx": 2, "edit_similarity": 0.5, "volatile_form": 1.0},
+        {"domain": "mcp", "turn_idx": 1, "edit_similarity": 0.0, "volatile_form": None},
+    ]
+    agg = aggregate(rows)
+    assert agg["overall"]["turns"] == 3 and agg["overall"]["edit_similarity"] == pytest.approx(0.5)
+    assert agg["by_domain"]["terminal"]["edit_similarity"] == 0.75
+    assert agg["by_turn"]["1"]["edit_similarity"] == 0.5 and agg["by_turn"]["2"]["volatile_form"] == 1.0
+    assert agg["by_domain"]["mcp"]["volatile_form"] is None
+
+
+def test_judge_reply_parsing() -> None:
+    scores, error = parse_judge_reply(
+        'Sure. {"format": 5, "factuality": "4", "consistency": 3, "realism": 4.0, "quality": 2} hope it helps'
+    )
+    assert error == "" and scores == {
+        "format": 5,
+        "factuality": 4,
+        "consistency": 3,
+        "realism": 4,
+        "quality": 2,
+    }
+    scores, _ = parse_judge_reply("Format: 4\nFactuality: 3\nConsistency - 5\nRealism: 2\nQuality: 1")
+    assert scores == {"format": 4, "factuality": 3, "consistency": 5, "realism": 2, "quality": 1}
+    scores, error = parse_judge_reply('{"format": 7, "factuality": 3} the prediction looks fine')
+    assert scores is None and "format" in error and "quality" in error
+    assert to_percent(1) == 0 and to_percent(5) == 100 and to_percent(3) == 50

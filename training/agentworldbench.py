@@ -1,0 +1,315 @@
+"""python -m training.agentworldbench infer|judge|score: AgentWorldBench-format JSONL, ours or the public one.
+
+infer  asks the world model each record's chat (record_messages) and stores the raw reply and the
+       extracted <predicted_observation> per id; judge scores each prediction against the reference
+       (the record's last response) on the five dimensions; score prints per-domain and overall scores
+       the benchmark's way: (x-1)/4*100 per dimension, averaged. infer and judge append one line per id
+       as soon as it is done and skip ids already in --out, so a killed run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import re
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from tqdm import tqdm
+
+from schemas.render import AGENTWORLDBENCH_FIELDS, extract_prediction, record_messages
+from training.backends import make_backend
+from training.backends.base import GenerationConfig, WorldModelBackend
+from training.judge import DIMENSIONS, JUDGE_CONFIG, judge
+
+EXAMPLES = """examples:
+  python -m training.agentworldbench infer --data 'out/corpus/agentworldbench/*_test.jsonl' \\
+      --model http://127.0.0.1:8000/v1 --out preds.jsonl --concurrency 16
+  python -m training.agentworldbench judge --data 'out/corpus/agentworldbench/*_test.jsonl' \\
+      --predictions preds.jsonl --judge-url http://127.0.0.1:8001/v1 --out judged.jsonl
+  python -m training.agentworldbench score --judged judged.jsonl --json scores.json
+Rerunning infer or judge with the same --out only does the ids that are not there yet."""
+
+_THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
+_OBSERVATION_PREFIX = re.compile(r"^\*\*Environment Observation:\*\*\n?")
+_INITIAL_STATE = re.compile(r"## Initial state\n(?:.*?:\n\n)?(.*?)(?:\n\n## |\Z)", re.DOTALL)
+
+
+class BenchError(ValueError):
+    """Bad input files: the message says which file and line, and what to do."""
+
+
+def read_records(patterns: list[str]) -> list[dict]:
+    files = sorted({f for p in patterns for f in (glob.glob(p) or [p])})
+    records = []
+    for file in files:
+        path = Path(file)
+        if not path.is_file():
+            raise BenchError(f"{file}: no such file; pass AgentWorldBench JSONL files (globs allowed)")
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as exc:
+                raise BenchError(f"{file}:{n}: not JSON ({exc})") from None
+            missing = [f for f in AGENTWORLDBENCH_FIELDS if f not in record]
+            if missing:
+                raise BenchError(f"{file}:{n}: not an AgentWorldBench record, missing {missing}")
+            records.append(record)
+    return records
+
+
+def read_jsonl(path: Path) -> dict[str, dict]:
+    """Rows by id; a line torn by a kill is skipped (that id is simply done again)."""
+    rows: dict[str, dict] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+                rows[str(row["id"])] = row
+            except (ValueError, KeyError, TypeError):
+                continue
+    return rows
+
+
+def observation_text(response: str) -> str:
+    return _OBSERVATION_PREFIX.sub("", response, count=1)
+
+
+def run_resumable(
+    todo: list[dict],
+    work: Callable[[dict], dict | None],
+    out: Path,
+    concurrency: int,
+    desc: str,
+    progress: bool,
+) -> int:
+    """Run `work` over `todo` concurrently, appending each result line as it finishes (None: nothing,
+    so that a rerun does that item again). Returns how many lines were written."""
+    written = 0
+    lock = threading.Lock()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("a", encoding="utf-8") as f, ThreadPoolExecutor(max(1, concurrency)) as pool:
+        futures = [pool.submit(work, item) for item in todo]
+        for future in tqdm(as_completed(futures), total=len(futures), desc=desc, disable=not progress):
+            row = future.result()
+            if row is None:
+                continue
+            with lock:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                f.flush()
+                written += 1
+    return written
+
+
+def infer(
+    records: list[dict],
+    backend: WorldModelBackend,
+    out: Path,
+    *,
+    config: GenerationConfig,
+    concurrency: int = 16,
+    progress: bool = True,
+) -> dict:
+    """Predict every record not yet in `out`. A failed request is not written: a rerun retries it."""
+    done = read_jsonl(out)
+    todo = [r for r in records if str(r["id"]) not in done]
+    failures: list[str] = []
+
+    def work(record: dict) -> dict | None:
+        row = {"id": record["id"], "task": record["task"], "turn_idx": record["turn_idx"]}
+        try:
+            reply = backend.complete(record_messages(record), config)
+        except Exception as exc:  # reported, not fatal: the other ids go on
+            failures.append(f"{record['id']}: {type(exc).__name__}: {exc}")
+            return None
+        prediction = extract_prediction(reply)
+        return {**row, "reply": reply, "prediction": prediction, "format_failure": prediction is None}
+
+    written = run_resumable(todo, work, out, concurrency, "infer", progress)
+    return {
+        "records": len(records),
+        "already_done": len(done),
+        "new": written,
+        "request_failures": failures,
+    }
+
+
+def judge_predictions(
+    records: list[dict],
+    predictions: dict[str, dict],
+    backend: WorldModelBackend,
+    out: Path,
+    *,
+    concurrency: int = 16,
+    max_chars: int = 4000,
+    config: GenerationConfig = JUDGE_CONFIG,
+    progress: bool = True,
+) -> dict:
+    """Judge each predicted id not yet in `out`; unreadable judge replies are recorded as failures."""
+    done = read_jsonl(out)
+    todo = [r for r in records if str(r["id"]) in predictions and str(r["id"]) not in done]
+
+    def work(record: dict) -> dict:
+        predicted_row = predictions[str(record["id"])]
+        predicted = predicted_row.get("prediction")
+        if predicted is None:
+            # Like the public evaluation without a tagged block: the visible reply is what gets judged,
+            # and the format dimension is where the missing tags should cost.
+            predicted = _THINK.sub("", predicted_row.get("reply", "")).strip()
+        responses = record["response"]
+        if len(responses) > 1:
+            previous = observation_text(responses[-2])
+        else:
+            found = _INITIAL_STATE.search(record["system_str"])
+            previous = found.group(1) if found else ""
+        result = judge(
+            backend,
+            domain=record["task"],
+            action=record["current_prompt"],
+            previous=previous,
+            reference=observation_text(responses[-1]),
+            prediction=predicted,
+            max_chars=max_chars,
+            config=config,
+        )
+        row = {"id": record["id"], "task": record["task"], **result.as_dict()}
+        return {**row, "format_failure": predicted_row.get("prediction") is None}
+
+    run_resumable(todo, work, out, concurrency, "judge", progress)
+    rows = read_jsonl(out)
+    return {
+        "judged": len(rows),
+        "judge_failures": sum(1 for r in rows.values() if r["scores"] is None),
+        "unpredicted": sum(1 for r in records if str(r["id"]) not in predictions),
+    }
+
+
+def score(judged: dict[str, dict]) -> dict:
+    """Per domain and overall (all samples): mean (x-1)/4*100 per dimension and their mean. Samples the
+    judge could not score are counted, and left out of the means."""
+    by_domain: dict[str, list[dict]] = {}
+    for row in judged.values():
+        by_domain.setdefault(row["task"], []).append(row)
+    table = {}
+    for domain, rows in [*sorted(by_domain.items()), ("overall", list(judged.values()))]:
+        ok = [r["percent"] for r in rows if r.get("scores")]
+        dims = {d: sum(p[d] for p in ok) / len(ok) for d in DIMENSIONS} if ok else dict.fromkeys(DIMENSIONS)
+        values = [v for v in dims.values() if v is not None]
+        table[domain] = {
+            "samples": len(rows),
+            "judge_failures": len(rows) - len(ok),
+            **dims,
+            "score": sum(values) / len(values) if values else None,
+        }
+    return table
+
+
+def format_table(table: dict) -> str:
+    header = ["domain", "samples", "failures", *DIMENSIONS, "score"]
+    lines = ["  ".join(f"{h:>11}" for h in header)]
+    for domain, s in table.items():
+        cells = [domain, str(s["samples"]), str(s["judge_failures"])]
+        cells += ["-" if s[d] is None else f"{s[d]:.1f}" for d in (*DIMENSIONS, "score")]
+        lines.append("  ".join(f"{c:>11}" for c in cells))
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m training.agentworldbench",
+        description=__doc__.split("\n")[0],
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    i = sub.add_parser("infer", help="query the world model for every record")
+    i.add_argument("--data", nargs="+", required=True, help="AgentWorldBench JSONL files or globs")
+    i.add_argument("--model", required=True, help="OpenAI-compatible URL, checkpoint dir or named shape")
+    i.add_argument("--model-name", help="model name at the URL (default: the first served)")
+    i.add_argument("--out", type=Path, required=True, help="predictions JSONL (appended, resumable)")
+    i.add_argument("--max-new-tokens", type=int, default=2048)
+    j = sub.add_parser("judge", help="score predictions with an LLM judge")
+    j.add_argument("--data", nargs="+", required=True, help="the same AgentWorldBench JSONL files")
+    j.add_argument("--predictions", type=Path, required=True, help="output of infer")
+    j.add_argument("--judge-url", required=True, help="OpenAI-compatible endpoint of the judge")
+    j.add_argument("--judge-model", help="model name at --judge-url (default: the first served)")
+    j.add_argument("--out", type=Path, required=True, help="judgements JSONL (appended, resumable)")
+    j.add_argument("--max-chars", type=int, default=4000, help="cut each text shown to the judge to this")
+    j.add_argument(
+        "--max-new-tokens", type=int, default=JUDGE_CONFIG.max_new_tokens, help="judge reply length"
+    )
+    for sp in (i, j):
+        sp.add_argument("--concurrency", type=int, default=16)
+        sp.add_argument("--no-progress", action="store_true")
+    s = sub.add_parser("score", help="print per-domain and overall scores")
+    s.add_argument("--judged", type=Path, required=True, help="output of judge")
+    s.add_argument("--json", type=Path, help="also write the scores here")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        if args.command == "score":
+            judged = read_jsonl(args.judged)
+            if not judged:
+                raise BenchError(f"{args.judged}: no judgements; run `judge` first")
+            table = score(judged)
+            print(format_table(table))
+            print(json.dumps(table))
+            if args.json:
+                args.json.write_text(json.dumps(table, indent=2))
+            return 0
+        records = read_records(args.data)
+        if args.command == "infer":
+            opts = {"model": args.model_name} if args.model_name else {}
+            backend = make_backend(args.model, **opts)
+            summary = infer(
+                records,
+                backend,
+                args.out,
+                config=GenerationConfig(max_new_tokens=args.max_new_tokens),
+                concurrency=args.concurrency,
+                progress=not args.no_progress,
+            )
+            backend.close()
+            fails = summary["request_failures"]
+            print(
+                f"{summary['records']} records: {summary['already_done']} already done, {summary['new']} "
+                f"predicted, {len(fails)} request failures (rerun to retry) -> {args.out}"
+            )
+            for line in fails[:5]:
+                print(f"  {line}", file=sys.stderr)
+            return 1 if fails else 0
+        opts = {"model": args.judge_model} if args.judge_model else {}
+        backend = make_backend(args.judge_url, **opts)
+        predictions = read_jsonl(args.predictions)
+        summary = judge_predictions(
+            records,
+            predictions,
+            backend,
+            args.out,
+            concurrency=args.concurrency,
+            max_chars=args.max_chars,
+            config=GenerationConfig(max_new_tokens=args.max_new_tokens, temperature=0.0),
+            progress=not args.no_progress,
+        )
+        backend.close()
+        print(
+            f"{summary['judged']} judged ({summary['judge_failures']} judge failures), "
+            f"{summary['unpredicted']} records without a prediction -> {args.out}"
+        )
+        return 0
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

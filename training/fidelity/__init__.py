@@ -1,0 +1,1 @@
+"""Sim-vs-real fidelity of world models: `python -m training.fidelity --help`."""

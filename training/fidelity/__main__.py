@@ -1,0 +1,237 @@
+"""python -m training.fidelity: measure a world model against the real sandbox, turn by turn."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from schemas import read_trajectories
+from schemas.records import Trajectory
+from training.backends import make_backend
+from training.backends.base import GenerationConfig, WorldModelBackend
+from training.fidelity.cache import CachedBackend, ReplyCache
+from training.fidelity.closed_loop import closed_loop
+from training.fidelity.metrics import aggregate
+from training.fidelity.noise_floor import (
+    REPLAYABLE_DOMAINS,
+    NoiseFloor,
+    ReplayStore,
+    build_noise_floor,
+    default_workers,
+    run_replays,
+)
+from training.fidelity.report import build_report, write_all
+from training.fidelity.teacher_forced import EvalSettings, judge_rows, repeat_previous, teacher_forced
+
+EXAMPLES = """examples:
+  # a checkpoint on this machine, the demo's recorded terminal trajectories, 2 real replays each
+  python -m training.fidelity --real out/demo/raw --model out/demo/sft/final --out out/demo/fidelity
+  # a model served by vLLM (or any OpenAI-compatible server), with an LLM judge, no closed loop
+  python -m training.fidelity --real data/terminal --model http://127.0.0.1:8000/v1 --model-name sft \\
+      --baseline-model qwen3-small --judge-url http://127.0.0.1:8001/v1 --no-closed-loop --out rep
+  # a quick look: 3 trajectories, 4 turns each, docker sandboxes for the noise floor
+  python -m training.fidelity --real data/terminal --model qwen3-tiny --limit-trajectories 3 \\
+      --max-turns 4 --backend docker --out /tmp/fid
+A rerun with the same --out reuses cached replies and finished replays (safe after a kill)."""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m training.fidelity",
+        description="Sim-vs-real fidelity: teacher-forced and closed-loop predictions scored against real "
+        "trajectories, with the real-vs-real noise floor and two baselines, as HTML, Markdown and JSON.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--real", required=True, help="dataset of real trajectories (directory, file or glob)")
+    p.add_argument("--model", required=True, help="checkpoint dir, named shape (qwen3-tiny) or http(s) URL")
+    p.add_argument("--model-name", help="model name at an OpenAI-compatible URL (default: the first served)")
+    p.add_argument("--out", required=True, type=Path, help="report directory (also holds the caches)")
+    p.add_argument(
+        "--replays", type=int, default=2, help="real replays per trajectory; 0 skips the noise floor"
+    )
+    p.add_argument(
+        "--backend", default="bwrap", choices=("bwrap", "docker"), help="sandbox backend of replays"
+    )
+    p.add_argument(
+        "--sandboxes", type=int, default=default_workers(), help="real sandboxes replaying at once"
+    )
+    p.add_argument("--concurrency", type=int, default=16, help="model requests in flight")
+    p.add_argument("--max-turns", type=int, help="score at most this many turns per trajectory")
+    p.add_argument("--limit-trajectories", type=int, help="use only the first N trajectories")
+    p.add_argument(
+        "--baseline-model",
+        default="auto",
+        help="the untrained model: a spec, 'none', or 'auto' (a checkpoint's architecture, random weights)",
+    )
+    p.add_argument("--judge-url", help="OpenAI-compatible endpoint of an LLM judge (optional)")
+    p.add_argument("--judge-model", help="model name at --judge-url (default: the first served)")
+    p.add_argument("--no-closed-loop", action="store_true", help="skip the closed-loop evaluation")
+    p.add_argument("--max-new-tokens", type=int, default=1024)
+    p.add_argument("--context-chars", type=int, default=32_000, help="prompt budget; oldest turns go first")
+    p.add_argument("--no-progress", action="store_true")
+    args = p.parse_args(argv)
+    if args.replays < 0 or args.concurrency < 1:
+        p.error("--replays must be >= 0 and --concurrency >= 1")
+    return args
+
+
+def open_backend(spec: str, name: str | None) -> WorldModelBackend:
+    opts = {"model": name} if name and spec.startswith(("http://", "https://")) else {}
+    return make_backend(spec, **opts)
+
+
+def untrained_backend(spec: str, model: str) -> tuple[WorldModelBackend | None, dict | None, str]:
+    """(backend, its cache description, why none). 'auto' gives a checkpoint's architecture random
+    weights; a named shape is already untrained and a URL has no architecture to copy."""
+    if spec == "none":
+        return None, None, "disabled with --baseline-model none"
+    if spec != "auto":
+        backend = make_backend(spec)
+        return backend, backend.describe(), ""
+    if os.path.isfile(os.path.join(model, "config.json")):
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        from training.backends.transformers_local import TransformersBackend
+        from training.tokenizer import load_tokenizer
+
+        config = AutoConfig.from_pretrained(model, local_files_only=True)
+        backend = TransformersBackend(AutoModelForCausalLM.from_config(config), load_tokenizer(model))
+        # The same architecture would describe itself as the checkpoint: keep the caches apart.
+        return backend, {**backend.describe(), "model": model, "weights": "random-init"}, ""
+    if model.startswith(("http://", "https://")):
+        return None, None, "the model is a URL: pass --baseline-model SPEC for an untrained baseline"
+    return None, None, f"{model} is a named shape with random weights: it is its own untrained baseline"
+
+
+def noise_floor(args: argparse.Namespace, trajectories: list[Trajectory]) -> tuple[NoiseFloor, dict]:
+    if args.replays == 0:
+        return NoiseFloor(), {"skipped": "--replays 0"}
+    replayable = [t for t in trajectories if t.domain in REPLAYABLE_DOMAINS]
+    if not replayable:
+        return NoiseFloor(), {"skipped": f"no trajectory of a replayable domain {REPLAYABLE_DOMAINS}"}
+    store = ReplayStore(args.out / "replays.jsonl")
+    replays = run_replays(
+        replayable,
+        args.replays,
+        store,
+        backend=args.backend,
+        max_turns=args.max_turns,
+        workers=args.sandboxes,
+        progress=not args.no_progress,
+    )
+    floor = build_noise_floor(replayable, replays, args.max_turns)
+    errors = [r.error for runs in replays.values() for r in runs if r.error]
+    info = {
+        "replays": args.replays,
+        "backend": args.backend,
+        "summary": floor.summary(),
+        "replay_errors": errors[:20],
+        "real_vs_real": aggregate(floor.real_vs_real) if floor.real_vs_real else None,
+    }
+    return floor, info
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.monotonic()
+    try:
+        trajectories = list(read_trajectories(args.real))[: args.limit_trajectories]
+    except Exception as exc:
+        print(
+            f"error: cannot read --real {args.real}: {exc}\n  pass a dataset written by a collector "
+            "(e.g. python -m collectors.terminal --out DIR)",
+            file=sys.stderr,
+        )
+        return 2
+    trajectories = [t for t in trajectories if t.steps]
+    if not trajectories:
+        print(f"error: no trajectory with steps in {args.real}", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    settings = EvalSettings(
+        config=GenerationConfig(max_new_tokens=args.max_new_tokens),
+        context_chars=args.context_chars,
+        concurrency=args.concurrency,
+        max_turns=args.max_turns,
+        progress=not args.no_progress,
+    )
+    floor, noise = noise_floor(args, trajectories)
+    cache = ReplyCache(args.out / "predictions.jsonl")
+    try:
+        model = CachedBackend(open_backend(args.model, args.model_name), cache)
+    except Exception as exc:
+        print(
+            f"error: cannot open --model {args.model}: {exc}\n  give a checkpoint directory, a named "
+            "shape such as qwen3-tiny, or the URL of a running OpenAI-compatible server",
+            file=sys.stderr,
+        )
+        return 2
+    rows = {"model/teacher_forced": teacher_forced(model, trajectories, floor, settings)}
+    if not args.no_closed_loop:
+        rows["model/closed_loop"] = closed_loop(model, trajectories, floor, settings)
+    rows["repeat_previous/teacher_forced"] = repeat_previous(trajectories, floor, args.max_turns)
+    baseline, baseline_describe, baseline_skipped = untrained_backend(args.baseline_model, args.model)
+    baseline_cached = None
+    if baseline is not None:
+        baseline_cached = CachedBackend(baseline, cache, describe=baseline_describe)
+        rows["untrained/teacher_forced"] = teacher_forced(
+            baseline_cached, trajectories, floor, settings, "untrained"
+        )
+    rows["real_vs_real"] = floor.real_vs_real
+    if args.judge_url:
+        judge_backend = CachedBackend(open_backend(args.judge_url, args.judge_model), cache)
+        judge_rows(judge_backend, rows["model/teacher_forced"], trajectories, settings)
+    counted = [b for b in (model, baseline_cached) if b is not None]
+    meta = {
+        "real": args.real,
+        "trajectories": len(trajectories),
+        "turns": len(rows["model/teacher_forced"]),
+        "model": model.describe(),
+        "baseline": baseline_describe or {"skipped": baseline_skipped},
+        "generation": vars(settings.config) | {"context_chars": args.context_chars},
+        "requests": sum(b.requests for b in counted),
+        "cache_hits": sum(b.hits for b in counted),
+        "request_errors": sum(1 for rs in rows.values() for r in rs if r.get("error")),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    report = build_report(rows, meta, noise)
+    with (args.out / "turns.jsonl").open("w") as f:
+        for name, system_rows in rows.items():
+            for row in system_rows:
+                f.write(json.dumps({"series": name, **row}) + "\n")
+    real_text = {
+        (t.trajectory_id, k): s.observation.text for t in trajectories for k, s in enumerate(t.steps, 1)
+    }
+    paths = write_all(report, args.out, real_text)
+    cache.close()
+    _print_summary(report, paths)
+    return 0
+
+
+def _print_summary(report: dict, paths: dict[str, Path]) -> None:
+    meta = report["meta"]
+    print(
+        f"\n{meta['trajectories']} trajectories, {meta['turns']} turns, {meta['requests']} model requests "
+        f"({meta['cache_hits']} from cache), {meta['request_errors']} request errors, {meta['seconds']} s"
+    )
+    print(f"{'system':34} {'turns':>6} {'edit_sim':>9} {'stable_exact':>12} {'line_f1':>8} {'format':>7}")
+    for name, agg in report["systems"].items():
+        o = agg["overall"]
+        print(
+            f"{name:34} {o['turns']:>6} {o['edit_similarity']:>9.3f} {o['stable_exact']:>12.3f} "
+            f"{o['line_f1']:>8.3f} {o['format_valid']:>7.3f}"
+        )
+    if "judge" in report:
+        j = report["judge"]["overall"]
+        score = "-" if j["score"] is None else f"{j['score']:.1f}"
+        print(f"judge score {score} over {j['samples']} turns ({j['judge_failures']} judge failures)")
+    print(f"report: {paths['html']}  ({paths['md'].name}, {paths['json'].name})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Closed loop: the simulator runs a real trajectory's actions on its OWN predictions.
+
+Turn k's prompt is rendered by the same renderer as teacher forcing, from the real initial state, the
+real actions and the model's predictions for turns 1..k-1, exactly the history a SimulatedSandbox
+holds; so the divergence by turn index shows how errors compound. Trajectories run concurrently;
+the turns of one trajectory run in order because each needs the previous prediction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from schemas.records import Observation, Trajectory
+from schemas.render import chat_messages
+from training.backends.base import WorldModelBackend
+from training.fidelity.noise_floor import NoiseFloor
+from training.fidelity.teacher_forced import EvalSettings, fits_chars, predict, run_concurrently, scored_row
+
+
+def _with_predictions(t: Trajectory, predicted: list[str]) -> Trajectory:
+    """`t` with the first len(predicted) observations replaced by the model's."""
+    steps = [
+        dataclasses.replace(s, observation=Observation(format=s.observation.format, text=text))
+        for s, text in zip(t.steps, predicted, strict=False)
+    ]
+    return dataclasses.replace(t, steps=steps + t.steps[len(predicted) :])
+
+
+def closed_loop(
+    backend: WorldModelBackend,
+    trajectories: Sequence[Trajectory],
+    floor: NoiseFloor,
+    settings: EvalSettings,
+    system: str = "model",
+) -> list[dict]:
+    fits = fits_chars(settings.context_chars)
+
+    def one(t: Trajectory) -> list[dict]:
+        predicted: list[str] = []
+        rows = []
+        for k in range(1, len(t.steps[: settings.max_turns]) + 1):
+            messages = chat_messages(_with_predictions(t, predicted), k, fits=fits)
+            reply, prediction, error = predict(backend, messages, settings.config)
+            rows.append(
+                scored_row(
+                    system, "closed_loop", t, k, prediction, floor.template(t, k), reply=reply, error=error
+                )
+            )
+            # A turn without a readable prediction leaves an empty screen in the simulated history.
+            predicted.append(prediction or "")
+        return rows
+
+    per_trajectory = run_concurrently(
+        one, [(t,) for t in trajectories], settings, f"{system} closed loop", unit="trajectory"
+    )
+    return [row for rows in per_trajectory for row in rows]

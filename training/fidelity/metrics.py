@@ -1,0 +1,279 @@
+"""Per-turn fidelity metrics (pure): how close a predicted observation is to the real one.
+
+Volatile content is handled through a `Template` made by the noise floor (noise_floor.py): the real
+observation cut into stable spans, which a prediction must reproduce exactly, and volatile spans
+(timestamps, PIDs, temp names seen to differ between real runs), which it must only fill with text of
+the same character-class form. Without a noise floor every span is stable.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+
+from rapidfuzz.distance import Levenshtein
+
+# A token is a word, a whitespace run or one other character: the unit real runs are diffed in.
+_TOKEN_RE = re.compile(r"\w+|\s+|[^\w\s]")
+# user@host:dir$ / root@box:/# / plain "$ " "# " "> " "% " prompts, as the last screen line.
+_PROMPT_RE = re.compile(r"^(?:\(\S+\)\s*)?(?:\S+@\S+[:\s]\S*\s?)?[$#%>]\s*$")
+# Numbered search results: "1. Title", "2) Title", "[3] Title".
+_NUMBERED_RE = re.compile(r"^\s*(?:\d+[.)]|\[\d+\])\s+\S", re.MULTILINE)
+
+
+def tokens(text: str) -> list[str]:
+    return _TOKEN_RE.findall(text)
+
+
+def _token_shape(token: str) -> str:
+    """The regex of a token's form: digits stay digits, letters letters, mixed words any word."""
+    if token.isspace():
+        return r"\s+"
+    if token.isdigit():
+        return r"\d+"
+    if token.isalpha():
+        return r"[^\W\d_]+"
+    if re.match(r"\w", token):
+        return r"\w+"
+    return re.escape(token)
+
+
+def shape_pattern(text: str) -> str:
+    """The character-class form of one real value of a volatile span, as a regex."""
+    return "".join(_token_shape(t) for t in tokens(text))
+
+
+@dataclass
+class Span:
+    text: str  # the recorded real text
+    volatile: bool = False
+    variants: list[str] = field(default_factory=list)  # the other real runs' text for this span
+
+    def form(self) -> str:
+        """One alternative per distinct real form, so a prediction needs the form of some real run."""
+        shapes = sorted({shape_pattern(v) for v in [self.text, *self.variants]})
+        return "(?:" + "|".join(shapes) + ")"
+
+
+@dataclass
+class Template:
+    spans: list[Span]
+
+    @classmethod
+    def stable(cls, text: str) -> Template:
+        return cls([Span(text)])
+
+    @property
+    def text(self) -> str:
+        return "".join(s.text for s in self.spans)
+
+    @property
+    def volatile_spans(self) -> list[Span]:
+        return [s for s in self.spans if s.volatile]
+
+    def masked(self) -> str:
+        return "".join("\0" if s.volatile else s.text for s in self.spans)
+
+
+@dataclass
+class TurnScore:
+    exact: bool  # the whole text equals the real one
+    stable_exact: bool  # every stable span reproduced exactly (volatile spans may hold anything)
+    # Share of volatile spans filled with a form some real run had; None when there are none, or when
+    # the stable content did not match (then the volatile spans cannot be located in the prediction).
+    volatile_form: float | None
+    edit_similarity: float  # 1 - normalised Levenshtein distance
+    line_precision: float
+    line_recall: float
+    line_f1: float
+    format_valid: bool
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _match_volatile(template: Template, prediction: str) -> list[str] | None:
+    """The prediction's text in each volatile span when its stable spans all match, else None."""
+    spans = template.spans
+    if not template.volatile_spans:
+        return [] if prediction == template.text else None
+    multiline = any("\n" in s.text or any("\n" in v for v in s.variants) for s in spans if s.volatile)
+    if not multiline:
+        # Stable text holds every newline, so lines correspond one to one: matching line by line keeps
+        # each regex small and its backtracking bounded by one line.
+        return _match_by_line(spans, prediction)
+    pattern = "".join("(.*?)" if s.volatile else re.escape(s.text) for s in spans)
+    found = re.fullmatch(pattern, prediction, re.DOTALL)
+    return list(found.groups()) if found else None
+
+
+def _match_by_line(spans: Sequence[Span], prediction: str) -> list[str] | None:
+    lines: list[list[Span]] = [[]]
+    for span in spans:
+        if span.volatile:
+            lines[-1].append(span)
+            continue
+        parts = span.text.split("\n")
+        for i, part in enumerate(parts):
+            if i:
+                lines.append([])
+            if part:
+                lines[-1].append(Span(part))
+    predicted = prediction.split("\n")
+    if len(predicted) != len(lines):
+        return None
+    captured: list[str] = []
+    for line_spans, text in zip(lines, predicted, strict=True):
+        pattern = "".join("([^\n]*?)" if s.volatile else re.escape(s.text) for s in line_spans)
+        found = re.fullmatch(pattern, text)
+        if found is None:
+            return None
+        captured.extend(found.groups())
+    return captured
+
+
+def line_prf(prediction: str, reference: str) -> tuple[float, float, float]:
+    """Multiset overlap of lines (trailing spaces ignored): precision, recall, F1."""
+    pred = Counter(line.rstrip() for line in prediction.split("\n"))
+    ref = Counter(line.rstrip() for line in reference.split("\n"))
+    common = sum((pred & ref).values())
+    p = common / max(1, sum(pred.values()))
+    r = common / max(1, sum(ref.values()))
+    return p, r, (2 * p * r / (p + r) if p + r else 0.0)
+
+
+def looks_like_prompt(line: str) -> bool:
+    return bool(_PROMPT_RE.match(line.strip()))
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.split("\n") if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def _terminal_valid(prediction: str, reference: str) -> bool:
+    # A prompt is due where the real screen ended on one; otherwise an interactive program holds
+    # the screen and any non-empty screen is well formed.
+    if looks_like_prompt(_last_line(reference)):
+        return looks_like_prompt(_last_line(prediction))
+    return bool(prediction.strip())
+
+
+def _json_valid(prediction: str, reference: str) -> bool:
+    try:
+        json.loads(reference)
+    except ValueError:
+        return bool(prediction.strip())  # a text tool result (an error message): any text
+    try:
+        json.loads(prediction)
+    except ValueError:
+        return False
+    return True
+
+
+def _tree_valid(prediction: str, reference: str) -> bool:
+    """XML trees must parse with the real root tag; indented trees must nest one level at a time."""
+    if reference.lstrip().startswith("<"):
+        try:
+            return ET.fromstring(prediction).tag == ET.fromstring(reference).tag
+        except ET.ParseError:
+            return False
+    lines = [line for line in prediction.split("\n") if line.strip()]
+    if not lines:
+        return False
+    depths = [len(line) - len(line.lstrip(" ")) for line in lines]
+    # The real tree's indentation step, else the prediction's own.
+    real = [len(line) - len(line.lstrip(" ")) for line in reference.split("\n") if line.strip()]
+    unit = min((d for d in real if d), default=0) or min((d for d in depths if d), default=1)
+    if depths[0] != 0 or any(d % unit for d in depths):
+        return False
+    return all(b - a <= unit for a, b in zip(depths, depths[1:], strict=False))
+
+
+def _search_valid(prediction: str, reference: str) -> bool:
+    if _NUMBERED_RE.search(reference):
+        return bool(_NUMBERED_RE.search(prediction))
+    return bool(prediction.strip())
+
+
+_VERIFIERS = {
+    "terminal": _terminal_valid,
+    "mcp": _json_valid,
+    "web": _tree_valid,
+    "os": _tree_valid,
+    "android": _tree_valid,
+    "search": _search_valid,
+}
+
+
+def format_valid(domain: str, prediction: str | None, reference: str) -> bool:
+    """The domain's rule verifier; a missing prediction (no tagged block) is never valid."""
+    if prediction is None:
+        return False
+    verifier = _VERIFIERS.get(domain)
+    return verifier(prediction, reference) if verifier else bool(prediction.strip())
+
+
+def score_turn(domain: str, prediction: str | None, template: Template) -> TurnScore:
+    """Score one predicted observation against the real one's template."""
+    reference = template.text
+    text = prediction or ""
+    captured = _match_volatile(template, text) if prediction is not None else None
+    volatile = template.volatile_spans
+    if not volatile or captured is None:
+        form = None
+    else:
+        ok = sum(bool(re.fullmatch(s.form(), c)) for s, c in zip(volatile, captured, strict=True))
+        form = ok / len(volatile)
+    p, r, f1 = line_prf(text, reference)
+    return TurnScore(
+        exact=prediction == reference,
+        stable_exact=captured is not None,
+        volatile_form=form,
+        edit_similarity=Levenshtein.normalized_similarity(text, reference),
+        line_precision=p,
+        line_recall=r,
+        line_f1=f1,
+        format_valid=format_valid(domain, prediction, reference),
+    )
+
+
+METRICS = (
+    "exact",
+    "stable_exact",
+    "volatile_form",
+    "edit_similarity",
+    "line_precision",
+    "line_recall",
+    "line_f1",
+    "format_valid",
+)
+
+
+def mean_scores(rows: Iterable[dict]) -> dict[str, float | int | None]:
+    """Means of every metric over rows of TurnScore dicts (None values skipped), plus `turns`."""
+    rows = list(rows)
+    out: dict[str, float | int | None] = {"turns": len(rows)}
+    for name in METRICS:
+        values = [float(r[name]) for r in rows if r.get(name) is not None]
+        out[name] = sum(values) / len(values) if values else None
+    return out
+
+
+def aggregate(rows: Iterable[dict]) -> dict:
+    """Rows carry `domain`, `turn_idx` and the metrics: means per domain, overall and by turn index."""
+    rows = list(rows)
+    by_domain: dict[str, list[dict]] = defaultdict(list)
+    by_turn: dict[int, list[dict]] = defaultdict(list)
+    for row in rows:
+        by_domain[row["domain"]].append(row)
+        by_turn[int(row["turn_idx"])].append(row)
+    return {
+        "overall": mean_scores(rows),
+        "by_domain": {d: mean_scores(rs) for d, rs in sorted(by_domain.items())},
+        "by_turn": {str(k): mean_scores(rs) for k, rs in sorted(by_turn.items())},
+    }

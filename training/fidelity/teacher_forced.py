@@ -1,0 +1,147 @@
+"""Teacher-forced evaluation: the model sees the REAL history and the action, and predicts one turn.
+
+Also the "repeat the previous observation" baseline, the optional LLM judge of the model's turns and
+the pieces closed_loop.py shares: the context budget, one prediction request, one scored row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from tqdm import tqdm
+
+from schemas.records import Trajectory
+from schemas.render import chat_messages, extract_prediction
+from training.backends.base import GenerationConfig, WorldModelBackend
+from training.fidelity.metrics import Template, score_turn
+from training.fidelity.noise_floor import NoiseFloor
+from training.judge import judge
+
+
+@dataclass
+class EvalSettings:
+    config: GenerationConfig = field(default_factory=lambda: GenerationConfig(max_new_tokens=1024))
+    context_chars: int = 32_000  # oldest turns are dropped past this many characters of prompt
+    concurrency: int = 16
+    max_turns: int | None = None
+    progress: bool = True
+
+
+def fits_chars(budget: int) -> Callable[[list[dict]], bool]:
+    """A tokenizer-free context check: servers differ in tokenizers, characters do not."""
+    return lambda messages: sum(len(m["content"]) for m in messages) <= budget
+
+
+def turns(trajectories: Iterable[Trajectory], max_turns: int | None) -> list[tuple[Trajectory, int]]:
+    return [(t, k) for t in trajectories for k in range(1, len(t.steps[:max_turns]) + 1)]
+
+
+def predict(
+    backend: WorldModelBackend, messages: list[dict], config: GenerationConfig
+) -> tuple[str, str | None, str]:
+    """(raw reply, extracted observation or None, request error). A failed request is scored like a
+    missing prediction and not cached, so a rerun asks again."""
+    try:
+        reply = backend.complete(messages, config)
+    except Exception as exc:  # one failed request must not end an evaluation of thousands
+        return "", None, f"{type(exc).__name__}: {exc}"
+    return reply, extract_prediction(reply), ""
+
+
+def scored_row(
+    system: str,
+    mode: str,
+    t: Trajectory,
+    turn_idx: int,
+    prediction: str | None,
+    template: Template,
+    *,
+    reply: str = "",
+    error: str = "",
+) -> dict:
+    row = score_turn(t.domain, prediction, template).as_dict()
+    row.update(
+        system=system,
+        mode=mode,
+        domain=t.domain,
+        trajectory_id=t.trajectory_id,
+        turn_idx=turn_idx,
+        prediction=prediction,
+        format_failure=prediction is None and not error,
+        error=error,
+        reply_chars=len(reply),
+    )
+    return row
+
+
+def run_concurrently(
+    work: Callable, items: Sequence, settings: EvalSettings, desc: str, unit: str = "turn"
+) -> list:
+    """Results in the order of `items`, computed by `settings.concurrency` threads."""
+    with ThreadPoolExecutor(max(1, settings.concurrency), thread_name_prefix="fidelity") as pool:
+        results = pool.map(lambda item: work(*item), items)
+        return list(tqdm(results, total=len(items), desc=desc, unit=unit, disable=not settings.progress))
+
+
+def teacher_forced(
+    backend: WorldModelBackend,
+    trajectories: Sequence[Trajectory],
+    floor: NoiseFloor,
+    settings: EvalSettings,
+    system: str = "model",
+) -> list[dict]:
+    fits = fits_chars(settings.context_chars)
+
+    def one(t: Trajectory, k: int) -> dict:
+        reply, prediction, error = predict(backend, chat_messages(t, k, fits=fits), settings.config)
+        return scored_row(
+            system, "teacher_forced", t, k, prediction, floor.template(t, k), reply=reply, error=error
+        )
+
+    return run_concurrently(
+        one, turns(trajectories, settings.max_turns), settings, f"{system} teacher-forced"
+    )
+
+
+def repeat_previous(
+    trajectories: Sequence[Trajectory], floor: NoiseFloor, max_turns: int | None
+) -> list[dict]:
+    """The baseline a world model must beat: nothing changes, the last screen comes back."""
+    rows = []
+    for t, k in turns(trajectories, max_turns):
+        previous = t.steps[k - 2].observation.text if k > 1 else t.initial_observation.text
+        rows.append(scored_row("repeat_previous", "teacher_forced", t, k, previous, floor.template(t, k)))
+    return rows
+
+
+def judge_rows(
+    judge_backend: WorldModelBackend,
+    rows: list[dict],
+    trajectories: Sequence[Trajectory],
+    settings: EvalSettings,
+    max_chars: int = 4000,
+) -> None:
+    """Add the judge's five scores (or its failure) to each row, in place."""
+    by_id = {t.trajectory_id: t for t in trajectories}
+
+    def one(row: dict) -> dict:
+        t = by_id[row["trajectory_id"]]
+        k = row["turn_idx"]
+        previous = t.steps[k - 2].observation.text if k > 1 else t.initial_observation.text
+        step = t.steps[k - 1]
+        result = judge(
+            judge_backend,
+            domain=t.domain,
+            action=step.action.text,
+            previous=previous,
+            reference=step.observation.text,
+            prediction=row["prediction"],
+            max_chars=max_chars,
+        )
+        return result.as_dict()
+
+    results = run_concurrently(one, [(r,) for r in rows], settings, "judge")
+    for row, result in zip(rows, results, strict=True):
+        row["judge"] = {"scores": result["scores"], "percent": result["percent"], "error": result["error"]}

@@ -1,0 +1,79 @@
+"""Token corpora for the training tests: a real one built by the corpus pipeline, and small
+hand-written shards whose contents the tests know exactly.
+
+The shards' schema is spelled out here rather than imported from `beam_pipelines`, so the loop tests
+also run on a GPU machine without Apache Beam; `test_data` checks it equals the pipeline's ROW_SCHEMA.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+SHARD_SCHEMA = pa.schema(
+    [
+        ("input_ids", pa.list_(pa.int32())),
+        ("loss_mask", pa.list_(pa.int8())),
+        ("doc_lengths", pa.list_(pa.int32())),
+        ("doc_ids", pa.list_(pa.string())),
+        ("doc_echo", pa.list_(pa.bool_())),
+    ]
+)
+ROOT = Path(__file__).resolve().parents[2]
+TERMINAL_RUN = ROOT / "tests" / "beam_pipelines" / "fixtures" / "terminal_run"
+OFFLINE = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TQDM_DISABLE": "1"}
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def write_rows(path: Path, rows: list[list[tuple[list[int], int, bool]]]) -> Path:
+    """One shard; a row is a list of documents (ids, loss_start, echo), the loss covering ids[loss_start:]."""
+    columns: dict[str, list] = {name: [] for name in SHARD_SCHEMA.names}
+    for n, row in enumerate(rows):
+        columns["input_ids"].append([t for ids, _, _ in row for t in ids])
+        columns["loss_mask"].append([int(i >= start) for ids, start, _ in row for i in range(len(ids))])
+        columns["doc_lengths"].append([len(ids) for ids, _, _ in row])
+        columns["doc_ids"].append([f"row{n}-doc{k}" for k in range(len(row))])
+        columns["doc_echo"].append([echo for _, _, echo in row])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table(columns, schema=SHARD_SCHEMA), path)
+    return path
+
+
+def counting_corpus(root: Path, rows: int = 8, length: int = 32, validation_rows: int = 0) -> Path:
+    """OUT/sft/<split>/: rows of two documents that count upwards from different starts (a pattern
+    a tiny model memorises in a few steps), the prompt half of each untrained, every third one an
+    echo. The validation rows repeat the first training rows: the overfitting test must see them fall."""
+    for split, count in (("train", rows), ("validation", validation_rows)):
+        data = []
+        for r in range(count):
+            docs = []
+            for k, size in enumerate((length // 2 + 4, length // 2 - 4)):
+                start = 1000 + 37 * (2 * r + k)
+                docs.append((list(range(start, start + size)), size // 2, (2 * r + k) % 3 == 0))
+            data.append(docs)
+        if data:
+            write_rows(root / "sft" / split / "terminal-00000-of-00001.parquet", data)
+    return root
+
+
+@pytest.fixture
+def tiny_corpus(tmp_path: Path) -> Path:
+    return counting_corpus(tmp_path / "corpus", validation_rows=2)
+
+
+@pytest.fixture(scope="session")
+def pipeline_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real corpus pipeline over the recorded terminal trajectories: CPT only, in short rows for
+    fast CPU steps (the SFT samples of this fixture do not fit 256 tokens)."""
+    out = tmp_path_factory.mktemp("pipeline") / "corpus"
+    command = [sys.executable, "-m", "beam_pipelines.build_corpus", "--input", str(TERMINAL_RUN)]
+    command += ["--output", str(out), "--seq-len", "256", "--split-ratios", "0.6,0.4,0", "--emit", "cpt"]
+    done = subprocess.run(command, cwd=ROOT, env=OFFLINE, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out

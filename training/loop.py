@@ -69,10 +69,18 @@ def lr_factor(step: int, warmup: int, total: int, min_ratio: float) -> float:
 def weighted_loss_sum(model: nn.Module, batch: Batch, bf16: bool) -> torch.Tensor:
     """Sum over tokens of weight x cross-entropy; `position_ids` without an attention mask make
     transformers build per-document (packed-sequence) causal masks."""
+    # The output layer (vocabulary x hidden) dominates small models: compute logits only at positions
+    # that carry loss in some row. SFT trains on the targets alone, so this skips most of the prompt.
+    keep = (batch.loss_weight > 0).any(dim=0).nonzero().squeeze(1)
+    if keep.numel() == 0:
+        keep = keep.new_zeros(1)
     with torch.autocast(batch.input_ids.device.type, dtype=torch.bfloat16, enabled=bf16):
-        logits = model(input_ids=batch.input_ids, position_ids=batch.position_ids, use_cache=False).logits
-    ce = F.cross_entropy(logits.float().flatten(0, 1), batch.labels.flatten(), reduction="none")
-    return (ce * batch.loss_weight.flatten()).sum()
+        logits = model(
+            input_ids=batch.input_ids, position_ids=batch.position_ids, use_cache=False, logits_to_keep=keep
+        ).logits
+    labels, weights = batch.labels[:, keep], batch.loss_weight[:, keep]
+    ce = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), reduction="none")
+    return (ce * weights.flatten()).sum()
 
 
 @torch.no_grad()

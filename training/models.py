@@ -69,6 +69,20 @@ def qwen3_config(name: str, **overrides: object) -> Qwen3Config:
     return Qwen3Config(**{**_COMMON, **SHAPES[name], **overrides})
 
 
+def resolve_checkpoint(path: str) -> str:
+    """A training run directory stands for its latest checkpoint, so `--model RUN_DIR` works everywhere."""
+    if not os.path.isdir(path) or os.path.exists(os.path.join(path, "config.json")):
+        return path
+    steps = [
+        (int(name.rsplit("-", 1)[1]), name)
+        for name in os.listdir(path)
+        if name.startswith("checkpoint-")
+        and name.rsplit("-", 1)[1].isdigit()
+        and os.path.exists(os.path.join(path, name, "config.json"))
+    ]
+    return os.path.join(path, max(steps)[1]) if steps else path
+
+
 def build_model(
     name_or_path: str,
     *,
@@ -78,6 +92,7 @@ def build_model(
 ) -> PreTrainedModel:
     """A checkpoint directory (loaded offline) or a named shape (random init from `seed`, created
     directly on `device`, which is much faster than initialising 0.6B weights on a CPU) in `dtype`."""
+    name_or_path = resolve_checkpoint(name_or_path)
     if os.path.isdir(name_or_path):
         model = AutoModelForCausalLM.from_pretrained(
             name_or_path, local_files_only=True, dtype=dtype or torch.float32, attn_implementation="sdpa"

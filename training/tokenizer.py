@@ -12,6 +12,8 @@ import os
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
+from training.models import resolve_checkpoint
+
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 
@@ -31,7 +33,7 @@ def has_tokenizer(path: str) -> bool:
 
 def load_tokenizer(path: str | None = None) -> PreTrainedTokenizerBase:
     """A fast tokenizer from `path` (a directory with tokenizer.json) or the default Qwen3 one; offline."""
-    folder = path or default_tokenizer_dir()
+    folder = resolve_checkpoint(path) if path else default_tokenizer_dir()
     if not has_tokenizer(folder):
         raise FileNotFoundError(f"no tokenizer.json and tokenizer_config.json in {folder}")
     return AutoTokenizer.from_pretrained(folder, local_files_only=True)

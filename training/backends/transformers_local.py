@@ -2,20 +2,31 @@
 
 The prompt is the tokenizer's own chat template with the generation prompt added, so a checkpoint trained
 on our SFT samples is queried exactly as it was trained. `generate` is not safe to overlap on one model,
-so a lock serialises calls; fidelity runs that want concurrency use an HTTP server (vLLM) instead.
+so one worker thread runs it; concurrent calls (fidelity's thread pool) are batched into one left-padded
+`generate` by `batching.DynamicBatcher`, which is what makes concurrency pay on one model. A reply does
+not depend on the batch it ran in: greedy rows are independent, and sampled rows draw from their own
+generator seeded from the request's config.
 """
 
 from __future__ import annotations
 
 import os
-import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    LogitsProcessor,
+    LogitsProcessorList,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    TopPLogitsWarper,
+)
 
 from schemas.render import record_messages
 from training.backends.base import GenerationConfig, WorldModelBackend
+from training.backends.batching import DynamicBatcher
 
 
 def _as_record(messages: list[dict]) -> dict[str, Any] | None:
@@ -65,6 +76,36 @@ def _load(
     return model, tokenizer
 
 
+@dataclass(frozen=True)
+class _Prompt:
+    ids: list[int]
+    config: GenerationConfig
+
+
+class _SeededSampler(LogitsProcessor):
+    """Temperature and top-p sampling with one generator per row, seeded from the request's config.
+
+    `generate`'s own sampling draws every row from the global generator, so a sampled reply would depend
+    on its batch-mates; here it is the same alone or in any batch. It returns scores that are -inf except
+    at the drawn token, so greedy selection (do_sample=False) takes exactly that token.
+    """
+
+    def __init__(self, rows: int, config: GenerationConfig, device: str) -> None:
+        self.temperature = config.temperature
+        self.top_p = TopPLogitsWarper(config.top_p) if config.top_p < 1 else None
+        self.generators = [torch.Generator(device=device).manual_seed(config.seed) for _ in range(rows)]
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        scores = scores / self.temperature
+        if self.top_p is not None:
+            scores = self.top_p(input_ids, scores)
+        probs = scores.softmax(dim=-1)
+        drawn = torch.stack(
+            [torch.multinomial(p, 1, generator=g) for p, g in zip(probs, self.generators, strict=True)]
+        )
+        return torch.full_like(scores, float("-inf")).scatter_(1, drawn, 0.0)
+
+
 class TransformersBackend(WorldModelBackend):
     name = "transformers"
 
@@ -76,6 +117,8 @@ class TransformersBackend(WorldModelBackend):
         device: str = "cpu",
         dtype: str | torch.dtype | None = None,
         max_context: int | None = None,
+        max_batch: int = 16,
+        batch_wait_ms: float = 50.0,
     ) -> None:
         self.device = device
         self.dtype = _resolve_dtype(dtype, device)
@@ -96,9 +139,11 @@ class TransformersBackend(WorldModelBackend):
         self.model = model.to(device=device, dtype=self.dtype).eval()
         self.tokenizer = tokenizer
         self.max_context = max_context
-        self._lock = threading.Lock()
         pad = tokenizer.pad_token_id
         self._pad_id = pad if pad is not None else tokenizer.eos_token_id
+        self._batcher: DynamicBatcher[_Prompt, str] = DynamicBatcher(
+            self._generate, max_batch=max_batch, wait_s=batch_wait_ms / 1000, name="transformers-generate"
+        )
 
     def _prompt_ids(self, messages: list[dict]) -> list[int]:
         text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
@@ -120,32 +165,56 @@ class TransformersBackend(WorldModelBackend):
         return record_messages(record, fits=lambda m: self.count_tokens(m) <= budget)
 
     def complete(self, messages: list[dict], config: GenerationConfig) -> str:
-        with self._lock, torch.inference_mode():
-            ids = self._prompt_ids(self.truncate(messages, config.max_new_tokens))
-            input_ids = torch.tensor([ids], device=self.device)
-            sampling: dict[str, Any] = {"do_sample": config.temperature > 0}
-            if config.temperature > 0:
-                # Under the lock, seeding the global generator makes a sampled reply reproducible.
-                torch.manual_seed(config.seed)
-                sampling.update(temperature=config.temperature, top_p=config.top_p)
-            else:
-                # Override sampling defaults a checkpoint's generation_config may carry.
-                sampling.update(temperature=None, top_p=None, top_k=None)
-            if config.stop:
-                sampling.update(stop_strings=list(config.stop), tokenizer=self.tokenizer)
+        # Truncating and tokenising in the caller's thread overlaps them with the worker's generate.
+        ids = self._prompt_ids(self.truncate(messages, config.max_new_tokens))
+        # Only requests with equal configs share a batch: one generate call takes one config.
+        return self._batcher.submit(_Prompt(ids, config), key=config)
+
+    @property
+    def batch_stats(self) -> dict:
+        """How the requests so far were batched (batches, requests, largest, mean size)."""
+        return self._batcher.stats.as_dict()
+
+    def _generate(self, batch: Sequence[_Prompt]) -> list[str]:
+        """One left-padded `generate` for prompts that share a config; runs in the batcher's worker."""
+        config = batch[0].config
+        width = max(len(p.ids) for p in batch)
+        input_ids = torch.full((len(batch), width), self._pad_id, dtype=torch.long)
+        attention_mask = torch.zeros_like(input_ids)
+        for row, prompt in enumerate(batch):
+            # Left padding puts every row's next token in the last column; generate derives the position
+            # ids from the attention mask, so a padded row sees the positions it would see alone.
+            input_ids[row, width - len(prompt.ids) :] = torch.tensor(prompt.ids)
+            attention_mask[row, width - len(prompt.ids) :] = 1
+        # Override sampling defaults a checkpoint's generation_config may carry; sampling, when asked
+        # for, is done by _SeededSampler so that it does not depend on the batch.
+        options: dict[str, Any] = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+        if config.temperature > 0:
+            options["logits_processor"] = LogitsProcessorList(
+                [_SeededSampler(len(batch), config, self.device)]
+            )
+        if config.stop:
+            options.update(stop_strings=list(config.stop), tokenizer=self.tokenizer)
+        with torch.inference_mode():
             output = self.model.generate(
-                input_ids=input_ids,
-                attention_mask=torch.ones_like(input_ids),
+                input_ids=input_ids.to(self.device),
+                attention_mask=attention_mask.to(self.device),
                 max_new_tokens=config.max_new_tokens,
                 # Training configs turn the KV cache off; without it each new token recomputes the prompt.
                 use_cache=True,
                 pad_token_id=self._pad_id,
                 eos_token_id=self.tokenizer.eos_token_id,
-                **sampling,
+                **options,
             )
-        # <think> is an ordinary added token in Qwen3, so skipping special tokens keeps the reasoning.
-        text = self.tokenizer.decode(output[0, len(ids) :], skip_special_tokens=True)
-        return cut_at_stop(text, config.stop)
+        replies = []
+        for tokens in output[:, width:].tolist():
+            # A row that finished early is padded to the longest one; its reply ends at its own EOS.
+            if self.tokenizer.eos_token_id in tokens:
+                tokens = tokens[: tokens.index(self.tokenizer.eos_token_id)]
+            # <think> is an ordinary added token in Qwen3, so skipping special tokens keeps the reasoning.
+            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+            replies.append(cut_at_stop(text, config.stop))
+        return replies
 
     def describe(self) -> dict:
         return {
@@ -159,5 +228,6 @@ class TransformersBackend(WorldModelBackend):
         }
 
     def close(self) -> None:
-        # Drop the reference so the weights can be freed; the backend is unusable afterwards.
+        """Finish the running batch, fail queued calls with `BatcherClosed`, then drop the weights."""
+        self._batcher.close()
         self.model = None  # type: ignore[assignment]

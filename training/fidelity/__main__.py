@@ -26,10 +26,11 @@ from training.fidelity.noise_floor import (
 )
 from training.fidelity.report import build_report, write_all
 from training.fidelity.teacher_forced import EvalSettings, judge_rows, repeat_previous, teacher_forced
+from training.models import resolve_checkpoint
 
 EXAMPLES = """examples:
   # a checkpoint on this machine, the demo's recorded terminal trajectories, 2 real replays each
-  python -m training.fidelity --real out/demo/raw --model out/demo/sft/final --out out/demo/fidelity
+  python -m training.fidelity --real out/demo/raw --model out/demo/model --out out/demo/fidelity
   # a model served by vLLM (or any OpenAI-compatible server), with an LLM judge, no closed loop
   python -m training.fidelity --real data/terminal --model http://127.0.0.1:8000/v1 --model-name sft \\
       --baseline-model qwen3-small --judge-url http://127.0.0.1:8001/v1 --no-closed-loop --out rep
@@ -93,6 +94,7 @@ def untrained_backend(spec: str, model: str) -> tuple[WorldModelBackend | None, 
     if spec != "auto":
         backend = make_backend(spec)
         return backend, backend.describe(), ""
+    model = resolve_checkpoint(model)
     if os.path.isfile(os.path.join(model, "config.json")):
         from transformers import AutoConfig, AutoModelForCausalLM
 

@@ -8,11 +8,19 @@ DEMO_OUT ?= out/demo
 setup:
 	bash infra/setup-host.sh
 
+# The whole loop on embedded defaults, on a CPU: collect real terminal trajectories, build the
+# corpus, train a small world model briefly, and measure it against real sandboxes.
 demo: setup
-	$(PY) -m collectors.terminal --sandboxes 4 --episodes 24 --max-steps 12 --out $(DEMO_OUT)/raw
+	$(PY) -m collectors.terminal --sandboxes 4 --episodes 32 --max-steps 12 --out $(DEMO_OUT)/raw
 	$(PY) -m schemas stats $(DEMO_OUT)/raw
 	$(PY) -m beam_pipelines.build_corpus --input $(DEMO_OUT)/raw --output $(DEMO_OUT)/corpus \
-		--seq-len 2048 --split-ratios 0.8,0.1,0.1
+		--seq-len 2048 --split-ratios 0.7,0.15,0.15
+	HF_HUB_OFFLINE=1 $(PY) -m training.sft --data $(DEMO_OUT)/corpus --out $(DEMO_OUT)/model \
+		--model qwen3-tiny --max-steps 30 --batch-size 2 --lr 3e-3 --warmup-steps 3 \
+		--eval-every 15 --save-every 30 --resume
+	HF_HUB_OFFLINE=1 $(PY) -m training.fidelity --real $(DEMO_OUT)/raw --model $(DEMO_OUT)/model \
+		--out $(DEMO_OUT)/fidelity --limit-trajectories 4 --max-turns 4 --max-new-tokens 96
+	@echo "fidelity report: $(DEMO_OUT)/fidelity/report.html"
 
 test: setup
 	$(VENV)/bin/pytest -q -p no:cacheprovider

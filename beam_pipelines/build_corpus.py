@@ -2,9 +2,9 @@
 
     python -m beam_pipelines.build_corpus --input DIR_OR_GLOB --output OUT [options] [Beam options]
 
-Read -> Validate -> Normalise -> Redact -> Deduplicate -> Filter -> Split -> Format -> Tokenise -> Pack
--> Write, every rejected record in OUT/dead_letter/<stage>.jsonl. `--help` lists the options and shows
-local, Dataflow and Flink command lines.
+Read -> Validate -> Normalise -> Redact -> Deduplicate -> Filter -> Split -> [Format -> Tokenise -> Pack
+-> Write, fused per output shard], every rejected record in OUT/dead_letter/<stage>.jsonl. `--help`
+lists the options and shows local, Dataflow and Flink command lines.
 """
 
 from __future__ import annotations
@@ -19,16 +19,16 @@ from beam_pipelines.dead_letter import DEAD_LETTER, OK
 from beam_pipelines.options import CorpusConfig, parse_args
 from beam_pipelines.stages.dedup import Deduplicate
 from beam_pipelines.stages.filter import FilterTrajectories
-from beam_pipelines.stages.format import AGENTWORLDBENCH, CORPORA, CPT, RL, SFT, FormatSamples
+from beam_pipelines.stages.format import CORPORA
 from beam_pipelines.stages.normalise import NormaliseTrajectories
-from beam_pipelines.stages.pack import Pack
 from beam_pipelines.stages.read import ReadTrajectories
 from beam_pipelines.stages.redact import RedactSecrets
 from beam_pipelines.stages.report import write_report
+from beam_pipelines.stages.shards import BuildShards
 from beam_pipelines.stages.split import SplitTrajectories
-from beam_pipelines.stages.tokenise import ChatTokenizer, Tokenise
+from beam_pipelines.stages.tokenise import ChatTokenizer
 from beam_pipelines.stages.validate import ValidateTrajectories
-from beam_pipelines.stages.write import WriteJsonLines, WriteManifest, WriteTokenShards
+from beam_pipelines.stages.write import WriteJsonLines, WriteManifest
 
 OUTPUT_DIRS = (*CORPORA, DEAD_LETTER)
 
@@ -56,17 +56,12 @@ def build(p: beam.Pipeline, config: CorpusConfig, manifest_config: dict) -> None
         SplitTrajectories(config.split_ratios, decontaminate_against=config.decontaminate),
     )
 
-    formatted = pairs | "Format" >> FormatSamples(
-        config.emit, config.tokenizer, config.seq_len, config.shards
+    # Format, Tokenise, Pack and Write fused per output shard: see beam_pipelines.stages.shards
+    files = stage(
+        pairs,
+        "BuildShards",
+        BuildShards(config.output, config.emit, config.tokenizer, config.seq_len, config.shards),
     )
-    dead.append(formatted[DEAD_LETTER])
-    samples = (formatted[SFT], formatted[CPT]) | "SamplesToTokenise" >> beam.Flatten()
-    tokenised = stage(samples, "Tokenise", Tokenise(config.tokenizer, config.seq_len))
-    packed = tokenised | "Pack" >> Pack(config.seq_len, config.shards)
-    token_files = packed | "WriteTokenShards" >> WriteTokenShards(config.output)
-
-    records = (formatted[RL], formatted[AGENTWORLDBENCH]) | "RecordsToWrite" >> beam.Flatten()
-    record_files = records | "WriteRecords" >> WriteJsonLines(config.output)
     dead_files = (
         dead
         | "DeadLetters" >> beam.Flatten()
@@ -74,7 +69,7 @@ def build(p: beam.Pipeline, config: CorpusConfig, manifest_config: dict) -> None
         | "WriteDeadLetters" >> WriteJsonLines(config.output)
     )
     (
-        (token_files, record_files, dead_files)
+        (files, dead_files)
         | "AllFiles" >> beam.Flatten()
         | "Manifest" >> WriteManifest(config.output, manifest_config)
     )

@@ -1,7 +1,7 @@
 """`make bench`: run the benchmarks and write benchmarks/results/<name>.json and .md.
 
 Time figures are ratios against baselines measured in the same run (our machines are noisy).
-Usage: python -m benchmarks.run [terminal|fleet|variety ...]   (default: all)
+Usage: python -m benchmarks.run [terminal|fleet|variety|corpus ...]   (default: all)
 """
 
 from __future__ import annotations
@@ -38,7 +38,18 @@ def _variety() -> dict:
     return fleet.variety()
 
 
-BENCHES: dict[str, Callable[[], dict]] = {"terminal": _terminal, "fleet": _fleet, "variety": _variety}
+def _corpus() -> dict:
+    from benchmarks import corpus_throughput
+
+    return corpus_throughput.corpus_benchmark(int(os.environ.get("CORPUS_BENCH_N", "20000")))
+
+
+BENCHES: dict[str, Callable[[], dict]] = {
+    "terminal": _terminal,
+    "fleet": _fleet,
+    "variety": _variety,
+    "corpus": _corpus,
+}
 
 
 def _markdown(name: str, result: dict) -> str:

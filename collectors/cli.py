@@ -70,6 +70,7 @@ def add_fleet_arguments(parser: argparse.ArgumentParser, default_policy: str = "
     policy.add_argument("--llm-model", metavar="NAME", help="model name the endpoint serves")
     policy.add_argument("--llm-api-key", metavar="KEY", help="API key (default: $OPENAI_API_KEY, else none)")
     policy.add_argument("--llm-temperature", type=float, default=0.7, help="sampling temperature (0.7)")
+    policy.add_argument("--llm-max-tokens", type=int, default=256, help="reply length cap per step (256)")
 
 
 def preflight_output(out: str) -> None:
@@ -124,6 +125,7 @@ def policy_factory(
             "model": args.llm_model,
             "api_key": args.llm_api_key or os.environ.get("OPENAI_API_KEY"),
             "temperature": args.llm_temperature,
+            "max_tokens": args.llm_max_tokens,
         }
         try:
             make_policy("llm", **options)  # fail now on a missing client, not in every worker

@@ -17,7 +17,7 @@ from apache_beam.pvalue import TaggedOutput
 
 from beam_pipelines import dead_letter
 from beam_pipelines.stages.pack import shard_of, shards_for
-from beam_pipelines.stages.tokenise import ChatTokenizer
+from beam_pipelines.stages.tokenise import shared_tokenizer
 from schemas.records import Trajectory
 from schemas.render import agentworldbench_record, cpt_document, is_echo_turn, record_messages, target_text
 
@@ -41,15 +41,15 @@ class Sample:
     echo: bool = False
 
 
-class _FormatFn(beam.DoFn):
+class Formatter:
+    """Formats one (split, trajectory) into tagged outputs; shared by `FormatSamples` and the fused
+    shard builder (`beam_pipelines.stages.shards`)."""
+
     def __init__(self, emit: tuple[str, ...], tokenizer: str | None, seq_len: int, shards: int) -> None:
         self._emit = emit
-        self._tokenizer = tokenizer
         self._seq_len = seq_len
         self._shards = shards
-
-    def setup(self) -> None:
-        self._tok = ChatTokenizer(self._tokenizer) if {SFT, RL} & set(self._emit) else None
+        self._tok = shared_tokenizer(tokenizer) if {SFT, RL} & set(self._emit) else None
         if self._tok is not None:
             # what the template adds around each message, measured once: the budget check adds it per message
             probe = [
@@ -59,8 +59,7 @@ class _FormatFn(beam.DoFn):
             extra = len(self._tok.tokenizer.encode(rendered, add_special_tokens=False)) - 3
             self._per_message = math.ceil(extra / len(probe)) + 2
 
-    def process(self, element: tuple[str, Trajectory]) -> Iterator:
-        split, t = element
+    def format(self, split: str, t: Trajectory) -> Iterator:
         if CPT in self._emit:
             dead_letter.count(STAGE, CPT)
             yield TaggedOutput(CPT, Sample(CPT, t.trajectory_id, split, t.domain, cpt_document(t)))
@@ -113,6 +112,17 @@ class _FormatFn(beam.DoFn):
             if RL in self._emit:
                 dead_letter.count(STAGE, RL)
                 yield TaggedOutput(RL, (rl_path, _rl_record(record, messages, step, t, split, echo)))
+
+
+class _FormatFn(beam.DoFn):
+    def __init__(self, emit: tuple[str, ...], tokenizer: str | None, seq_len: int, shards: int) -> None:
+        self._args = (emit, tokenizer, seq_len, shards)
+
+    def setup(self) -> None:
+        self._formatter = Formatter(*self._args)
+
+    def process(self, element: tuple[str, Trajectory]) -> Iterator:
+        yield from self._formatter.format(*element)
 
 
 def _rl_record(record: dict, messages: list[dict], step, t: Trajectory, split: str, echo: bool) -> dict:

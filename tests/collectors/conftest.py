@@ -25,7 +25,7 @@ def collector_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "collectors.terminal", "--no-progress", *args]
 
 
-def run_collector(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_collector(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(collector_argv(*args), cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 

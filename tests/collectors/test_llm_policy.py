@@ -235,12 +235,13 @@ def test_terminal_collector_records_llm_steps(llm_server: LLMServer, tmp_path: P
     out = tmp_path / "data"
     result = run_collector(
         "--policy", "llm", "--llm-base-url", llm_server.base_url, "--llm-model", llm_server.model,
-        "--llm-api-key", "sk-test-secret", "--backend", isolated_backend(),
+        "--llm-api-key", "sk-test-secret", "--llm-max-tokens", "64", "--backend", isolated_backend(),
         "--sandboxes", "1", "--episodes", "1", "--max-steps", "3", "--out", str(out),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     [trajectory] = trajectories(out)
     assert trajectory.policy.name == "llm" and trajectory.policy.config["model"] == llm_server.model
+    assert trajectory.policy.config["max_tokens"] == 64
     assert "sk-test-secret" not in repr(trajectory.policy.config)
     assert trajectory.outcome.status in ("completed", "truncated"), trajectory.outcome
     assert 1 <= len(trajectory.steps) <= 3

@@ -92,11 +92,54 @@ def _corpus(r: dict) -> list[str]:
     return lines
 
 
-RENDERERS = {"terminal": _terminal, "fleet": _fleet, "variety": _variety, "corpus": _corpus}
+def _flat(prefix: str, value: object, out: list[str]) -> None:
+    """Nested results as `| key.path | value |` rows (for the smaller benchmarks)."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key != "_meta":
+                _flat(f"{prefix}.{key}" if prefix else str(key), inner, out)
+    elif isinstance(value, float):
+        out.append(f"| {prefix} | {value:.4g} |")
+    elif not isinstance(value, list) or len(value) <= 8:
+        out.append(f"| {prefix} | {value} |")
+
+
+def _table(r: dict) -> list[str]:
+    lines = ["| metric | value |", "|---|---|"]
+    _flat("", r, lines)
+    return lines
+
+
+def _demo_fidelity(r: dict) -> list[str]:
+    lines = [
+        f"Source: `{r['source']}` ({r['meta']['trajectories']} trajectories, {r['meta']['turns']} turns).",
+        "",
+        "| system | turns | stable exact | edit similarity | line F1 | format valid |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, value in r["systems"].items():
+        o = value["overall"]
+        lines.append(
+            f"| {name} | {o['turns']} | {o['stable_exact']:.3f} | {o['edit_similarity']:.3f} "
+            f"| {o['line_f1']:.3f} | {o['format_valid']:.3f} |"
+        )
+    return lines
+
+
+RENDERERS = {
+    "terminal": _terminal,
+    "fleet": _fleet,
+    "variety": _variety,
+    "corpus": _corpus,
+    "training": _table,
+    "simulator": _table,
+    "fidelity_concurrency": _table,
+    "demo_fidelity": _demo_fidelity,
+}
 
 
 def render(name: str, result: dict) -> str:
-    body = RENDERERS[name](result) if name in RENDERERS else ["```", str(result), "```"]
+    body = RENDERERS[name](result)
     meta = result.get("_meta", {})
     head = f"## {name}\n\n{meta.get('cpus', '?')} CPUs, {meta.get('finished_at', '')}\n"
     return "\n".join([head, *body, ""])

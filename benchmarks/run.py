@@ -44,11 +44,48 @@ def _corpus() -> dict:
     return corpus_throughput.corpus_benchmark(int(os.environ.get("CORPUS_BENCH_N", "20000")))
 
 
+def _training() -> dict:
+    from benchmarks import training_throughput
+
+    return training_throughput.run()
+
+
+def _simulator() -> dict:
+    from benchmarks import simulator_latency
+
+    return simulator_latency.simulator_vs_real_latency()
+
+
+def _fidelity_concurrency() -> dict:
+    from benchmarks import fidelity_concurrency
+
+    return fidelity_concurrency.fidelity_throughput()
+
+
+def _demo_fidelity() -> dict:
+    """The honest fidelity numbers of the model `make demo` trained (run `make demo` first)."""
+    path = os.path.join(os.environ.get("DEMO_OUT", "out/demo"), "fidelity", "report.json")
+    if not os.path.exists(path):
+        raise SystemExit(f"{path} is missing: run `make demo` first")
+    with open(path) as f:
+        report = json.load(f)
+    return {
+        "source": path,
+        "meta": report["meta"],
+        "noise_floor": report["noise_floor"],
+        "systems": report["systems"],
+    }
+
+
 BENCHES: dict[str, Callable[[], dict]] = {
     "terminal": _terminal,
     "fleet": _fleet,
     "variety": _variety,
     "corpus": _corpus,
+    "training": _training,
+    "simulator": _simulator,
+    "fidelity_concurrency": _fidelity_concurrency,
+    "demo_fidelity": _demo_fidelity,
 }
 
 

@@ -22,12 +22,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 import torch
@@ -35,6 +33,7 @@ from transformers import Qwen3ForCausalLM
 
 from schemas import read_trajectories
 from schemas.records import Trajectory
+from tests.llm_server import serve_llm
 from training.backends import make_backend
 from training.backends.base import GenerationConfig, WorldModelBackend
 from training.backends.transformers_local import TransformersBackend
@@ -183,7 +182,8 @@ def server_throughput(
     trajectories, per_trajectory = _turns(real, turns)
     with ExitStack() as stack:
         if url is None:
-            url, model = stack.enter_context(_llama_server())
+            server = stack.enter_context(serve_llm())
+            url, model = server.base_url, server.model
             kind = "llama_cpp.server, interrupt_requests off: server without batching (one request at a time)"
         else:
             kind = "external"
@@ -219,44 +219,6 @@ def fidelity_throughput(
             concurrency, url=url, model=model, turns=server_turns, max_new_tokens=max_new_tokens, real=real
         )
     return result
-
-
-@contextmanager
-def _llama_server() -> Iterator[tuple[str, str]]:
-    from tests.llm_server import MODEL_NAME, free_port, smollm2_gguf
-
-    port = free_port()
-    argv = [
-        sys.executable,
-        "-m",
-        "llama_cpp.server",
-        "--model",
-        str(smollm2_gguf()),
-        "--model_alias",
-        MODEL_NAME,
-    ]
-    argv += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--chat_format", "chatml"]
-    argv += ["--n_threads", str(os.cpu_count() or 1), "--interrupt_requests", "False"]
-    proc = subprocess.Popen(
-        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL
-    )
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"llama_cpp.server did not start ({proc.returncode}); run: {' '.join(argv)}"
-                )
-            try:
-                urllib.request.urlopen(f"{url}/models", timeout=2).close()
-                break
-            except OSError:
-                time.sleep(0.3)
-        yield url, MODEL_NAME
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,5 +34,5 @@ class WorldModelBackend(ABC):
         """Recorded with every simulated trajectory and report: model, endpoint, settings."""
         return {"backend": self.name}
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook: most backends hold nothing to release
         """Release the model or the connection pool."""

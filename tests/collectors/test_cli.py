@@ -26,7 +26,8 @@ def test_fleet_of_4_writes_20_valid_trajectories(tmp_path: Path, terminal_image:
     found = assert_exactly_once(out, 20)
     assert {t.environment.backend for t in found} == {"docker"}
     assert {t.policy.name for t in found} == {"explorer"}
-    assert all(t.outcome.status in ("completed", "truncated") for t in found)
+    failed = [(t.task.id, t.outcome) for t in found if t.outcome.status not in ("completed", "truncated")]
+    assert not failed, failed
     assert all(1 <= len(t.steps) <= 4 for t in found)
     # Real screens: the prompt of the image's agent user, and setup that built a workspace.
     assert all("agent@sandbox" in t.initial_observation.text for t in found)

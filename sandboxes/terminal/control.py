@@ -89,11 +89,23 @@ class TmuxSession:
         self.server_pid = 0
         self.pane_pid = 0
         try:
-            server, pane = self.run("display-message -p -t main '#{pid} #{pane_pid}'")[0][0].split()
+            self.server_pid, self.pane_pid = self._pids()
         except TmuxError:
             self.kill()
             raise
-        self.server_pid, self.pane_pid = int(server), int(pane)
+
+    def _pids(self, wait: float = 5.0) -> tuple[int, int]:
+        """The server's and the pane's pids. On a loaded machine the first answer can come before
+        the pane's process exists (one field, or none): ask again until both are there."""
+        deadline = time.monotonic() + wait
+        while True:
+            lines = self.run("display-message -p -t main '#{pid} #{pane_pid}'")[0]
+            fields = lines[0].split() if lines else []
+            if len(fields) == 2 and all(f.isdigit() for f in fields):
+                return int(fields[0]), int(fields[1])
+            if time.monotonic() > deadline:
+                raise TmuxError(f"tmux did not report its pids: {lines!r}")
+            time.sleep(0.05)
 
     @property
     def client_pid(self) -> int:

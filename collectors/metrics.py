@@ -6,13 +6,11 @@ import json
 import posixpath
 import statistics
 import threading
-import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fsspec.core import url_to_fs
-
+from schemas.atomic import atomic_write
 from schemas.records import Trajectory
 
 
@@ -122,10 +120,6 @@ class FleetStats:
 
 def write_summary(root: str, summary: FleetSummary) -> str:
     """Write ROOT/summary.json atomically (temp name + rename); returns its path."""
-    fs, root_path = url_to_fs(root)
-    target = posixpath.join(root_path, "summary.json")
-    tmp = posixpath.join(root_path, f".tmp-summary-{uuid.uuid4().hex}.json")
-    with fs.open(tmp, "w") as out:
-        json.dump(summary.to_dict(), out, indent=1, sort_keys=True)
-    fs.mv(tmp, target)
+    target = posixpath.join(root, "summary.json")
+    atomic_write(target, json.dumps(summary.to_dict(), indent=1, sort_keys=True))
     return target

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
-import uuid
 
 from fsspec.core import url_to_fs
 
+from schemas.atomic import atomic_write
 from schemas.records import Attachment
 
 ATTACHMENTS_DIR = "attachments"
-TMP_PREFIX = ".tmp-"
 
 
 class StorageError(RuntimeError):
@@ -32,14 +31,9 @@ class AttachmentStore:
         uri = posixpath.join(ATTACHMENTS_DIR, "sha256", digest[:2], digest)
         target = posixpath.join(self.root_path, uri)
         if not self.fs.exists(target):
-            directory = posixpath.dirname(target)
-            tmp = posixpath.join(directory, f"{TMP_PREFIX}{uuid.uuid4().hex}")
             try:
-                self.fs.makedirs(directory, exist_ok=True)
-                with self.fs.open(tmp, "wb") as out:
-                    out.write(content)
                 # Concurrent writers of the same blob rename identical bytes onto one path: harmless.
-                self.fs.mv(tmp, target)
+                atomic_write(target, content, fs=self.fs)
             except OSError as exc:
                 raise StorageError(f"cannot store attachment {name!r} under {self.root}: {exc}") from exc
         return Attachment(name=name, media_type=media_type, sha256=digest, size=len(content), uri=uri)

@@ -22,10 +22,10 @@ import re
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -33,7 +33,8 @@ from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
 from schemas.arrow import TRAJECTORY_SCHEMA
-from schemas.attachments import TMP_PREFIX, AttachmentStore, StorageError
+from schemas.atomic import TMP_PREFIX, atomic_open, atomic_write
+from schemas.attachments import AttachmentStore, StorageError
 from schemas.codec import to_row
 from schemas.records import SCHEMA_VERSION, Trajectory
 from schemas.validation import decode_row, validate, validate_row
@@ -174,12 +175,8 @@ class TrajectoryWriter:
             name = self._claim_shard_name(domain)
             shard = f"domain={domain}/{name}.parquet"
             table = pa.Table.from_pylist(buffer.rows, schema=TRAJECTORY_SCHEMA)
-            row_group_size = self._row_group_size
-            _atomic_write(
-                self.fs,
-                self._path(shard),
-                lambda out: pq.write_table(table, out, compression="zstd", row_group_size=row_group_size),
-            )
+            with atomic_open(self._path(shard), fs=self.fs) as out:
+                pq.write_table(table, out, compression="zstd", row_group_size=self._row_group_size)
             entry = {
                 "shard": shard,
                 "trajectory_ids": buffer.ids,
@@ -191,7 +188,7 @@ class TrajectoryWriter:
             }
             manifest_text = json.dumps(entry, ensure_ascii=False, indent=1).encode()
             manifest_path = self._path(MANIFEST_DIR, f"{name}.json")
-            _atomic_write(self.fs, manifest_path, lambda out: out.write(manifest_text))
+            atomic_write(manifest_path, manifest_text, fs=self.fs)
         except (OSError, pa.ArrowException) as exc:
             raise StorageError(f"cannot commit a {domain} shard under {self.root}: {exc}") from exc
         self._written.update(buffer.ids)
@@ -199,20 +196,6 @@ class TrajectoryWriter:
 
     def _path(self, *parts: str) -> str:
         return posixpath.join(self._root_path, *parts)
-
-
-def _atomic_write(fs: AbstractFileSystem, target: str, write: Callable[[IO[bytes]], Any]) -> None:
-    directory = posixpath.dirname(target)
-    tmp = posixpath.join(directory, f"{TMP_PREFIX}{uuid.uuid4().hex}{posixpath.splitext(target)[1]}")
-    fs.makedirs(directory, exist_ok=True)
-    try:
-        with fs.open(tmp, "wb") as out:
-            write(out)
-        fs.mv(tmp, target)
-    except BaseException:
-        if fs.exists(tmp):
-            fs.rm(tmp)
-        raise
 
 
 def _manifest_entries(fs: AbstractFileSystem, root_path: str) -> list[dict[str, Any]]:

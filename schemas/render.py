@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from schemas.prompts import DOMAIN_PROMPTS, DomainPrompt
@@ -30,7 +31,10 @@ AGENTWORLDBENCH_FIELDS = (
     "total_turns",
 )
 
-_THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL)
+# The one <think> pattern: closed blocks, and an unclosed one up to the end (a reply cut by the token
+# limit mid-reasoning has no visible answer).
+THINK_RE = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
+_OBSERVATION_MARKER = re.compile(r"^\s*\**Environment Observation:?\**:?[ \t]*\n?")
 _PREDICTION_RE = re.compile(re.escape(OPEN_TAG) + r"(.*?)" + re.escape(CLOSE_TAG), re.DOTALL)
 # tmux key names (and modifier combinations): what a keystrokes item sends that is not typed text
 _KEY_NAME_RE = re.compile(
@@ -150,16 +154,39 @@ def cpt_document(trajectory: Trajectory) -> str:
     return "\n\n".join(parts)
 
 
-def extract_prediction(text: str) -> str | None:
-    """The observation a model predicted: the last closed tagged block outside <think> blocks."""
-    visible = _THINK_RE.sub("", text)
-    blocks = _PREDICTION_RE.findall(visible)
-    if not blocks:
-        return None
-    block = blocks[-1]
+def strip_think(text: str) -> str:
+    """`text` without reasoning blocks."""
+    return THINK_RE.sub("", text)
+
+
+def _unwrap(block: str) -> str:
     # target_text wraps the observation in one newline on each side
     block = block[1:] if block.startswith("\n") else block
     return block[:-1] if block.endswith("\n") else block
+
+
+def extract_prediction(text: str) -> str | None:
+    """The observation a model predicted: the last closed tagged block outside <think> blocks."""
+    blocks = _PREDICTION_RE.findall(strip_think(text))
+    return _unwrap(blocks[-1]) if blocks else None
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What the public evaluation scores in a reply: `content`, and whether it came in the tags."""
+
+    content: str
+    tagged: bool
+
+
+def parse_prediction(reply: str) -> Prediction:
+    """The public evaluator's reading of a reply: without <think> blocks, the last tagged block; with
+    no tag, the cleaned reply without a leading `**Environment Observation:**` marker."""
+    tagged = extract_prediction(reply)
+    if tagged is not None:
+        return Prediction(tagged, True)
+    visible = strip_think(reply).strip()
+    return Prediction(_OBSERVATION_MARKER.sub("", visible, count=1).strip("\n"), False)
 
 
 def _typed_text(action: Action) -> str:

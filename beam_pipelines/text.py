@@ -1,18 +1,16 @@
-"""Pure text helpers for the corpus stages: normalisation, volatile-value masking, MinHash, redaction.
+"""Pure text helpers for the corpus stages: normalisation, volatile-value masking, MinHash.
 
 Nothing here imports Beam, so every rule is unit-testable on plain strings. The regular
 expressions are compiled once at import; each helper makes one pass over its text where it can,
-because these run on every observation of every trajectory.
+because these run on every observation of every trajectory. The redaction rules are in
+`beam_pipelines.redaction`.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import ipaddress
 import re
 import unicodedata
-from collections.abc import Callable, Iterable
 
 import numpy as np
 import xxhash
@@ -167,158 +165,3 @@ def estimated_jaccard(a: bytes, b: bytes) -> float:
 def bands(signature: bytes, count: int) -> list[bytes]:
     width = len(signature) // count
     return [signature[i * width : (i + 1) * width] for i in range(count)]
-
-
-# --- redaction ----------------------------------------------------------------------------------
-
-# A PEM private key: a whole block, or what a scrolled or cut screen shows of it. Applied to whole
-# texts (it spans lines), only when "-----" occurs.
-_PRIVATE_KEY = re.compile(
-    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-    r"|-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:\n[A-Za-z0-9+/=:, -]*(?=\n|$))*"
-    r"|(?:^[A-Za-z0-9+/=]{16,}\n)+-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----",
-    re.MULTILINE,
-)
-# Single-line patterns, applied per distinct line and only behind the cheap _MAY_HOLD gate.
-_OWN_PATTERNS = re.compile(
-    r"(?P<aws_access_key>\b(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}\b)"
-    r"|(?P<github_token>\bgh[pousr]_[A-Za-z0-9]{36,255}\b|\bgithub_pat_[A-Za-z0-9_]{22,255}\b)"
-    r"|(?P<email>\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b)"
-    r"|(?P<ipv4>(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d))"
-    r"|(?P<ipv6>(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:.]))"
-)
-_MAY_HOLD = re.compile(r"@|\d\.\d|:[0-9A-Fa-f]{0,4}:|A[KSBC3][IAC]|gh[pousr]_|github_pat_")
-# Lines worth handing to detect-secrets (~50-100 us a line with all plugins), matched against the
-# lower-cased line: a keyword its keyword/auth plugins look for, credentials in a URL, or a long
-# token-like run.
-_SUSPECT = re.compile(
-    r"secret|passw|pwd\s*[=:]|token|api_?key|apikey|auth|bearer|credential|private|access_?key|accountkey"
-    r"|://[^\s/@]+@|[a-z0-9+=_-]{20,}|[\"'][a-z0-9+/=_-]{16,}"
-)
-
-
-# Addresses that identify no one outside the sandbox: private (RFC 1918, unique-local), link-local,
-# loopback, unspecified. Kept, because logs and configs full of them are realistic content.
-_LOCAL_NETWORKS = tuple(
-    ipaddress.ip_network(n)
-    for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "fc00::/7", "fe80::/10")
-)
-
-
-@functools.lru_cache(maxsize=4096)
-def _keep_ip(kind: str, text: str) -> bool:
-    """Local and malformed addresses (version strings, times, C++ `a::b`) are not personal data."""
-    if kind == "ipv6" and not any(c.isdigit() for c in text):
-        return True
-    try:
-        address = ipaddress.ip_address(text)
-    except ValueError:
-        return True
-    if address.is_loopback or address.is_unspecified:
-        return True
-    return any(address.version == net.version and address in net for net in _LOCAL_NETWORKS)
-
-
-Detector = Callable[[str], Iterable[tuple[str, str]]]
-# (kind, value, whether the value must stand alone): our patterns match whole tokens already;
-# a detector's value ("hunter2") must not be replaced inside longer words.
-Finding = tuple[str, str, bool]
-
-
-class SecretFinder:
-    """The secrets in one line, as findings longest first. A pure function of the line, so it is
-    memoised across trajectories (successive screens, and trajectories of one task, repeat most
-    lines); the memo is cleared when it reaches `memo_lines` to bound memory.
-
-    `detector` (optional) maps a suspect line to (kind, value) findings, e.g. detect-secrets.
-    """
-
-    def __init__(self, detector: Detector | None = None, memo_lines: int = 100_000) -> None:
-        self._detector = detector
-        self._memo: dict[str, tuple[Finding, ...]] = {}
-        self._memo_lines = memo_lines
-
-    def __call__(self, line: str) -> tuple[Finding, ...]:
-        found = self._memo.get(line)
-        if found is None:
-            if len(self._memo) >= self._memo_lines:
-                self._memo.clear()
-            found = self._memo[line] = self._find(line)
-        return found
-
-    def _find(self, line: str) -> tuple[Finding, ...]:
-        findings: dict[str, Finding] = {}
-        if _MAY_HOLD.search(line):
-            for match in _OWN_PATTERNS.finditer(line):
-                kind, value = match.lastgroup or "secret", match.group()
-                if not (kind in ("ipv4", "ipv6") and _keep_ip(kind, value)):
-                    findings.setdefault(value, (kind, value, False))
-        if self._detector is not None and _SUSPECT.search(line.lower()):
-            for kind, value in sorted(set(self._detector(line))):
-                if len(value) >= 4 and value in line:
-                    findings.setdefault(value, (kind, value, True))
-        # Longest first, so a value that contains another is replaced whole.
-        return tuple(sorted(findings.values(), key=lambda f: (-len(f[1]), f)))
-
-
-class Redactor:
-    """Replaces secrets with placeholders `<REDACTED:kind:n>`, one per distinct value: the same
-    value gets the same placeholder everywhere this redactor is used (one trajectory), numbered per
-    kind in a deterministic order, so a redacted trajectory stays self-consistent.
-    """
-
-    def __init__(self, finder: SecretFinder | None = None) -> None:
-        self._finder = finder or SecretFinder()
-        self._placeholders: dict[str, str] = {}
-        self._per_kind: dict[str, int] = {}
-        self._lines: dict[str, str] = {}
-
-    @property
-    def counts(self) -> dict[str, int]:
-        """Distinct values redacted, by kind."""
-        return dict(self._per_kind)
-
-    def redact(self, text: str) -> str:
-        """`text` with secrets replaced; the very same object when it holds none."""
-        if not text:
-            return text
-        original = text
-        if "-----" in text:
-            text = _PRIVATE_KEY.sub(lambda m: self._placeholder("private_key", m.group()), text)
-        lines = text.split("\n")
-        changed = False
-        for i, line in enumerate(lines):
-            done = self._lines.get(line)
-            if done is None:
-                redacted = self._redact_line(line)
-                # "" marks a line without secrets (no redacted line is empty).
-                done = self._lines[line] = "" if redacted == line else redacted
-            if done:
-                lines[i], changed = done, True
-        if changed:
-            return "\n".join(lines)
-        return original if text == original else text
-
-    def _redact_line(self, line: str) -> str:
-        for kind, value, alone in self._finder(line):
-            if value not in line:
-                continue  # part of a longer value replaced already
-            if alone:
-                pattern = rf"(?<![A-Za-z0-9]){re.escape(value)}(?![A-Za-z0-9])"
-                line = re.sub(pattern, lambda _, k=kind, v=value: self._placeholder(k, v), line)
-            else:
-                line = line.replace(value, self._placeholder(kind, value))
-        return line
-
-    def _placeholder(self, kind: str, value: str) -> str:
-        found = self._placeholders.get(value)
-        if found is None:
-            n = self._per_kind.get(kind, 0) + 1
-            self._per_kind[kind] = n
-            found = self._placeholders[value] = f"<REDACTED:{kind}:{n}>"
-        return found
-
-
-def kind_slug(secret_type: str) -> str:
-    """detect-secrets' "AWS Access Key" -> "aws_access_key"."""
-    return re.sub(r"[^a-z0-9]+", "_", secret_type.lower()).strip("_")

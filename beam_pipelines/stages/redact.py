@@ -1,9 +1,14 @@
-"""Stage 4: redact secrets and personal data in every text that leaves the corpus.
+"""Stage 4: redact secrets and personal data in every field of a trajectory.
 
-Own patterns (private key blocks, AWS access key ids, GitHub tokens, e-mail and non-loopback IP
-addresses) plus detect-secrets' plugins with their default settings on lines that pass a cheap
-prefilter (see `beam_pipelines.text.Redactor`). Each distinct value becomes a stable placeholder
-`<REDACTED:kind:n>` within its trajectory; counts per kind go to Beam counters `redact/<kind>`.
+Our own rules (private key blocks, AWS access key ids, GitHub tokens, e-mail and public IP
+addresses, and the key/value forms terminals show: credentials files, env, export, YAML, JSON,
+.env, URLs with passwords, Authorization headers, connection strings, command-line flags) plus
+detect-secrets' plugins with their default settings on lines that pass a cheap prefilter (see
+`beam_pipelines.redaction`). Two passes per trajectory: every field is scanned, then every value
+found anywhere is replaced everywhere with its stable placeholder `<REDACTED:kind:n>`.
+
+Counters: `redact/<kind>` (distinct values), `redact/chars_<kind>` (characters replaced),
+`redact/chars_total` (characters examined), for the report's share of characters redacted by kind.
 """
 
 from __future__ import annotations
@@ -15,14 +20,17 @@ from typing import Any
 import apache_beam as beam
 
 from beam_pipelines.dead_letter import count
-from beam_pipelines.text import Redactor, SecretFinder, kind_slug
+from beam_pipelines.redaction import Redactor, SecretFinder, kind_slug
+from beam_pipelines.text import is_screen
 from schemas import Observation, Step, Trajectory
 
 STAGE = "redact"
-Redact = Callable[[str], str]
-# Covered by our own patterns, which catch more: the whole key block rather than its first line,
-# every non-loopback address rather than public IPv4 only, and the token rather than its prefix.
-_OWN_KINDS = frozenset({"Private Key", "Public IP (ipv4)", "GitHub Token"})
+# (text, screen width or 0) -> text; returns its input object when it changes nothing.
+Redact = Callable[[str, int], str]
+# Covered by our own rules, which catch more: the whole key block rather than its first line,
+# every public address rather than public IPv4 only, and the token rather than its prefix. Hex
+# high-entropy strings out of context are checksums and commit or container ids, which stay.
+_OWN_KINDS = frozenset({"Private Key", "Public IP (ipv4)", "GitHub Token", "Hex High Entropy String"})
 # A file name whose extension selects detect-secrets' generic (not language-specific) rules.
 _SCAN_NAME = "observation.txt"
 
@@ -49,17 +57,31 @@ class _Redact(beam.DoFn):
 
     def process(self, t: Trajectory) -> Iterator[Trajectory]:
         redactor = Redactor(self._finder)
-        redacted = redact_trajectory(t, redactor.redact)
+        redacted = redact_all(t, redactor)
         for kind, n in redactor.counts.items():
             count(STAGE, kind, n)
+        for kind, n in redactor.chars.items():
+            count(STAGE, f"chars_{kind}", n)
+        count(STAGE, "chars_total", redactor.characters)
         count(STAGE, "trajectories_redacted" if redactor.counts else "trajectories_clean")
         yield redacted
+
+
+def redact_all(t: Trajectory, redactor: Redactor) -> Trajectory:
+    """`t` with every secret found in any of its fields replaced in all of them (both passes)."""
+
+    def scan(text: str, width: int) -> str:
+        redactor.scan(text, width)
+        return text
+
+    redact_trajectory(t, scan)
+    return redact_trajectory(t, redactor.redact) if redactor.counts else t
 
 
 def _json(value: Any, redact: Redact) -> Any:
     """`value` with strings redacted; the same object when nothing changed."""
     if isinstance(value, str):
-        return redact(value)
+        return redact(value, 0)
     if isinstance(value, dict):
         items = {key: _json(item, redact) for key, item in value.items()}
         return value if all(items[key] is item for key, item in value.items()) else items
@@ -69,43 +91,78 @@ def _json(value: Any, redact: Redact) -> Any:
     return value
 
 
-def _observation(observation: Observation, redact: Redact) -> Observation:
-    text, data = redact(observation.text), _json(observation.data, redact)
+def _observation(observation: Observation, redact: Redact, width: int) -> Observation:
+    text = redact(observation.text, width if is_screen(observation.format) else 0)
+    data = _json(observation.data, redact)
     if text is observation.text and data is observation.data:
         return observation
     return replace(observation, text=text, data=data)
 
 
-def _step(step: Step, redact: Redact) -> Step:
-    text, arguments = redact(step.action.text), _json(step.action.arguments, redact)
-    observation = _observation(step.observation, redact)
-    if text is step.action.text and arguments is step.action.arguments and observation is step.observation:
+def _step(step: Step, redact: Redact, width: int) -> Step:
+    text, arguments = redact(step.action.text, 0), _json(step.action.arguments, redact)
+    observation = _observation(step.observation, redact, width)
+    info = _json(step.info, redact)
+    if (
+        text is step.action.text
+        and arguments is step.action.arguments
+        and observation is step.observation
+        and info is step.info
+    ):
         return step
-    action = replace(step.action, text=text, arguments=arguments)
-    return replace(step, action=action, observation=observation)
+    action = step.action
+    if text is not action.text or arguments is not action.arguments:
+        action = replace(action, text=text, arguments=arguments)
+    return replace(step, action=action, observation=observation, info=info)
+
+
+def _screen_width(t: Trajectory) -> int:
+    """The pane width screens were captured at (the terminal sandbox records it), or 0."""
+    width = t.environment.config.get("width")
+    return width if isinstance(width, int) and width > 0 else 0
 
 
 def redact_trajectory(t: Trajectory, redact: Redact) -> Trajectory:
-    """`t` with `redact` applied to every text a corpus carries, in a fixed order (so placeholder
-    numbers are deterministic): task, initial observation, steps, outcome error. `redact` returns
-    its input object when it finds nothing; unchanged parts are then shared, not copied, and the
-    input is never mutated (Beam may hand one object to several consumers)."""
-    instruction, setup = redact(t.task.instruction), _json(t.task.setup, redact)
-    initial = _observation(t.initial_observation, redact)
-    steps = [_step(step, redact) for step in t.steps]
-    error = redact(t.outcome.error)
+    """`t` with `redact` applied to every text it holds, in a fixed order (so placeholder numbers
+    are deterministic): environment, task, policy, initial observation, steps, outcome error.
+    Unchanged parts are shared, not copied, and the input is never mutated (Beam may hand one
+    object to several consumers)."""
+    width = _screen_width(t)
+    environment = t.environment
+    image, config = redact(environment.image, 0), _json(environment.config, redact)
+    if image is not environment.image or config is not environment.config:
+        environment = replace(environment, image=image, config=config)
     task = t.task
-    if instruction is not t.task.instruction or setup is not t.task.setup:
-        task = replace(t.task, instruction=instruction, setup=setup)
+    instruction, setup = redact(task.instruction, 0), _json(task.setup, redact)
+    metadata = _json(task.metadata, redact)
+    if instruction is not task.instruction or setup is not task.setup or metadata is not task.metadata:
+        task = replace(task, instruction=instruction, setup=setup, metadata=metadata)
+    policy = t.policy
+    policy_config = _json(policy.config, redact)
+    if policy_config is not policy.config:
+        policy = replace(policy, config=policy_config)
+    initial = _observation(t.initial_observation, redact, width)
+    steps = [_step(step, redact, width) for step in t.steps]
+    error = redact(t.outcome.error, 0)
     outcome = t.outcome if error is t.outcome.error else replace(t.outcome, error=error)
     if (
-        task is t.task
+        environment is t.environment
+        and task is t.task
+        and policy is t.policy
         and initial is t.initial_observation
         and outcome is t.outcome
         and all(new is old for new, old in zip(steps, t.steps, strict=True))
     ):
         return t
-    return replace(t, task=task, initial_observation=initial, steps=steps, outcome=outcome)
+    return replace(
+        t,
+        environment=environment,
+        task=task,
+        policy=policy,
+        initial_observation=initial,
+        steps=steps,
+        outcome=outcome,
+    )
 
 
 class RedactSecrets(beam.PTransform):

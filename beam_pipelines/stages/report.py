@@ -48,8 +48,35 @@ def stage_counters(result: PipelineResult) -> dict[str, dict[str, int]]:
     }
 
 
+def redaction_summary(redact: dict[str, int]) -> dict[str, Any]:
+    """What the redact stage replaced, from its counters: characters by kind and their share of
+    all characters it examined, and distinct values by kind. Over-redaction shows here first."""
+    total = redact.get("chars_total", 0)
+    kinds = {name.removeprefix("chars_") for name in redact if not name.startswith("trajectories_")} - {"total"}
+    by_kind = {
+        kind: {
+            "values": redact.get(kind, 0),
+            "chars": redact.get(f"chars_{kind}", 0),
+            "share": redact.get(f"chars_{kind}", 0) / total if total else 0.0,
+        }
+        for kind in sorted(kinds)
+    }
+    redacted = sum(k["chars"] for k in by_kind.values())
+    return {
+        "chars_total": total,
+        "chars_redacted": redacted,
+        "share": redacted / total if total else 0.0,
+        "by_kind": by_kind,
+    }
+
+
 def build_report(counters: dict[str, dict[str, int]], manifest: dict[str, Any]) -> dict[str, Any]:
-    return {"stages": counters, "outputs": manifest.get("totals", {}), "config": manifest.get("config", {})}
+    return {
+        "stages": counters,
+        "redaction": redaction_summary(counters.get("redact", {})),
+        "outputs": manifest.get("totals", {}),
+        "config": manifest.get("config", {}),
+    }
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -63,6 +90,22 @@ def render_markdown(report: dict[str, Any]) -> str:
     ]
     for stage, named in report["stages"].items():
         lines += [f"| {stage} | {name} | {value:,} |" for name, value in named.items()]
+    redaction = report.get("redaction")
+    if redaction and redaction["chars_total"]:
+        lines += [
+            "",
+            "## Redaction",
+            "",
+            f"{redaction['chars_redacted']:,} of {redaction['chars_total']:,} characters examined were "
+            f"replaced ({redaction['share']:.4%}).",
+            "",
+            "| kind | distinct values | characters | share of all characters |",
+            "|---|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {kind} | {k['values']:,} | {k['chars']:,} | {k['share']:.4%} |"
+            for kind, k in redaction["by_kind"].items()
+        ]
     lines += [
         "",
         "## Outputs",

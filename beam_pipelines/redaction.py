@@ -1,0 +1,414 @@
+"""Pure redaction rules: which values in a text are secrets, and how they become placeholders.
+
+Nothing here imports Beam. A trajectory is redacted in two passes through one `Redactor`: `scan`
+every text of it (every value found anywhere is recorded), then `redact` every text (each recorded
+value is replaced wherever it appears, not only where it was found: a password caught on an
+`export` line is also replaced when `echo` prints it alone). Values too short or too plain to be
+recognised out of context ("postgres", "letmein") are replaced only on the line they were found on;
+see `_everywhere`.
+
+Rendered screens wrap long lines at the pane width, so screen texts are examined as logical lines
+(full-width rows joined to the row after them) and re-wrapped after replacement: a token split
+across two rows is found and replaced whole.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import re
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
+
+# --- patterns -----------------------------------------------------------------------------------
+
+# A PEM private key: a whole block, or what a scrolled or cut screen shows of it. Applied to whole
+# texts (it spans lines), only when "-----" occurs.
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+    r"|-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:\n[A-Za-z0-9+/=:, -]*(?=\n|$))*"
+    r"|(?:^[A-Za-z0-9+/=]{16,}\n)+-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----",
+    re.MULTILINE,
+)
+# Whole-token forms, applied per line behind the cheap _MAY_HOLD gate.
+_TOKENS = re.compile(
+    r"(?P<aws_access_key>\b(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}\b)"
+    r"|(?P<github_token>\bgh[pousr]_[A-Za-z0-9]{36,255}\b|\bgithub_pat_[A-Za-z0-9_]{22,255}\b)"
+    # Not the user of a URL (credentials, below) nor git@ of an SSH remote (git@github.com:org/repo).
+    r"|(?P<email>(?<!://)\b(?!git@)[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b)"
+    # Not after "-", "+" or a word (package-2.4.61.1, v1.2.3.4), not before "-word" (5.4.0.1-generic).
+    r"|(?P<ipv4>(?<![\w.+-])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d|-\w))"
+    r"|(?P<ipv6>(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:.]))"
+)
+_MAY_HOLD = re.compile(r"@|\d\.\d|:[0-9A-Fa-f]{0,4}:|A[KSBC3][IAC]|gh[pousr]_|github_pat_")
+_VERSION_BEFORE = re.compile(r"(?:version|release|ver\.?)[\s:=]*$", re.IGNORECASE)
+
+# A key that names a secret: it ends with one of these words. Left boundaries only for the short
+# ones, so DB_PASS and PGPASSWORD count and bypass does not; right boundary by the separator that
+# must follow, so token_count and passwordFile do not count.
+_SECRET_KEY = (
+    r"(?:[\w.-]*?(?:pass(?:word|wd|phrase)|secret|token|credentials?|signature"
+    r"|(?:api|access|private|secret|account|auth|signing|encryption|master|client|session|app|consumer)"
+    r"[_.-]?key)"
+    r"|(?:[\w.-]*[_.-])?(?:pass|pwd|auth))"
+)
+_VALUE = r"(?:\"(?P<dq>[^\"\n]+)\"|'(?P<sq>[^'\n]+)'|(?P<bare>[^\s\"'`,;&<>(){}\[\]]+))"
+# `KEY=value` (env, printenv, export, .env, ini, connection strings, query strings),
+# `key: value` (YAML, headers), `"key": "value"` (JSON).
+_KEY_VALUE = re.compile(
+    rf"(?<![\w.-])(?P<key>{_SECRET_KEY})[\"']?[ \t]*(?P<sep>[:=])[ \t]*{_VALUE}", re.IGNORECASE
+)
+# `--password VALUE` (the `--password=VALUE` form is a key/value).
+_FLAG = re.compile(rf"(?<![\w-])--?(?P<key>{_SECRET_KEY})[ \t]+{_VALUE}", re.IGNORECASE)
+_AUTH_HEADER = re.compile(
+    r"(?<![\w-])(?:proxy-)?authori[sz]ation[\"']?[ \t]*[:=][ \t]*[\"']?"
+    r"(?:(?:bearer|basic|token|bot|api-?key|key|sso-key|negotiate|ntlm)[ \t]+)?(?P<bare>[^\s\"',;]+)",
+    re.IGNORECASE,
+)
+# scheme://user:password@host, and scheme://TOKEN@host where the user name is a long token.
+_URL_CREDENTIALS = re.compile(
+    r"\b[a-z][a-z0-9+.-]*://(?:[^\s:/@?#\"'<>]*:(?P<bare>[^\s@/?#\"'<>]+)|(?P<token>[\w.~%-]{16,}))@",
+    re.IGNORECASE,
+)
+# curl -u user:password, --user user:password
+_USER_PASSWORD = re.compile(r"(?<![\w-])(?:-u|--user)[ \t]+[\"']?[^\s:\"']+:(?P<bare>[^\s\"']+)")
+_MAY_HOLD_KEYED = re.compile(r"pass|pwd|secret|token|key|auth|credential|signature|://|-u\b|--user")
+# Lines worth handing to a detector such as detect-secrets (~50-100 us a line with all plugins),
+# matched against the lower-cased line: a keyword its keyword/auth plugins look for, credentials in
+# a URL, or a long token-like run.
+_SUSPECT = re.compile(
+    r"secret|passw|pwd\s*[=:]|token|api_?key|apikey|auth|bearer|credential|private|access_?key|accountkey"
+    r"|://[^\s/@]+@|[a-z0-9+=_-]{20,}|[\"'][a-z0-9+/=_-]{16,}"
+)
+
+# Values after a secret-naming key that are not secrets: literals, prompts, code, references to
+# where the secret lives ($VAR, ${VAR}, %VAR%, {{ template }}, ~/file, obj.attr), masks (****),
+# small numbers (ports, counts) and placeholders.
+_NOT_SECRET_WORDS = frozenset(
+    "true false null none nil yes no on off undefined empty required optional string str hidden redacted "
+    "masked secret password passwd token key auth env file prompt stdin bearer basic await new self this "
+    "function lambda input getpass".split()
+)
+_REFERENCE = re.compile(
+    r"[$%{<]|~/|\.\.?/|(?:/[a-z0-9_.-]+)+/?$|[*xX#.•_-]{3,}$|\d{1,7}$|[A-Za-z_]+(?:\.[A-Za-z_]+)+$"
+)
+_HEX_OR_UUID = re.compile(r"[0-9a-fA-F]+|[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+
+# Addresses that identify no one: private, loopback, link-local, documentation, shared (CGNAT),
+# reserved and multicast ranges. Kept, because logs and configs full of them are realistic content.
+
+
+@functools.lru_cache(maxsize=4096)
+def _keep_ip(kind: str, text: str) -> bool:
+    """Non-public and malformed addresses (times, C++ `a::b`, 2.4.61.271) are not personal data."""
+    if kind == "ipv6" and not any(c.isdigit() for c in text):
+        return True
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return True
+    return not address.is_global or address.is_multicast
+
+
+def plausible_secret(value: str) -> bool:
+    """Whether a value found after a secret-naming key (or in an Authorization header or URL) is
+    itself a secret rather than a literal, a reference to one, a mask or an id."""
+    if len(value) < 3 or value.lower() in _NOT_SECRET_WORDS or value.startswith("<REDACTED"):
+        return False
+    return _REFERENCE.match(value) is None
+
+
+def _classes(value: str) -> int:
+    lower = upper = digit = other = 0
+    for c in value:
+        if c.islower():
+            lower = 1
+        elif c.isupper():
+            upper = 1
+        elif c.isdigit():
+            digit = 1
+        else:
+            other = 1
+    return lower + upper + digit + other
+
+
+def _everywhere(value: str) -> bool:
+    """Whether a value found in context is safe to replace wherever it appears in the trajectory.
+
+    At least 6 characters of two classes or more (S3cret!, 8f2kQ...), or 16 of one class: such a
+    string does not occur by chance in other output. A shorter or plainer value (letmein, postgres,
+    123456) would also hit ordinary words and numbers elsewhere, so it is replaced only on its line.
+    """
+    return len(value) >= 6 and (_classes(value) >= 2 or len(value) >= 16) and not value.isdigit()
+
+
+def _key_kind(key: str) -> str:
+    key = key.lower()
+    if "pass" in key or key.endswith("pwd"):
+        return "password"
+    return "token" if key.endswith("token") else "secret"
+
+
+# --- finding ------------------------------------------------------------------------------------
+
+
+class Finding(NamedTuple):
+    kind: str
+    value: str
+    # The value must stand alone (not inside a longer word) where it is replaced: true for values
+    # read from context; whole-token patterns matched whole tokens already.
+    alone: bool
+    # Replace wherever it appears in the trajectory, not only on the line it was found on.
+    everywhere: bool
+
+
+Detector = Callable[[str], Iterable[tuple[str, str]]]
+
+
+def _keyed(line: str) -> Iterable[tuple[str, str]]:
+    """(kind, value) for the key/value, header, URL and command-line forms terminals show."""
+    for match in _KEY_VALUE.finditer(line):
+        value = match["dq"] or match["sq"] or match["bare"]
+        # `word: value` mid-sentence is prose ("Token: expired"), unless the value looks made up.
+        if match["sep"] == ":" and match["bare"] and line[: match.start()].strip(" \t-") and value.isalpha():
+            continue
+        # `token = get_token()`, `key = keys[0]`: code, not a value.
+        if match["bare"] and line[match.end() : match.end() + 1] in ("(", "["):
+            continue
+        yield _key_kind(match["key"]), value
+    for match in _FLAG.finditer(line):
+        yield _key_kind(match["key"]), match["dq"] or match["sq"] or match["bare"]
+    for match in _AUTH_HEADER.finditer(line):
+        yield "auth_header", match["bare"]
+    for match in _URL_CREDENTIALS.finditer(line):
+        token = match["token"]
+        if token is None:
+            yield "url_credentials", match["bare"]
+        elif _classes(token) >= 2 and any(c.isdigit() for c in token):
+            yield "url_credentials", token
+    for match in _USER_PASSWORD.finditer(line):
+        yield "password", match["bare"]
+
+
+class SecretFinder:
+    """The secrets in one (logical) line, as findings longest first. A pure function of the line,
+    so it is memoised across trajectories (successive screens, and trajectories of one task, repeat
+    most lines); the memo is cleared when it reaches `memo_lines` to bound memory.
+
+    `detector` (optional) maps a suspect line to (kind, value) findings, e.g. detect-secrets. Its
+    pure-hex values and UUIDs are dropped: out of context those are checksums, commit and container
+    ids, which stay; a hex secret next to a secret-naming key is found by the key/value rules.
+    """
+
+    def __init__(self, detector: Detector | None = None, memo_lines: int = 100_000) -> None:
+        self._detector = detector
+        self._memo: dict[str, tuple[Finding, ...]] = {}
+        self._memo_lines = memo_lines
+
+    def __call__(self, line: str) -> tuple[Finding, ...]:
+        found = self._memo.get(line)
+        if found is None:
+            if len(self._memo) >= self._memo_lines:
+                self._memo.clear()
+            found = self._memo[line] = self._find(line)
+        return found
+
+    def _find(self, line: str) -> tuple[Finding, ...]:
+        findings: dict[str, Finding] = {}
+        if _MAY_HOLD.search(line):
+            for match in _TOKENS.finditer(line):
+                kind, value = match.lastgroup or "secret", match.group()
+                if kind in ("ipv4", "ipv6") and (
+                    _keep_ip(kind, value) or _VERSION_BEFORE.search(line, 0, match.start())
+                ):
+                    continue
+                findings.setdefault(value, Finding(kind, value, False, True))
+        lower = line.lower()
+        if _MAY_HOLD_KEYED.search(lower):
+            for kind, value in _keyed(line):
+                if value not in findings and plausible_secret(value):
+                    findings[value] = Finding(kind, value, True, _everywhere(value))
+        if self._detector is not None and _SUSPECT.search(lower):
+            for kind, value in sorted(set(self._detector(line))):
+                if value in findings or value not in line or _HEX_OR_UUID.fullmatch(value):
+                    continue
+                if plausible_secret(value):
+                    findings[value] = Finding(kind, value, True, _everywhere(value))
+        # Longest first, so a value that contains another is replaced whole.
+        return tuple(sorted(findings.values(), key=lambda f: (-len(f.value), f)))
+
+
+# --- replacing ----------------------------------------------------------------------------------
+
+
+def _logical_lines(lines: list[str], width: int) -> list[tuple[int, int]]:
+    """[start, end) row ranges of the logical lines of a screen `width` columns wide: a row of
+    exactly `width` characters continues on the next row. Without a width, every row stands alone."""
+    groups: list[tuple[int, int]] = []
+    start = 0
+    for i, line in enumerate(lines):
+        if not (width and len(line) == width and i + 1 < len(lines)):
+            groups.append((start, i + 1))
+            start = i + 1
+    return groups
+
+
+def _wrap(line: str, width: int) -> list[str]:
+    return [line[i : i + width] for i in range(0, len(line), width)] or [""]
+
+
+def _standalone(line: str, start: int, end: int) -> bool:
+    return not (start and line[start - 1].isalnum()) and not (end < len(line) and line[end].isalnum())
+
+
+class Redactor:
+    """Replaces secrets with placeholders `<REDACTED:kind:n>`, one per distinct value: the same
+    value gets the same placeholder everywhere this redactor is used (one trajectory), numbered per
+    kind in the order the values were first seen, so a redacted trajectory stays self-consistent.
+
+    `scan` every text first, then `redact` every text; `redact` alone replaces what each line shows.
+    """
+
+    def __init__(self, finder: SecretFinder | None = None) -> None:
+        self._finder = finder or SecretFinder()
+        self._placeholders: dict[str, str] = {}
+        self._kinds: dict[str, str] = {}
+        self._per_kind: dict[str, int] = {}
+        self._global: set[str] = set()
+        self._global_re: re.Pattern[str] | None = None
+        self._scanned: set[str] = set()
+        self._done: dict[str, tuple[str | None, tuple[tuple[str, int], ...]]] = {}
+        self._chars: dict[str, int] = {}
+        self.characters = 0
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Distinct values redacted, by kind."""
+        return dict(self._per_kind)
+
+    @property
+    def chars(self) -> dict[str, int]:
+        """Characters replaced by `redact`, by kind (every occurrence counts)."""
+        return dict(self._chars)
+
+    def scan(self, text: str, width: int = 0) -> None:
+        """Pass 1: record every secret in `text` (a screen `width` columns wide, if given) and count
+        its characters in `characters`."""
+        self.characters += len(text)
+        if not text:
+            return
+        if "-----" in text:
+            for match in _PRIVATE_KEY.finditer(text):
+                self._private_key(match.group())
+            text = _PRIVATE_KEY.sub("", text)
+        lines = text.split("\n")
+        for start, end in _logical_lines(lines, width):
+            line = lines[start] if end - start == 1 else "".join(lines[start:end])
+            if line in self._scanned:
+                continue
+            self._scanned.add(line)
+            for finding in self._finder(line):
+                self._placeholder(finding.kind, finding.value)
+                if finding.everywhere and finding.value not in self._global:
+                    self._global.add(finding.value)
+                    self._global_re = None
+
+    def redact(self, text: str, width: int = 0) -> str:
+        """Pass 2: `text` with secrets replaced; the very same object when it holds none."""
+        if not text:
+            return text
+        original = text
+        if "-----" in text:
+            text = _PRIVATE_KEY.sub(self._replace_private_key, text)
+        lines = text.split("\n")
+        out: list[str] = []
+        changed = False
+        for start, end in _logical_lines(lines, width):
+            line = lines[start] if end - start == 1 else "".join(lines[start:end])
+            done = self._done.get(line)
+            if done is None:
+                done = self._done[line] = self._redact_line(line)
+            redacted, chars = done
+            if redacted is None:
+                out.extend(lines[start:end])
+                continue
+            changed = True
+            for kind, n in chars:
+                self._chars[kind] = self._chars.get(kind, 0) + n
+            out.extend(_wrap(redacted, width) if width and len(redacted) > width else [redacted])
+        if changed:
+            return "\n".join(out)
+        return original if text == original else text
+
+    def _private_key(self, block: str) -> str:
+        """The block's placeholder; its body rows map to it too, so a screen that shows only part
+        of the key (scrolled, without its BEGIN/END lines) is covered."""
+        placeholder = self._placeholder("private_key", block)
+        for row in block.split("\n"):
+            row = row.strip()
+            if len(row) >= 16 and not row.startswith("-----") and row not in self._placeholders:
+                self._placeholders[row], self._kinds[row] = placeholder, "private_key"
+                self._global.add(row)
+                self._global_re = None
+        return placeholder
+
+    def _replace_private_key(self, match: re.Match[str]) -> str:
+        block = match.group()
+        self._chars["private_key"] = self._chars.get("private_key", 0) + len(block)
+        return self._private_key(block)
+
+    def _pattern(self) -> re.Pattern[str] | None:
+        if self._global_re is None and self._global:
+            # Longest first, so that a value containing another wins. Short values must stand alone.
+            values = sorted(self._global, key=lambda v: (-len(v), v))
+            short = "|".join(re.escape(v) for v in values if len(v) < 12)
+            long = "|".join(re.escape(v) for v in values if len(v) >= 12)
+            parts = [long] if long else []
+            if short:
+                parts.append(rf"(?<![A-Za-z0-9])(?:{short})(?![A-Za-z0-9])")
+            self._global_re = re.compile("|".join(parts))
+        return self._global_re
+
+    def _redact_line(self, line: str) -> tuple[str | None, tuple[tuple[str, int], ...]]:
+        spans: list[tuple[int, int, str]] = []
+        for finding in self._finder(line):
+            self._placeholder(finding.kind, finding.value)
+            start = line.find(finding.value)
+            while start >= 0:
+                end = start + len(finding.value)
+                if not finding.alone or _standalone(line, start, end):
+                    spans.append((start, end, finding.value))
+                start = line.find(finding.value, end)
+        pattern = self._pattern()
+        if pattern is not None:
+            spans.extend((m.start(), m.end(), m.group()) for m in pattern.finditer(line))
+        if not spans:
+            return None, ()
+        # Earliest first, the longest of those starting together; overlapped spans are dropped.
+        spans.sort(key=lambda s: (s[0], -s[1]))
+        parts: list[str] = []
+        chars: dict[str, int] = {}
+        pos = 0
+        for start, end, value in spans:
+            if start < pos:
+                continue
+            kind = self._kinds[value]
+            parts += [line[pos:start], self._placeholders[value]]
+            chars[kind] = chars.get(kind, 0) + end - start
+            pos = end
+        parts.append(line[pos:])
+        return "".join(parts), tuple(sorted(chars.items()))
+
+    def _placeholder(self, kind: str, value: str) -> str:
+        found = self._placeholders.get(value)
+        if found is None:
+            n = self._per_kind.get(kind, 0) + 1
+            self._per_kind[kind] = n
+            self._kinds[value] = kind
+            found = self._placeholders[value] = f"<REDACTED:{kind}:{n}>"
+        return found
+
+
+def kind_slug(secret_type: str) -> str:
+    """detect-secrets' "AWS Access Key" -> "aws_access_key"."""
+    return re.sub(r"[^a-z0-9]+", "_", secret_type.lower()).strip("_")

@@ -92,7 +92,12 @@ _NOT_SECRET_WORDS = frozenset(
 _REFERENCE = re.compile(
     r"[$%{<]|~/|\.\.?/|(?:/[a-z0-9_.-]+)+/?$|[*xX#.•_-]{3,}$|\d{1,7}$|[A-Za-z_]+(?:\.[A-Za-z_]+)+$"
 )
-_HEX_OR_UUID = re.compile(r"[0-9a-fA-F]+|[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+# Checksums and ids: hex (commit and container ids, digests, sha256:...), UUIDs, and the
+# `sha512-<base64>` integrity strings of package lock files.
+_CHECKSUM_OR_ID = re.compile(
+    r"(?:(?:sha\d*|md5)[:-])?[0-9a-fA-F]+|[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}"
+    r"|(?:sha(?:1|256|384|512)|md5)-[A-Za-z0-9+/]+=*"
+)
 
 # Addresses that identify no one: private, loopback, link-local, documentation, shared (CGNAT),
 # reserved and multicast ranges. Kept, because logs and configs full of them are realistic content.
@@ -142,6 +147,16 @@ def _everywhere(value: str) -> bool:
     return len(value) >= 6 and (_classes(value) >= 2 or len(value) >= 16) and not value.isdigit()
 
 
+_NAMES_SECRET = re.compile(_SECRET_KEY, re.IGNORECASE)
+
+
+def field_secret_kind(key: str, value: str) -> str | None:
+    """The kind of secret a structured field holds whole (`{"api_key": "..."}` in a config), or None."""
+    if key and "\n" not in value and _NAMES_SECRET.fullmatch(key) and plausible_secret(value):
+        return _key_kind(key)
+    return None
+
+
 def _key_kind(key: str) -> str:
     key = key.lower()
     if "pass" in key or key.endswith("pwd"):
@@ -169,9 +184,11 @@ def _keyed(line: str) -> Iterable[tuple[str, str]]:
     """(kind, value) for the key/value, header, URL and command-line forms terminals show."""
     for match in _KEY_VALUE.finditer(line):
         value = match["dq"] or match["sq"] or match["bare"]
-        # `word: value` mid-sentence is prose ("Token: expired"), unless the value looks made up.
-        if match["sep"] == ":" and match["bare"] and line[: match.start()].strip(" \t-") and value.isalpha():
-            continue
+        # `key: word` is prose ("Error: Token: expired", "passwd: all tokens updated") unless the
+        # pair is the whole line, as in YAML; a value that is not a plain word looks made up.
+        if match["sep"] == ":" and match["bare"] and value.isalpha():
+            if line[: match.start()].strip(" \t-") or line[match.end() :].strip():
+                continue
         # `token = get_token()`, `key = keys[0]`: code, not a value.
         if match["bare"] and line[match.end() : match.end() + 1] in ("(", "["):
             continue
@@ -196,8 +213,9 @@ class SecretFinder:
     most lines); the memo is cleared when it reaches `memo_lines` to bound memory.
 
     `detector` (optional) maps a suspect line to (kind, value) findings, e.g. detect-secrets. Its
-    pure-hex values and UUIDs are dropped: out of context those are checksums, commit and container
-    ids, which stay; a hex secret next to a secret-naming key is found by the key/value rules.
+    checksums and ids (hex, UUIDs, lock-file integrity strings) are dropped: out of context those are
+    commit, container and content ids, which stay; a hex secret after a secret-naming key is found by
+    the key/value rules.
     """
 
     def __init__(self, detector: Detector | None = None, memo_lines: int = 100_000) -> None:
@@ -230,7 +248,7 @@ class SecretFinder:
                     findings[value] = Finding(kind, value, True, _everywhere(value))
         if self._detector is not None and _SUSPECT.search(lower):
             for kind, value in sorted(set(self._detector(line))):
-                if value in findings or value not in line or _HEX_OR_UUID.fullmatch(value):
+                if value in findings or value not in line or _CHECKSUM_OR_ID.fullmatch(value):
                     continue
                 if plausible_secret(value):
                     findings[value] = Finding(kind, value, True, _everywhere(value))
@@ -291,11 +309,18 @@ class Redactor:
         """Characters replaced by `redact`, by kind (every occurrence counts)."""
         return dict(self._chars)
 
-    def scan(self, text: str, width: int = 0) -> None:
-        """Pass 1: record every secret in `text` (a screen `width` columns wide, if given) and count
-        its characters in `characters`."""
+    def scan(self, text: str, width: int = 0, key: str = "") -> None:
+        """Pass 1: record every secret in `text` (a screen `width` columns wide, if given; the value
+        of the field `key` of a structured map, if given) and count its characters in `characters`."""
         self.characters += len(text)
         if not text:
+            return
+        kind = field_secret_kind(key, text)
+        if kind is not None:
+            self._placeholder(kind, text)
+            if _everywhere(text):
+                self._global.add(text)
+                self._global_re = None
             return
         if "-----" in text:
             for match in _PRIVATE_KEY.finditer(text):
@@ -313,10 +338,16 @@ class Redactor:
                     self._global.add(finding.value)
                     self._global_re = None
 
-    def redact(self, text: str, width: int = 0) -> str:
+    def redact(self, text: str, width: int = 0, key: str = "") -> str:
         """Pass 2: `text` with secrets replaced; the very same object when it holds none."""
         if not text:
             return text
+        kind = field_secret_kind(key, text)
+        if kind is not None:
+            placeholder = self._placeholder(kind, text)
+            kind = self._kinds[text]
+            self._chars[kind] = self._chars.get(kind, 0) + len(text)
+            return placeholder
         original = text
         if "-----" in text:
             text = _PRIVATE_KEY.sub(self._replace_private_key, text)

@@ -25,35 +25,45 @@ from beam_pipelines.text import is_screen
 from schemas import Observation, Step, Trajectory
 
 STAGE = "redact"
-# (text, screen width or 0) -> text; returns its input object when it changes nothing.
-Redact = Callable[[str, int], str]
+# (text, screen width or 0, the map key it is the value of or "") -> text; returns its input object
+# when it changes nothing.
+Redact = Callable[[str, int, str], str]
 # Covered by our own rules, which catch more: the whole key block rather than its first line,
 # every public address rather than public IPv4 only, and the token rather than its prefix. Hex
 # high-entropy strings out of context are checksums and commit or container ids, which stay.
 _OWN_KINDS = frozenset({"Private Key", "Public IP (ipv4)", "GitHub Token", "Hex High Entropy String"})
 # A file name whose extension selects detect-secrets' generic (not language-specific) rules.
-_SCAN_NAME = "observation.txt"
+SCAN_NAME = "observation.txt"
+
+
+def detect_secrets_plugins() -> list:
+    """detect-secrets' plugins with their default settings, less those our own rules replace."""
+    # Imported here, on the worker: plugin discovery is slow and holds module state we do not ship.
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+    from detect_secrets.settings import get_settings
+
+    # Verification would call the providers' APIs; a corpus job must never send secrets out.
+    get_settings().disable_filters("detect_secrets.filters.common.is_ignored_due_to_verification_policies")
+    mapping = get_mapping_from_secret_type_to_class()
+    return [cls() for kind, cls in sorted(mapping.items()) if kind not in _OWN_KINDS]
+
+
+def secret_finder(plugins: list | None = None) -> SecretFinder:
+    """Our rules plus detect-secrets (`plugins`, by default `detect_secrets_plugins()`)."""
+    plugins = detect_secrets_plugins() if plugins is None else plugins
+
+    def detect(line: str) -> Iterator[tuple[str, str]]:
+        for plugin in plugins:
+            for secret in plugin.analyze_line(filename=SCAN_NAME, line=line):
+                if secret.secret_value:
+                    yield kind_slug(secret.type), secret.secret_value
+
+    return SecretFinder(detect)
 
 
 class _Redact(beam.DoFn):
     def setup(self) -> None:
-        # Imported on the worker: plugin discovery is slow and holds module state we do not ship.
-        from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-        from detect_secrets.settings import get_settings
-
-        # Verification would call the providers' APIs; a corpus job must never send secrets out.
-        get_settings().disable_filters(
-            "detect_secrets.filters.common.is_ignored_due_to_verification_policies"
-        )
-        mapping = get_mapping_from_secret_type_to_class()
-        self._plugins = [cls() for kind, cls in sorted(mapping.items()) if kind not in _OWN_KINDS]
-        self._finder = SecretFinder(self._detect)
-
-    def _detect(self, line: str) -> Iterator[tuple[str, str]]:
-        for plugin in self._plugins:
-            for secret in plugin.analyze_line(filename=_SCAN_NAME, line=line):
-                if secret.secret_value:
-                    yield kind_slug(secret.type), secret.secret_value
+        self._finder = secret_finder()
 
     def process(self, t: Trajectory) -> Iterator[Trajectory]:
         redactor = Redactor(self._finder)
@@ -70,29 +80,30 @@ class _Redact(beam.DoFn):
 def redact_all(t: Trajectory, redactor: Redactor) -> Trajectory:
     """`t` with every secret found in any of its fields replaced in all of them (both passes)."""
 
-    def scan(text: str, width: int) -> str:
-        redactor.scan(text, width)
+    def scan(text: str, width: int, key: str) -> str:
+        redactor.scan(text, width, key)
         return text
 
     redact_trajectory(t, scan)
     return redact_trajectory(t, redactor.redact) if redactor.counts else t
 
 
-def _json(value: Any, redact: Redact) -> Any:
-    """`value` with strings redacted; the same object when nothing changed."""
+def _json(value: Any, redact: Redact, key: str = "") -> Any:
+    """`value` with strings redacted, each with the key it is under (a list's items with the list's
+    key); the same object when nothing changed."""
     if isinstance(value, str):
-        return redact(value, 0)
+        return redact(value, 0, key)
     if isinstance(value, dict):
-        items = {key: _json(item, redact) for key, item in value.items()}
-        return value if all(items[key] is item for key, item in value.items()) else items
+        items = {k: _json(item, redact, str(k)) for k, item in value.items()}
+        return value if all(items[k] is item for k, item in value.items()) else items
     if isinstance(value, list):
-        redacted = [_json(item, redact) for item in value]
+        redacted = [_json(item, redact, key) for item in value]
         return value if all(new is old for new, old in zip(redacted, value, strict=True)) else redacted
     return value
 
 
 def _observation(observation: Observation, redact: Redact, width: int) -> Observation:
-    text = redact(observation.text, width if is_screen(observation.format) else 0)
+    text = redact(observation.text, width if is_screen(observation.format) else 0, "")
     data = _json(observation.data, redact)
     if text is observation.text and data is observation.data:
         return observation
@@ -100,7 +111,7 @@ def _observation(observation: Observation, redact: Redact, width: int) -> Observ
 
 
 def _step(step: Step, redact: Redact, width: int) -> Step:
-    text, arguments = redact(step.action.text, 0), _json(step.action.arguments, redact)
+    text, arguments = redact(step.action.text, 0, ""), _json(step.action.arguments, redact)
     observation = _observation(step.observation, redact, width)
     info = _json(step.info, redact)
     if (
@@ -129,11 +140,11 @@ def redact_trajectory(t: Trajectory, redact: Redact) -> Trajectory:
     object to several consumers)."""
     width = _screen_width(t)
     environment = t.environment
-    image, config = redact(environment.image, 0), _json(environment.config, redact)
+    image, config = redact(environment.image, 0, ""), _json(environment.config, redact)
     if image is not environment.image or config is not environment.config:
         environment = replace(environment, image=image, config=config)
     task = t.task
-    instruction, setup = redact(task.instruction, 0), _json(task.setup, redact)
+    instruction, setup = redact(task.instruction, 0, ""), _json(task.setup, redact)
     metadata = _json(task.metadata, redact)
     if instruction is not task.instruction or setup is not task.setup or metadata is not task.metadata:
         task = replace(task, instruction=instruction, setup=setup, metadata=metadata)
@@ -143,7 +154,7 @@ def redact_trajectory(t: Trajectory, redact: Redact) -> Trajectory:
         policy = replace(policy, config=policy_config)
     initial = _observation(t.initial_observation, redact, width)
     steps = [_step(step, redact, width) for step in t.steps]
-    error = redact(t.outcome.error, 0)
+    error = redact(t.outcome.error, 0, "")
     outcome = t.outcome if error is t.outcome.error else replace(t.outcome, error=error)
     if (
         environment is t.environment

@@ -22,7 +22,11 @@ KEY_BODY = [
 PRIVATE_KEY = "-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(KEY_BODY) + "\n-----END RSA PRIVATE KEY-----"
 EMAIL = "jane.doe@corp-mail.example.com"
 PASSWORD = "s3cr3t-Pa55w0rd-xyz"
-PLANTED = [AWS_KEY, AWS_SECRET, GITHUB_TOKEN, GITHUB_PAT, *KEY_BODY, EMAIL, PASSWORD, "203.0.113.77"]
+DB_PASSWORD = "Qz7!vR2#mK9-pL4"
+LLM_KEY = "sk-proj-4fT9qW2eR7yU1iO3pA6sD8fG"
+PUBLIC_IP = "34.117.59.81"
+PLANTED = [AWS_KEY, AWS_SECRET, GITHUB_TOKEN, GITHUB_PAT, *KEY_BODY, EMAIL, PASSWORD, DB_PASSWORD, LLM_KEY]
+PLANTED.append(PUBLIC_IP)
 
 
 def plant(t):
@@ -32,8 +36,16 @@ def plant(t):
     t.steps[0].observation.text += f"\n$ echo {AWS_KEY}\n{AWS_KEY}\n$"
     t.steps[1].observation.text += f"\n$ cat ~/.ssh/id_rsa\n{PRIVATE_KEY}\n$ git push\nremote: {GITHUB_TOKEN}"
     t.steps[2].observation.text += f'\naws_secret_access_key = "{AWS_SECRET}"\npassword = "{PASSWORD}"'
-    t.steps[2].observation.data["note"] = f"token {GITHUB_PAT} from {EMAIL} at 203.0.113.77"
-    t.initial_observation.text = f"Last login from 203.0.113.77 by {EMAIL}\n" + t.initial_observation.text
+    t.steps[2].observation.data["note"] = f"token {GITHUB_PAT} from {EMAIL} at {PUBLIC_IP}"
+    t.initial_observation.text = f"Last login from {PUBLIC_IP} by {EMAIL}\n" + t.initial_observation.text
+    # Found in one field, printed bare in the others: every field is scanned before any is replaced.
+    t.task.setup = [*t.task.setup, f"export DB_PASSWORD='{DB_PASSWORD}'"]
+    t.task.metadata["db"] = DB_PASSWORD
+    t.environment.config["env"] = {"OPENAI_API_KEY": LLM_KEY}
+    t.policy.config["api_key"] = LLM_KEY
+    t.steps[3].info["echo"] = [f"{DB_PASSWORD}"]
+    t.steps[3].observation.text += f"\n$ echo $DB_PASSWORD\n{DB_PASSWORD}\n$ env | grep KEY\nKEY={LLM_KEY}"
+    t.outcome.error = f"setup failed: psql -W {DB_PASSWORD}"
 
 
 def _row_text(t) -> str:
@@ -56,6 +68,12 @@ def test_planted_secrets_are_gone_with_stable_placeholders(recorded):
             t.steps[0].action.arguments["command"],
             t.task.instruction,
             t.steps[0].observation.text.splitlines()[-2],
+            t.task.setup[-1],
+            t.task.metadata["db"],
+            t.steps[3].info["echo"][0],
+            t.outcome.error,
+            t.policy.config["api_key"],
+            t.environment.config["env"]["OPENAI_API_KEY"],
         ]
 
     assert_that(
@@ -66,6 +84,12 @@ def test_planted_secrets_are_gone_with_stable_placeholders(recorded):
                 "export AWS_ACCESS_KEY_ID=<REDACTED:aws_access_key:1>",
                 "Mail the report to <REDACTED:email:1>",
                 "<REDACTED:aws_access_key:1>",
+                "export DB_PASSWORD='<REDACTED:password:1>'",
+                "<REDACTED:password:1>",
+                "<REDACTED:password:1>",
+                "setup failed: psql -W <REDACTED:password:1>",
+                "<REDACTED:secret:1>",
+                "<REDACTED:secret:1>",
             ]
         ),
         label="Stable",

@@ -22,8 +22,11 @@ def redact_all(*texts: str, width: int = 0) -> list[str]:
 @pytest.mark.parametrize(
     ("text", "secret", "kind"),
     [
-        (f"[default]\naws_access_key_id = AKIAZ3MHEXAMPLE7QK2B\naws_secret_access_key = {AWS_SECRET}", AWS_SECRET,
-         "secret"),
+        (
+            f"[default]\naws_access_key_id = AKIAZ3MHEXAMPLE7QK2B\naws_secret_access_key = {AWS_SECRET}",
+            AWS_SECRET,
+            "secret",
+        ),
         (f"HOME=/root\nDB_PASSWORD={PASSWORD}\nPATH=/usr/bin", PASSWORD, "password"),
         (f'$ export DB_PASSWORD="{PASSWORD}"', PASSWORD, "password"),
         (f"$ export API_TOKEN='{TOKEN}'", TOKEN, "token"),
@@ -38,7 +41,11 @@ def redact_all(*texts: str, width: int = 0) -> list[str]:
         ("Authorization: Basic dXNlcjpodW50ZXIyMDI0", "dXNlcjpodW50ZXIyMDI0", "auth_header"),
         (f"Server=db;Database=shop;User Id=sa;Password={PASSWORD};", PASSWORD, "password"),
         (f"jdbc:mysql://db:3306/shop?user=app&password={PASSWORD}&ssl=true", PASSWORD, "password"),
-        (f"DefaultEndpointsProtocol=https;AccountName=x;AccountKey={AWS_SECRET}==;", f"{AWS_SECRET}==", "secret"),
+        (
+            f"DefaultEndpointsProtocol=https;AccountName=x;AccountKey={AWS_SECRET}==;",
+            f"{AWS_SECRET}==",
+            "secret",
+        ),
         (f"$ mysql --password {PASSWORD} shop", PASSWORD, "password"),
         (f"$ curl -u admin:{PASSWORD} http://10.0.0.5/", PASSWORD, "password"),
     ],
@@ -59,8 +66,10 @@ def test_key_value_forms(text: str, secret: str, kind: str) -> None:
         "inet 10.0.0.5/24 brd 10.0.0.255\nvia 192.168.1.20 dev eth0 from 172.17.0.2 fe80::1",
         "docs 192.0.2.10 198.51.100.3 203.0.113.77 2001:db8::1 and 127.0.0.1 169.254.169.254",
         "Server version: Apache/2.4.61.271 (Unix)\nLinux 5.4.0.150-generic\nversion 1.2.3.4\nv10.1.2.3",
-        "max_tokens: 512\nTOKENIZERS_PARALLELISM=false\npassword: ${DB_PASSWORD}\nDB_PASSWORD_FILE=/run/secrets/db",
+        "max_tokens: 512\nTOKENIZERS_PARALLELISM=false\npassword: ${DB_PASSWORD}",
+        "DB_PASSWORD_FILE=/run/secrets/db\nPASSWORD=$(cat /run/secrets/db)",
         "Error: Token: expired\npassword_file = ~/.pgpass\nauth: none\nsecret_name: app-config",
+        "passwd: all authentication tokens updated successfully.\nPassword: ",
         "token = get_token()\napi_key = os.environ['API_KEY']\npassword = self.password",
         "Password: ********\npassword=xxxxxx\nagent@sandbox:~$ ls 12:34:56",
     ],
@@ -151,6 +160,24 @@ def test_characters_are_counted_by_kind() -> None:
     assert redactor.chars == {"password": 3 * len(PASSWORD), "ipv4": len("34.117.59.81")}
 
 
-@pytest.mark.parametrize("value", ["true", "${X}", "$X", "%X%", "{{ .x }}", "****", "./f", "5432", "a.b", "<x>"])
+@pytest.mark.parametrize(
+    "value", ["true", "${X}", "$X", "%X%", "{{ .x }}", "****", "./f", "5432", "a.b", "<x>"]
+)
 def test_references_and_literals_are_not_secrets(value: str) -> None:
     assert not plausible_secret(value)
+
+
+def test_a_structured_field_named_for_a_secret_is_a_secret_and_found_elsewhere() -> None:
+    redactor = Redactor()
+    fields = [("OPENAI_API_KEY", TOKEN), ("token_count", "12"), ("auth", "none"), ("db_pass", "letmein")]
+    for key, value in fields:
+        redactor.scan(value, key=key)
+    redactor.scan(f"KEY={TOKEN}")
+    assert [redactor.redact(value, key=key) for key, value in fields] == [
+        "<REDACTED:secret:1>",
+        "12",
+        "none",
+        "<REDACTED:password:1>",
+    ]
+    assert redactor.redact(f"KEY={TOKEN}") == "KEY=<REDACTED:secret:1>"
+    assert redactor.redact("letmein") == "letmein"  # too plain to replace outside its field

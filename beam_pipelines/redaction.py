@@ -207,6 +207,11 @@ def _keyed(line: str) -> Iterable[tuple[str, str]]:
         yield "password", match["bare"]
 
 
+def _within(value: str, findings: dict[str, Finding]) -> bool:
+    """Found already, whole or as part of a longer value (the JWT inside an Authorization header)."""
+    return any(value in found for found in findings)
+
+
 class SecretFinder:
     """The secrets in one (logical) line, as findings longest first. A pure function of the line,
     so it is memoised across trajectories (successive screens, and trajectories of one task, repeat
@@ -244,11 +249,11 @@ class SecretFinder:
         lower = line.lower()
         if _MAY_HOLD_KEYED.search(lower):
             for kind, value in _keyed(line):
-                if value not in findings and plausible_secret(value):
+                if not _within(value, findings) and plausible_secret(value):
                     findings[value] = Finding(kind, value, True, _everywhere(value))
         if self._detector is not None and _SUSPECT.search(lower):
             for kind, value in sorted(set(self._detector(line))):
-                if value in findings or value not in line or _CHECKSUM_OR_ID.fullmatch(value):
+                if _within(value, findings) or value not in line or _CHECKSUM_OR_ID.fullmatch(value):
                     continue
                 if plausible_secret(value):
                     findings[value] = Finding(kind, value, True, _everywhere(value))
@@ -294,7 +299,6 @@ class Redactor:
         self._per_kind: dict[str, int] = {}
         self._global: set[str] = set()
         self._global_re: re.Pattern[str] | None = None
-        self._scanned: set[str] = set()
         self._done: dict[str, tuple[str | None, tuple[tuple[str, int], ...]]] = {}
         self._chars: dict[str, int] = {}
         self.characters = 0
@@ -327,11 +331,9 @@ class Redactor:
                 self._private_key(match.group())
             text = _PRIVATE_KEY.sub("", text)
         lines = text.split("\n")
-        for start, end in _logical_lines(lines, width):
-            line = lines[start] if end - start == 1 else "".join(lines[start:end])
-            if line in self._scanned:
-                continue
-            self._scanned.add(line)
+        if width and max(map(len, lines)) >= width:
+            lines = ["".join(lines[start:end]) for start, end in _logical_lines(lines, width)]
+        for line in lines:
             for finding in self._finder(line):
                 self._placeholder(finding.kind, finding.value)
                 if finding.everywhere and finding.value not in self._global:

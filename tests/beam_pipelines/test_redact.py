@@ -102,15 +102,25 @@ def test_planted_secrets_are_gone_with_stable_placeholders(recorded):
         c.key.metric.name: c.committed
         for c in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]
     }
-    # Distinct values per kind; detect-secrets files the secret access key under "AWS Access Key"
-    # too, and its keyword plugin finds the password.
+    # Distinct values per kind, then characters replaced per kind (every occurrence): our key/value
+    # rules find the secret access key, the password and the API key before detect-secrets does.
+    total = counters.pop("redact/chars_total")
+    assert total > sum(len(t.initial_observation.text) for t in recorded)
     assert counters == {
-        "redact/aws_access_key": 2,
+        "redact/aws_access_key": 1,
         "redact/email": 1,
         "redact/github_token": 2,
         "redact/ipv4": 1,
+        "redact/password": 2,
         "redact/private_key": 1,
-        "redact/secret_keyword": 1,
+        "redact/secret": 2,
+        "redact/chars_aws_access_key": 4 * len(AWS_KEY),
+        "redact/chars_email": 3 * len(EMAIL),
+        "redact/chars_github_token": len(GITHUB_TOKEN) + len(GITHUB_PAT),
+        "redact/chars_ipv4": 2 * len(PUBLIC_IP),
+        "redact/chars_password": 5 * len(DB_PASSWORD) + len(PASSWORD),
+        "redact/chars_private_key": len(PRIVATE_KEY),
+        "redact/chars_secret": len(AWS_SECRET) + 3 * len(LLM_KEY),
         "redact/trajectories_clean": len(recorded),
         "redact/trajectories_redacted": 1,
     }

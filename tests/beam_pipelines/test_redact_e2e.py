@@ -228,5 +228,7 @@ def test_the_report_gives_characters_redacted_by_kind(built) -> None:
     for kind in ("password", "secret", "token", "url_credentials", "auth_header", "aws_access_key", "ipv4"):
         assert by_kind.get(kind, {}).get("chars", 0) > 0, (kind, by_kind)
     assert redaction["chars_redacted"] == sum(k["chars"] for k in by_kind.values())
-    assert 0 < redaction["share"] < 0.05
+    # a few short sessions dense with secrets: a large share, but most of the text is kept
+    assert 0 < redaction["share"] < 0.5
+    assert by_kind["secret"]["chars"] >= len(WRAPPED) + len(AWS_SECRET)
     assert "## Redaction" in (out / "report.md").read_text()

@@ -113,26 +113,80 @@ def agentworldbench_record(
     }
 
 
+class RecordError(ValueError):
+    """An AgentWorldBench record whose fields do not fit together; the message says which and how."""
+
+
+def _turn_idx(record: dict[str, Any]) -> int:
+    """The record's 1-based turn, checked against its lists; raises RecordError when they disagree."""
+    turn_idx, total = record.get("turn_idx"), record.get("total_turns")
+    if not isinstance(turn_idx, int) or isinstance(turn_idx, bool):
+        raise RecordError(f"turn_idx must be an integer, got {turn_idx!r}")
+    if not isinstance(total, int) or isinstance(total, bool) or not 1 <= turn_idx <= total:
+        raise RecordError(f"turn_idx {turn_idx} must lie in 1..total_turns ({total!r})")
+    for field in ("prompt", "response"):
+        turns = record.get(field)
+        if not isinstance(turns, list) or len(turns) < turn_idx:
+            have = len(turns) if isinstance(turns, list) else type(turns).__name__
+            raise RecordError(f"{field} must be a list of at least turn_idx={turn_idx} turns, has {have}")
+    return turn_idx
+
+
+def check_record(record: dict[str, Any]) -> None:
+    """Raise RecordError unless `record` has every AgentWorldBench field and lists that reach turn_idx."""
+    missing = [f for f in AGENTWORLDBENCH_FIELDS if f not in record]
+    if missing:
+        raise RecordError(f"not an AgentWorldBench record, missing {missing}")
+    _turn_idx(record)
+
+
+def record_context(record: dict[str, Any]) -> tuple[list[tuple[str, str]], str]:
+    """The earlier turns (action, observation) and the current action of `record`, the public evaluation's
+    way: everything is indexed by `turn_idx`, so turns after it, the reference among them, never appear
+    even when the lists hold the whole trajectory; an empty `current_prompt` means `prompt[turn_idx-1]`."""
+    k = _turn_idx(record)
+    history = list(zip(record["prompt"][: k - 1], record["response"][: k - 1], strict=True))
+    return history, record["current_prompt"] or record["prompt"][k - 1]
+
+
+def reference_observation(record: dict[str, Any]) -> str:
+    """The real observation the prediction for `record` is scored against: `response[turn_idx-1]`,
+    without its `**Environment Observation:**` marker."""
+    return strip_observation_marker(record["response"][_turn_idx(record) - 1])
+
+
 def record_messages(
     record: dict[str, Any], *, fits: Callable[[list[dict]], bool] | None = None
 ) -> list[dict]:
-    """The chat messages the AgentWorldBench evaluation sends for `record`.
+    """The chat messages the AgentWorldBench evaluation sends for `record` (see `record_context`).
 
     When `fits` rejects the messages, the oldest turns go first; the system prompt (which holds the
     initial state) and the current action are always kept, so the result may still not fit.
     """
+    turns, action = record_context(record)
     history = [
-        pair
-        for prompt, response in zip(record["prompt"][:-1], record["response"][:-1], strict=True)
-        for pair in ({"role": "user", "content": prompt}, {"role": "assistant", "content": response})
+        message
+        for prompt, response in turns
+        for message in ({"role": "user", "content": prompt}, {"role": "assistant", "content": response})
     ]
     system = [{"role": "system", "content": record["system_str"]}]
-    current = [{"role": "user", "content": record["current_prompt"]}]
+    current = [{"role": "user", "content": action}]
     start = 0
     if fits is not None:
         while start < len(history) and not fits(system + history[start:] + current):
             start += 2
     return system + history[start:] + current
+
+
+def split_chat(messages: Sequence[dict]) -> tuple[str, list[tuple[str, str]], str] | None:
+    """The system prompt, earlier (action, observation) turns and current action of messages shaped as
+    `record_messages` builds them (system, (user, assistant)*, user); None for any other shape."""
+    roles = [m.get("role") for m in messages]
+    pairs = (len(roles) - 2) // 2
+    if len(roles) < 2 or roles != ["system"] + ["user", "assistant"] * pairs + ["user"]:
+        return None
+    contents = [m["content"] for m in messages]
+    return contents[0], list(zip(contents[1:-1:2], contents[2:-1:2], strict=True)), contents[-1]
 
 
 def chat_messages(
@@ -185,8 +239,12 @@ def parse_prediction(reply: str) -> Prediction:
     tagged = extract_prediction(reply)
     if tagged is not None:
         return Prediction(tagged, True)
-    visible = strip_think(reply).strip()
-    return Prediction(_OBSERVATION_MARKER.sub("", visible, count=1).strip("\n"), False)
+    return Prediction(strip_observation_marker(strip_think(reply).strip()).strip("\n"), False)
+
+
+def strip_observation_marker(text: str) -> str:
+    """`text` without a leading `**Environment Observation:**` marker (and the newline after it)."""
+    return _OBSERVATION_MARKER.sub("", text, count=1)
 
 
 def _typed_text(action: Action) -> str:

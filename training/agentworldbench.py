@@ -1,10 +1,18 @@
 """python -m training.agentworldbench infer|judge|score: AgentWorldBench-format JSONL, ours or the public one.
 
-infer  asks the world model each record's chat (record_messages) and stores the raw reply and the
-       extracted <predicted_observation> per id; judge scores each prediction against the reference
-       (the record's last response) on the five dimensions; score prints per-domain and overall scores
-       the benchmark's way: (x-1)/4*100 per dimension, averaged. infer and judge append one line per id
-       as soon as it is done and skip ids already in --out, so a killed run resumes where it stopped.
+Every record is read at its `turn_idx`, as the public evaluation reads it (schemas.render.record_context):
+the earlier turns are the history, the current action is `current_prompt` (or `prompt[turn_idx-1]`), the
+reference is `response[turn_idx-1]`, and later turns in the lists never reach the model or the judge.
+
+infer  asks the world model each record's chat (record_messages) and stores the raw reply, the content
+       the public evaluator extracts from it (parse_prediction) and whether it came tagged;
+judge  scores that content against the reference on the five dimensions, the judge seeing the same
+       context the model saw;
+score  prints per-domain scores the benchmark's way ((x-1)/4*100 per dimension, averaged over the
+       samples the judge could score) with the count of failed ones, beside a strict score (a failed
+       sample counts as the lowest), the macro mean over domains and the share of tagged replies.
+infer and judge append one line per id as soon as it is done and skip ids already in --out, so a
+killed run resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -12,7 +20,6 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import re
 import sys
 import threading
 from collections.abc import Callable
@@ -21,7 +28,13 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from schemas.render import AGENTWORLDBENCH_FIELDS, extract_prediction, record_messages
+from schemas.render import (
+    RecordError,
+    check_record,
+    parse_prediction,
+    record_messages,
+    reference_observation,
+)
 from training.backends import make_backend
 from training.backends.base import GenerationConfig, WorldModelBackend
 from training.judge import DIMENSIONS, JUDGE_CONFIG, judge
@@ -34,18 +47,16 @@ EXAMPLES = """examples:
   python -m training.agentworldbench score --judged judged.jsonl --json scores.json
 Rerunning infer or judge with the same --out only does the ids that are not there yet."""
 
-_THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
-_OBSERVATION_PREFIX = re.compile(r"^\*\*Environment Observation:\*\*\n?")
-_INITIAL_STATE = re.compile(r"## Initial state\n(?:.*?:\n\n)?(.*?)(?:\n\n## |\Z)", re.DOTALL)
-
 
 class BenchError(ValueError):
     """Bad input files: the message says which file and line, and what to do."""
 
 
 def read_records(patterns: list[str]) -> list[dict]:
+    """Every record of the files, each checked to be readable at its turn_idx (see module doc)."""
     files = sorted({f for p in patterns for f in (glob.glob(p) or [p])})
     records = []
+    seen: dict[str, str] = {}
     for file in files:
         path = Path(file)
         if not path.is_file():
@@ -57,9 +68,15 @@ def read_records(patterns: list[str]) -> list[dict]:
                 record = json.loads(line)
             except ValueError as exc:
                 raise BenchError(f"{file}:{n}: not JSON ({exc})") from None
-            missing = [f for f in AGENTWORLDBENCH_FIELDS if f not in record]
-            if missing:
-                raise BenchError(f"{file}:{n}: not an AgentWorldBench record, missing {missing}")
+            try:
+                check_record(record)
+            except RecordError as exc:
+                raise BenchError(f"{file}:{n}: {exc}") from None
+            # Results are kept by id: a repeated id would silently stand for two samples.
+            key = str(record["id"])
+            if key in seen:
+                raise BenchError(f"{file}:{n}: id {key!r} already at {seen[key]}; ids must be unique")
+            seen[key] = f"{file}:{n}"
             records.append(record)
     return records
 
@@ -77,8 +94,16 @@ def read_jsonl(path: Path) -> dict[str, dict]:
     return rows
 
 
-def observation_text(response: str) -> str:
-    return _OBSERVATION_PREFIX.sub("", response, count=1)
+def read_predictions(path: Path) -> dict[str, dict]:
+    """infer's rows by id, each with the `prediction` text to judge and its `tagged` flag."""
+    rows = read_jsonl(path)
+    stale = [i for i, r in rows.items() if not isinstance(r.get("prediction"), str) or "tagged" not in r]
+    if stale:
+        raise BenchError(
+            f"{path}: ids {stale[:3]} have no `prediction` text or `tagged` flag (written by an older "
+            "infer); rerun `infer` into a new --out"
+        )
+    return rows
 
 
 def run_resumable(
@@ -128,8 +153,15 @@ def infer(
         except Exception as exc:  # reported, not fatal: the other ids go on
             failures.append(f"{record['id']}: {type(exc).__name__}: {exc}")
             return None
-        prediction = extract_prediction(reply)
-        return {**row, "reply": reply, "prediction": prediction, "format_failure": prediction is None}
+        # What the public evaluator reads in the reply is what gets judged; `tagged` keeps the format.
+        prediction = parse_prediction(reply)
+        return {
+            **row,
+            "reply": reply,
+            "prediction": prediction.content,
+            "tagged": prediction.tagged,
+            "format_failure": not prediction.tagged,
+        }
 
     written = run_resumable(todo, work, out, concurrency, "infer", progress)
     return {
@@ -151,35 +183,26 @@ def judge_predictions(
     config: GenerationConfig = JUDGE_CONFIG,
     progress: bool = True,
 ) -> dict:
-    """Judge each predicted id not yet in `out`; unreadable judge replies are recorded as failures."""
+    """Judge each predicted id not yet in `out`; unreadable judge replies are recorded as failures.
+
+    The judge sees the record's own context, `record_messages(record)`: the system prompt with the
+    initial state and the turns before turn_idx, indexed as the model's prompt was, never later ones."""
     done = read_jsonl(out)
     todo = [r for r in records if str(r["id"]) in predictions and str(r["id"]) not in done]
 
     def work(record: dict) -> dict:
-        predicted_row = predictions[str(record["id"])]
-        predicted = predicted_row.get("prediction")
-        if predicted is None:
-            # Like the public evaluation without a tagged block: the visible reply is what gets judged,
-            # and the format dimension is where the missing tags should cost.
-            predicted = _THINK.sub("", predicted_row.get("reply", "")).strip()
-        responses = record["response"]
-        if len(responses) > 1:
-            previous = observation_text(responses[-2])
-        else:
-            found = _INITIAL_STATE.search(record["system_str"])
-            previous = found.group(1) if found else ""
+        predicted = predictions[str(record["id"])]
         result = judge(
             backend,
             domain=record["task"],
-            action=record["current_prompt"],
-            previous=previous,
-            reference=observation_text(responses[-1]),
-            prediction=predicted,
+            context=record_messages(record),
+            reference=reference_observation(record),
+            prediction=predicted["prediction"],
             max_chars=max_chars,
             config=config,
         )
         row = {"id": record["id"], "task": record["task"], **result.as_dict()}
-        return {**row, "format_failure": predicted_row.get("prediction") is None}
+        return {**row, "tagged": predicted["tagged"], "format_failure": not predicted["tagged"]}
 
     run_resumable(todo, work, out, concurrency, "judge", progress)
     rows = read_jsonl(out)
@@ -190,34 +213,63 @@ def judge_predictions(
     }
 
 
+def _row_stats(rows: list[dict]) -> dict:
+    """One domain's (or all samples') numbers: the public script's mean over the samples the judge
+    scored, per dimension and overall, with the count of failed ones; the strict score, in which a
+    failed sample counts as the lowest score (0); and the share of tagged replies, in percent."""
+    ok = [r["percent"] for r in rows if r.get("scores")]
+    dims = {d: sum(p[d] for p in ok) / len(ok) if ok else None for d in DIMENSIONS}
+    per_sample = [sum(p[d] for d in DIMENSIONS) / len(DIMENSIONS) for p in ok]
+    return {
+        "samples": len(rows),
+        "failed": len(rows) - len(ok),
+        "format_validity": 100 * sum(not r["format_failure"] for r in rows) / len(rows),
+        **dims,
+        "score": sum(per_sample) / len(ok) if ok else None,
+        "strict": sum(per_sample) / len(rows),
+    }
+
+
+def _macro(domains: dict[str, dict]) -> dict:
+    """The mean over domains of each domain's number (the public README's Overall); a domain whose
+    samples all failed has no valid score and is left out of that mean only."""
+    stats: dict = {
+        "domains": len(domains),
+        "samples": sum(s["samples"] for s in domains.values()),
+        "failed": sum(s["failed"] for s in domains.values()),
+    }
+    for key in ("format_validity", *DIMENSIONS, "score", "strict"):
+        values = [s[key] for s in domains.values() if s[key] is not None]
+        stats[key] = sum(values) / len(values) if values else None
+    return stats
+
+
 def score(judged: dict[str, dict]) -> dict:
-    """Per domain and overall (all samples): mean (x-1)/4*100 per dimension and their mean. Samples the
-    judge could not score are counted, and left out of the means."""
+    """{"domains": {domain: stats}, "overall": stats of all samples, "macro": mean over domains}."""
     by_domain: dict[str, list[dict]] = {}
     for row in judged.values():
         by_domain.setdefault(row["task"], []).append(row)
-    table = {}
-    for domain, rows in [*sorted(by_domain.items()), ("overall", list(judged.values()))]:
-        ok = [r["percent"] for r in rows if r.get("scores")]
-        dims = {d: sum(p[d] for p in ok) / len(ok) for d in DIMENSIONS} if ok else dict.fromkeys(DIMENSIONS)
-        values = [v for v in dims.values() if v is not None]
-        table[domain] = {
-            "samples": len(rows),
-            "judge_failures": len(rows) - len(ok),
-            **dims,
-            "score": sum(values) / len(values) if values else None,
-        }
-    return table
+    domains = {d: _row_stats(rows) for d, rows in sorted(by_domain.items())}
+    return {"domains": domains, "overall": _row_stats(list(judged.values())), "macro": _macro(domains)}
+
+
+_COLUMNS = ("samples", "failed", "format_validity", *DIMENSIONS, "score", "strict")
+_LEGEND = """score: mean over the samples the judge scored (the public script); failed: samples it could not
+score; strict: failed samples count as the lowest score; format_validity: % of replies with the tags;
+overall: all samples together; macro: mean over domains (the public README's Overall)."""
 
 
 def format_table(table: dict) -> str:
-    header = ["domain", "samples", "failures", *DIMENSIONS, "score"]
+    header = ["domain", "samples", "failed", "format%", *DIMENSIONS, "score", "strict"]
     lines = ["  ".join(f"{h:>11}" for h in header)]
-    for domain, s in table.items():
-        cells = [domain, str(s["samples"]), str(s["judge_failures"])]
-        cells += ["-" if s[d] is None else f"{s[d]:.1f}" for d in (*DIMENSIONS, "score")]
+    rows = [*table["domains"].items(), ("overall", table["overall"]), ("macro", table["macro"])]
+    for name, stats in rows:
+        cells = [name]
+        for column in _COLUMNS:
+            value = stats[column]
+            cells.append("-" if value is None else str(value) if isinstance(value, int) else f"{value:.1f}")
         lines.append("  ".join(f"{c:>11}" for c in cells))
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n" + _LEGEND
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -287,9 +339,9 @@ def main(argv: list[str] | None = None) -> int:
             for line in fails[:5]:
                 print(f"  {line}", file=sys.stderr)
             return 1 if fails else 0
+        predictions = read_predictions(args.predictions)
         opts = {"model": args.judge_model} if args.judge_model else {}
         backend = make_backend(args.judge_url, **opts)
-        predictions = read_jsonl(args.predictions)
         summary = judge_predictions(
             records,
             predictions,

@@ -3,29 +3,38 @@ observation against the real one on AgentWorldBench's five dimensions, 1 to 5 ea
 
 Shared by the fidelity report and `python -m training.agentworldbench judge`. A reply the parser
 cannot read is a recorded judge failure, never an exception: small judges often ramble.
+
+The judge's context is the world model's own prompt: the chat messages it was sent
+(`schemas.render.record_messages(record)` or `chat_messages(trajectory, k)`). The system message holds the
+initial state, the earlier turns are indexed by `turn_idx` exactly as the model's are, and the last user
+message is the action. So the judge sees what the model saw and nothing after it, without scraping the
+rendered prompt or repeating the indexing rule.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+from schemas.render import split_chat, strip_think
 from training.backends.base import GenerationConfig, WorldModelBackend
 
 DIMENSIONS = ("format", "factuality", "consistency", "realism", "quality")
 
 JUDGE_SYSTEM = """You grade a world model: a model that predicts what an agent's environment (a terminal, \
 a repository, a search engine, a tool server, a web page, a desktop, a phone) shows after an action. \
-You see the action, the environment's previous observation, the REAL observation that came back, and \
-the PREDICTED one. Grade the prediction on five dimensions, each an integer from 1 (worst) to 5 (best):
+You see what the world model was shown (its instructions with the environment's initial state, the \
+earlier turns, the agent's action), the REAL observation that came back, and the PREDICTED one. \
+Grade the prediction on five dimensions, each an integer from 1 (worst) to 5 (best):
 
 - format: the prediction has the shape of this environment's observations (a terminal screen ending \
 in a prompt when the command finished, valid JSON for a JSON tool result, a well-nested tree).
 - factuality: deterministic content (command output that follows from the action and the state, \
 file contents, error messages) matches the real observation.
-- consistency: the prediction agrees with the previous observation and the action (same directory, \
-same files, the action's effect applied once, nothing from nowhere).
+- consistency: the prediction agrees with the initial state, the earlier turns and the action \
+(same directory, same files, the action's effect applied once, nothing from nowhere).
 - realism: content the prediction cannot know exactly is plausible: pre-existing environment content \
 may differ if it is believable, and runtime values (process ids, timestamps, temporary names, sizes) \
 only need a valid form.
@@ -34,7 +43,6 @@ only need a valid form.
 Answer with one JSON object and nothing else, for example:
 {"format": 4, "factuality": 3, "consistency": 5, "realism": 4, "quality": 3}"""
 
-_THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL)
 _OBJECT_RE = re.compile(r"\{[^{}]*\}")
 
 
@@ -61,13 +69,39 @@ def _clip(text: str, limit: int) -> str:
     return f"{text[:half]}\n[... {len(text) - limit} characters cut ...]\n{text[-half:]}"
 
 
+def _shown_turns(turns: list[tuple[str, str]], max_chars: int) -> str:
+    """The earlier turns, newest first until they fill 2 * max_chars: the latest turn (the observation
+    the prediction must follow from) always fits, and the oldest go first, as in the model's prompt."""
+    shown: list[str] = []
+    used = 0
+    for action, observation in reversed(turns):
+        text = f"{_clip(action, max_chars)}\n\n{_clip(observation, max_chars)}"
+        if shown and used + len(text) > 2 * max_chars:
+            break
+        shown.insert(0, text)
+        used += len(text)
+    left_out = len(turns) - len(shown)
+    if left_out:
+        shown.insert(0, f"[{left_out} older turns not shown]")
+    return "\n\n".join(shown) if shown else "(none: this is the first action)"
+
+
 def judge_messages(
-    domain: str, action: str, previous: str, reference: str, prediction: str, *, max_chars: int = 4000
+    domain: str, context: Sequence[dict], reference: str, prediction: str, *, max_chars: int = 4000
 ) -> list[dict]:
-    """The judge's chat; each text is cut to `max_chars` (head and tail kept) to fit small contexts."""
+    """The judge's chat for one prediction. `context` is the world model's prompt: a system message,
+    earlier (user, assistant) turns and the current user action. Each text is cut to `max_chars` (head
+    and tail kept) and older turns are left out, to fit small judges' contexts."""
+    parts = split_chat(context)
+    if parts is None:
+        roles = [m.get("role") for m in context]
+        raise ValueError(f"judge context must be system, (user, assistant)*, user messages; got {roles}")
+    system, turns, action = parts
     user = (
-        f"## Environment\n{domain}\n\n## Action\n{_clip(action, max_chars)}\n\n"
-        f"## Previous observation\n{_clip(previous, max_chars)}\n\n"
+        f"## Environment\n{domain}\n\n"
+        f"## The world model's instructions, with the initial state\n{_clip(system, max_chars)}\n\n"
+        f"## Earlier turns\n{_shown_turns(turns, max_chars)}\n\n"
+        f"## Action\n{_clip(action, max_chars)}\n\n"
         f"## Real observation\n{_clip(reference, max_chars)}\n\n"
         f"## Predicted observation\n{_clip(prediction, max_chars)}\n\n"
         "Grade the predicted observation. Reply with the JSON object only."
@@ -90,7 +124,7 @@ def _score(value: object) -> int | None:
 def parse_judge_reply(reply: str) -> tuple[dict[str, int] | None, str]:
     """The five scores from a judge's reply, or None and why not. Reads the last JSON object that has
     all five, else `name: n` pairs anywhere in the text."""
-    visible = _THINK_RE.sub("", reply)
+    visible = strip_think(reply)
     for candidate in reversed(_OBJECT_RE.findall(visible)):
         try:
             obj = json.loads(candidate)
@@ -119,18 +153,18 @@ def judge(
     backend: WorldModelBackend,
     *,
     domain: str,
-    action: str,
-    previous: str,
+    context: Sequence[dict],
     reference: str,
     prediction: str | None,
     config: GenerationConfig = JUDGE_CONFIG,
     max_chars: int = 4000,
 ) -> JudgeResult:
-    """Score one prediction. A missing prediction, an unreadable reply or a failed request is a
-    JudgeResult with `scores=None` and the reason in `error`."""
+    """Score one prediction in the world model's `context` (its prompt messages; see the module doc). A
+    missing prediction, an unreadable reply or a failed request is a JudgeResult with `scores=None`
+    and the reason in `error`."""
     if prediction is None:
         return JudgeResult(None, error="no predicted observation to judge (format failure)")
-    messages = judge_messages(domain, action, previous, reference, prediction, max_chars=max_chars)
+    messages = judge_messages(domain, context, reference, prediction, max_chars=max_chars)
     try:
         reply = backend.complete(messages, config)
     except Exception as exc:  # the endpoint's failure is this sample's judge failure, not the run's

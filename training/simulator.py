@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -31,7 +30,7 @@ from schemas.records import (
     Task,
     Trajectory,
 )
-from schemas.render import chat_messages, extract_prediction
+from schemas.render import chat_messages, extract_prediction, strip_think
 from training.backends.base import GenerationConfig, WorldModelBackend
 
 # The observation format each real sandbox emits; a simulated observation must carry the same one.
@@ -39,13 +38,6 @@ DOMAIN_FORMATS = {"terminal": "terminal_screen"}
 # What a fresh real sandbox shows before the first action (the terminal sandbox's first screen).
 DOMAIN_INITIAL_TEXT = {"terminal": "agent@sandbox:~$"}
 DEFAULT_GENERATION = GenerationConfig(max_new_tokens=1024)
-
-_THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
-
-
-def strip_think(reply: str) -> str:
-    """The reply without reasoning: closed <think> blocks, and an unclosed one up to the end."""
-    return _THINK.sub("", reply).strip()
 
 
 def _observation_from(value: Any, fmt: str) -> Observation:
@@ -164,7 +156,7 @@ class SimulatedSandbox(Sandbox):
         if failure:
             data["raw_reply"] = reply
         observation = Observation(
-            format=self.format, text=strip_think(reply) if failure else predicted, data=data
+            format=self.format, text=strip_think(reply).strip() if failure else predicted, data=data
         )
         pending.observation, pending.latency_s = observation, latency
         self._episode.steps.append(pending)

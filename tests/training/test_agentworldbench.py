@@ -1,21 +1,31 @@
 """python -m training.agentworldbench infer/judge/score on records rendered from REAL trajectories, with a
-REAL llama.cpp server (SmolLM2-135M) as both the world model and the judge."""
+REAL llama.cpp server (SmolLM2-135M) as both the world model and the judge.
+
+The records hold whole trajectories in their lists, as public files may: every text after turn_idx, and
+the reference, carry marks, and a relay in front of the server records every chat it is sent, so the
+test sees exactly what reached the model and the judge."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from schemas import read_trajectories
-from schemas.render import agentworldbench_record
+from schemas.render import agentworldbench_record, chat_messages, parse_prediction
 from tests.llm_server import LLMServer, llm_server_fixture  # noqa: F401 (registers `llm_server`)
 from tests.training.conftest import OFFLINE, ROOT, TERMINAL_RUN
+from tests.training.test_backends import ScriptedServer, scripted_chat_server
 from training.agentworldbench import score
+from training.backends.base import GenerationConfig
+from training.backends.openai_http import OpenAIBackend
 from training.judge import DIMENSIONS
+
+REFERENCE, FUTURE = "REFERENCE-MARK", "FUTURE-MARK"
 
 
 def bench(*args: str) -> subprocess.CompletedProcess[str]:
@@ -23,43 +33,79 @@ def bench(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, cwd=ROOT, env=OFFLINE, capture_output=True, text=True, timeout=300)
 
 
-def write_records(path: Path) -> list[dict]:
-    first, second = list(read_trajectories(str(TERMINAL_RUN)))[:2]
-    records = [
-        agentworldbench_record(first, 1),
-        agentworldbench_record(first, 2),
-        agentworldbench_record(second, 1),
-    ]
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    return records
+def marked_record(trajectory, turn_idx: int, current_prompt: str | None = None) -> dict:
+    """The record for `turn_idx` with the whole trajectory in its lists; the reference and every later
+    text marked."""
+    record = agentworldbench_record(trajectory, len(trajectory.steps))
+    k = turn_idx
+    record["id"], record["turn_idx"] = f"{trajectory.trajectory_id}:{k}", k
+    record["current_prompt"] = record["prompt"][k - 1] if current_prompt is None else current_prompt
+    record["prompt"][k:] = [f"{p}\n{FUTURE}" for p in record["prompt"][k:]]
+    record["response"][k - 1] += f"\n{REFERENCE}"
+    record["response"][k:] = [f"{r}\n{FUTURE}" for r in record["response"][k:]]
+    return record
 
 
 def lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.fixture
+def relay(llm_server: LLMServer) -> Iterator[ScriptedServer]:
+    """An OpenAI-compatible server that records each request and has the llama.cpp server answer it."""
+    backend = OpenAIBackend(llm_server.base_url, llm_server.model)
+    with scripted_chat_server(lambda messages: backend.complete(messages, GenerationConfig(48))) as server:
+        yield server
+    backend.close()
+
+
 @pytest.mark.llm
-def test_infer_judge_score_resumable(tmp_path: Path, llm_server: LLMServer) -> None:
+def test_infer_judge_score_sees_nothing_after_turn_idx(tmp_path: Path, relay: ScriptedServer) -> None:
+    trajectories = sorted(read_trajectories(str(TERMINAL_RUN)), key=lambda t: len(t.steps), reverse=True)
+    first, second = trajectories[:2]
+    assert len(first.steps) > 3 and len(second.steps) > 2
+    turns = [(first, 1, None), (first, 2, ""), (first, 3, None), (second, 2, None)]
+    records = [marked_record(t, k, current) for t, k, current in turns]
     data = tmp_path / "terminal_test.jsonl"
-    records = write_records(data)
+    data.write_text("".join(json.dumps(r) + "\n" for r in records))
     preds, judged = tmp_path / "preds.jsonl", tmp_path / "judged.jsonl"
-    infer = ["infer", "--data", str(data), "--model", llm_server.base_url, "--out", str(preds)]
-    infer += ["--max-new-tokens", "48", "--no-progress"]
+
+    infer = ["infer", "--data", str(data), "--model", relay.base_url, "--out", str(preds)]
+    infer += ["--concurrency", "2", "--no-progress"]
     done = bench(*infer)
     assert done.returncode == 0, done.stderr[-3000:]
+    # The model got each turn's chat exactly as a record cut at turn_idx renders it (an empty
+    # current_prompt read as prompt[turn_idx-1]), and neither the reference nor any later turn.
+    sent = sorted(json.dumps(r["messages"]) for r in relay.requests)
+    assert sent == sorted(json.dumps(chat_messages(t, k)) for t, k, _ in turns)
+    assert not [m for r in relay.requests for m in r["messages"] if REFERENCE in m["content"]]
+    assert not [m for r in relay.requests for m in r["messages"] if FUTURE in m["content"]]
     rows = lines(preds)
     assert sorted(r["id"] for r in rows) == sorted(r["id"] for r in records)
     for row in rows:
-        assert isinstance(row["reply"], str) and row["format_failure"] == (row["prediction"] is None)
+        # What the public evaluator reads in the reply is what was stored.
+        reading = parse_prediction(row["reply"])
+        assert (row["prediction"], row["tagged"]) == (reading.content, reading.tagged)
+        assert row["format_failure"] is not row["tagged"]
     # Resumable: a rerun finds every id done and asks nothing.
     again = bench(*infer)
-    assert again.returncode == 0 and "3 already done, 0 predicted" in again.stdout
-    assert lines(preds) == rows
+    assert again.returncode == 0 and "4 already done, 0 predicted" in again.stdout
+    assert lines(preds) == rows and len(relay.requests) == len(records)
 
-    judge = ["judge", "--data", str(data), "--predictions", str(preds), "--judge-url", llm_server.base_url]
-    judge += ["--out", str(judged), "--max-chars", "500", "--max-new-tokens", "64", "--no-progress"]
+    judge = ["judge", "--data", str(data), "--predictions", str(preds), "--judge-url", relay.base_url]
+    judge += ["--out", str(judged), "--max-chars", "400", "--concurrency", "2", "--no-progress"]
     done = bench(*judge)
     assert done.returncode == 0, done.stderr[-3000:]
+    judge_chats = [r["messages"][1]["content"] for r in relay.requests[len(records) :]]
+    assert len(judge_chats) == len(records)
+    for chat in judge_chats:
+        # The reference is response[turn_idx-1], shown once as the real observation; nothing later.
+        assert chat.count(REFERENCE) == 1 and chat.index(REFERENCE) > chat.index("## Real observation")
+        assert FUTURE not in chat
+    for t, k, _ in turns[1:]:
+        # The judge sees the turn before (its tail at least, the texts being cut to 400 characters).
+        previous, action = t.steps[k - 2].observation.text[-100:], t.steps[k - 1].action.text
+        assert any(previous in chat and action in chat for chat in judge_chats)
     verdicts = lines(judged)
     assert sorted(v["id"] for v in verdicts) == sorted(r["id"] for r in records)
     for v in verdicts:
@@ -74,33 +120,104 @@ def test_infer_judge_score_resumable(tmp_path: Path, llm_server: LLMServer) -> N
     done = bench("score", "--judged", str(judged), "--json", str(out_json))
     assert done.returncode == 0, done.stderr
     table = json.loads(out_json.read_text())
-    assert table["overall"]["samples"] == 3 and table["terminal"]["samples"] == 3
-    assert table["overall"]["judge_failures"] == sum(v["scores"] is None for v in verdicts)
-    assert "terminal" in done.stdout and "overall" in done.stdout and "factuality" in done.stdout
+    failed = sum(v["scores"] is None for v in verdicts)
+    tagged = 100 * sum(r["tagged"] for r in rows) / len(rows)
+    for key in ("overall", "macro"):
+        assert table[key]["samples"] == 4 and table[key]["failed"] == failed
+        assert table[key]["format_validity"] == pytest.approx(tagged)
+        assert table[key]["strict"] <= (table[key]["score"] if failed < 4 else 0)
+    assert table["domains"]["terminal"]["samples"] == 4
+    for word in ("terminal", "overall", "macro", "strict", "format%", "factuality"):
+        assert word in done.stdout
 
 
-def test_score_follows_the_benchmark_scale() -> None:
-    full = {d: 5 for d in DIMENSIONS}
-    judged = {
-        "a": {"id": "a", "task": "terminal", "scores": full, "percent": {d: 100.0 for d in DIMENSIONS}},
-        "b": {
-            "id": "b",
-            "task": "terminal",
-            "scores": {d: 3 for d in DIMENSIONS},
-            "percent": {d: 50.0 for d in DIMENSIONS},
-        },
-        "c": {"id": "c", "task": "mcp", "scores": None, "percent": {}, "error": "unreadable"},
+def _row(task: str, value: int | None, tagged: bool = True) -> dict:
+    if value is None:
+        return {
+            "task": task,
+            "scores": None,
+            "percent": {},
+            "error": "unreadable",
+            "format_failure": not tagged,
+        }
+    percent = (value - 1) / 4 * 100
+    return {
+        "task": task,
+        "scores": dict.fromkeys(DIMENSIONS, value),
+        "percent": dict.fromkeys(DIMENSIONS, percent),
+        "format_failure": not tagged,
     }
-    table = score(judged)
-    assert table["terminal"]["score"] == 75.0 and table["terminal"]["factuality"] == 75.0
-    assert table["mcp"]["judge_failures"] == 1 and table["mcp"]["score"] is None
-    assert table["overall"]["samples"] == 3 and table["overall"]["score"] == 75.0
 
 
-def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
+def test_score_reports_the_public_numbers_and_the_strict_and_macro_ones() -> None:
+    rows = [
+        _row("terminal", 5),
+        _row("terminal", 3, tagged=False),
+        _row("terminal", None, tagged=False),
+        _row("mcp", None),
+        _row("web", 1),
+    ]
+    table = score({str(n): row for n, row in enumerate(rows)})
+    terminal, mcp, web = (table["domains"][d] for d in ("terminal", "mcp", "web"))
+    # The public script: the mean over the samples the judge scored, beside the count of failed ones.
+    assert (terminal["score"], terminal["factuality"], terminal["failed"]) == (75.0, 75.0, 1)
+    assert (mcp["score"], mcp["failed"], web["score"]) == (None, 1, 0.0)
+    # Strict: a failed sample counts as the lowest score.
+    assert (terminal["strict"], mcp["strict"], web["strict"]) == (50.0, 0.0, 0.0)
+    assert terminal["format_validity"] == pytest.approx(100 / 3)
+    overall, macro = table["overall"], table["macro"]
+    assert (overall["samples"], overall["failed"], overall["score"], overall["strict"]) == (5, 2, 50.0, 30.0)
+    assert overall["format_validity"] == 60.0
+    # Macro: each domain weighs the same (the public README's Overall); mcp has no valid score.
+    assert (macro["domains"], macro["score"]) == (3, 37.5)
+    assert macro["strict"] == pytest.approx(50 / 3)
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"turn_idx": 9}, "turn_idx 9 must lie in 1..total_turns"),
+        ({"prompt": ["### Turn 1\n\n**Action:**\nls"]}, "prompt must be a list of at least turn_idx=2"),
+        ({"response": []}, "response must be a list of at least turn_idx=2 turns, has 0"),
+        ({"total_turns": None}, "total_turns"),
+        ({"id": "same"}, "id 'same' already at"),
+    ],
+)
+def test_bad_records_are_clear_errors_naming_file_and_line(tmp_path: Path, change: dict, says: str) -> None:
+    trajectory = next(iter(read_trajectories(str(TERMINAL_RUN))))
+    good = {**agentworldbench_record(trajectory, 2), "id": "same"}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(good) + "\n\n" + json.dumps({**good, "id": "other", **change}) + "\n")
+    done = bench(
+        "infer", "--data", str(bad), "--model", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "p")
+    )
+    assert done.returncode == 2 and "bad.jsonl:3: " in done.stderr and says in done.stderr, done.stderr
+
+
+def test_a_record_missing_fields_is_a_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"task": "terminal"}\n')
     done = bench(
         "infer", "--data", str(bad), "--model", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "p")
     )
     assert done.returncode == 2 and "bad.jsonl:1" in done.stderr and "missing" in done.stderr
+
+
+def test_predictions_from_an_older_infer_are_a_clear_error(tmp_path: Path) -> None:
+    trajectory = next(iter(read_trajectories(str(TERMINAL_RUN))))
+    data, preds = tmp_path / "terminal_test.jsonl", tmp_path / "preds.jsonl"
+    record = agentworldbench_record(trajectory, 1)
+    data.write_text(json.dumps(record) + "\n")
+    # Before infer stored what the public evaluator reads, an untagged reply had no prediction.
+    preds.write_text(json.dumps({"id": record["id"], "reply": "ls", "prediction": None}) + "\n")
+    judge = [
+        "judge",
+        "--data",
+        str(data),
+        "--predictions",
+        str(preds),
+        "--judge-url",
+        "http://127.0.0.1:9/v1",
+    ]
+    done = bench(*judge, "--out", str(tmp_path / "judged.jsonl"))
+    assert done.returncode == 2 and "preds.jsonl" in done.stderr and "rerun `infer`" in done.stderr

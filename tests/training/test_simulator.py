@@ -16,11 +16,12 @@ from sandboxes.terminal import command_action, keystrokes_action
 from sandboxes.terminal.actions import parse_action
 from schemas import read_trajectories
 from schemas.records import Action, Observation, Task
+from schemas.render import strip_think
 from tests.llm_server import LLMServer, llm_server_fixture  # noqa: F401 (registers `llm_server`)
 from tests.training.test_backends import scripted_chat_server, tiny_backend  # noqa: F401 (fixture)
 from training.backends.base import GenerationConfig
 from training.backends.openai_http import OpenAIBackend
-from training.simulator import SimulatedSandbox, strip_think
+from training.simulator import SimulatedSandbox
 
 TASK = Task(id="t1")
 ACTIONS = [command_action("echo hi"), keystrokes_action([("ls\n", 0.5), ("C-c", 0.1)])]
@@ -45,7 +46,7 @@ def test_check_sandbox_with_the_local_transformers_model(tiny_backend) -> None: 
     assert result.info["format_failure"] is True and result.info["simulated"] is True
     assert result.observation.format == "terminal_screen"
     assert result.observation.data["format_failure"] is True
-    assert result.observation.text == strip_think(result.observation.data["raw_reply"])
+    assert result.observation.text == strip_think(result.observation.data["raw_reply"]).strip()
     env = sim.describe()
     assert (env.name, env.backend, env.config["backend"]) == ("terminal", "simulator", "transformers")
     sim.close()
@@ -113,7 +114,7 @@ def test_malformed_answers_are_recorded_format_failures(reply) -> None:
         obs = result.observation
         assert result.info["format_failure"] is True
         assert obs.format == "terminal_screen" and obs.data["format_failure"] is True
-        assert obs.data["raw_reply"] and obs.text == strip_think(obs.data["raw_reply"])
+        assert obs.data["raw_reply"] and obs.text == strip_think(obs.data["raw_reply"]).strip()
         assert "<think>" not in obs.text
         json.dumps(obs.data)
         # The episode goes on after a format failure.

@@ -24,25 +24,26 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-from schemas.render import record_messages
+from schemas.render import record_messages, split_chat
 from training.backends.base import GenerationConfig, WorldModelBackend
 from training.backends.batching import DynamicBatcher
 
 
 def _as_record(messages: list[dict]) -> dict[str, Any] | None:
     """The AgentWorldBench record behind render-shaped messages (system, (user, assistant)*, user)."""
-    roles = [m.get("role") for m in messages]
-    pairs = (len(roles) - 2) // 2
-    if len(roles) < 2 or roles != ["system"] + ["user", "assistant"] * pairs + ["user"]:
+    parts = split_chat(messages)
+    if parts is None:
         return None
-    prompts = [m["content"] for m in messages[1::2]]
-    responses = [m["content"] for m in messages[2::2]]
-    # record_messages ignores the current turn's response; it only has to be there for the zip.
+    system, turns, action = parts
+    prompts = [*(p for p, _ in turns), action]
+    # record_messages never reads the current turn's response (the reference); "" stands in for it.
     return {
-        "system_str": messages[0]["content"],
+        "system_str": system,
         "prompt": prompts,
-        "response": [*responses, ""],
-        "current_prompt": prompts[-1],
+        "response": [*(r for _, r in turns), ""],
+        "current_prompt": action,
+        "turn_idx": len(prompts),
+        "total_turns": len(prompts),
     }
 
 

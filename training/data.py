@@ -5,6 +5,13 @@ A corpus is OUT/<corpus>/<split>/*.parquet; each row holds several documents (`d
 epoch from (seed, epoch) alone, then dealt to ranks (`order[rank::world_size]`), so every rank can
 compute its own slice without communication and a resumed run sees the same order.
 
+Shards are not loaded into memory. Each Parquet shard is converted once, a row group at a time, into an
+uncompressed Arrow IPC file in a local cache (`arrow_cache_dir()`), which every rank then memory-maps:
+the rows a rank reads are paged in by the OS, shared between the ranks of a machine through the page
+cache, and nothing else of the split is touched. The cache key is the shard's URL and fsspec's
+`ukey` (size and modification time), so a rewritten shard is converted again; the cache is safe to
+delete.
+
 Label convention (pre-shifted): `labels[t]` is the token that position t must predict, i.e.
 `input_ids[t + 1]`, so the loss is `cross_entropy(logits[t], labels[t])` with no further shift; do
 not hand these labels to a Hugging Face model's own loss, which shifts again. The last token of each
@@ -13,8 +20,13 @@ document predicts nothing (-100): the next document is unrelated text.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import fsspec
 import numpy as np
@@ -23,8 +35,11 @@ import pyarrow.parquet as pq
 import torch
 from torch.utils.data import IterableDataset
 
+from schemas.atomic import atomic_open
+
 IGNORE_INDEX = -100
 COLUMNS = ("input_ids", "loss_mask", "doc_lengths", "doc_echo")
+CONVERT_BATCH_ROWS = 64
 
 
 def find_shards(paths_or_dir: str | Sequence[str], split: str = "train") -> list[str]:
@@ -46,12 +61,61 @@ def find_shards(paths_or_dir: str | Sequence[str], split: str = "train") -> list
     return sorted(out)
 
 
-def _flat(table: pa.Table, name: str, dtype: type) -> tuple[np.ndarray, np.ndarray]:
-    """A list column as (values, offsets) numpy arrays: no per-token Python objects."""
-    column = table.column(name).combine_chunks()
-    offsets = column.offsets.to_numpy().astype(np.int64)
-    values = column.values.to_numpy(zero_copy_only=False).astype(dtype)
-    return values[offsets[0] :], offsets - offsets[0]
+def arrow_cache_dir() -> Path:
+    """Where shards are kept as memory-mappable Arrow files: $AGENTWORLD_CACHE_DIR, else the XDG cache."""
+    if os.environ.get("AGENTWORLD_CACHE_DIR"):
+        return Path(os.environ["AGENTWORLD_CACHE_DIR"]) / "arrow"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agentworld" / "arrow"
+
+
+def mapped_shard(url: str, cache_dir: Path) -> pa.Table:
+    """The shard's COLUMNS as a table over a memory-mapped Arrow IPC file, converting it on first use.
+
+    Ranks on one machine convert a shard once: the first takes a lock, the others wait for its file."""
+    fs, path = fsspec.core.url_to_fs(url)
+    key = hashlib.sha256(json.dumps([url, fs.ukey(path)]).encode()).hexdigest()[:32]
+    target = cache_dir / f"{key}.arrow"
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with open(cache_dir / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not target.exists():
+            with fs.open(path, "rb") as source, atomic_open(str(target)) as out:
+                shard = pq.ParquetFile(source)
+                schema = shard.schema_arrow
+                with pa.ipc.new_file(out, pa.schema([schema.field(c) for c in COLUMNS])) as writer:
+                    # A few rows at a time: decoding a whole row group of lists costs several times its size.
+                    for batch in shard.iter_batches(batch_size=CONVERT_BATCH_ROWS, columns=list(COLUMNS)):
+                        writer.write_batch(batch)
+            # The allocator keeps freed decode buffers for reuse; training has no use for them.
+            pa.default_memory_pool().release_unused()
+    return pa.ipc.open_file(pa.memory_map(str(target))).read_all()
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """A run of rows of one shard: zero-copy numpy views of the memory-mapped buffers."""
+
+    ids: np.ndarray
+    ids_offsets: np.ndarray
+    mask: np.ndarray
+    lengths: np.ndarray
+    doc_offsets: np.ndarray
+    echo: pa.ListArray  # booleans are bit-packed in Arrow: unpacked per row
+
+
+def _chunks(table: pa.Table) -> Iterator[_Chunk]:
+    columns = [table.column(name).chunks for name in COLUMNS]
+    for ids, mask, lengths, echo in zip(*columns, strict=True):
+        if len(ids) == 0:
+            continue
+        yield _Chunk(
+            ids=ids.values.to_numpy(),
+            ids_offsets=ids.offsets.to_numpy(),
+            mask=mask.values.to_numpy(),
+            lengths=lengths.values.to_numpy(),
+            doc_offsets=lengths.offsets.to_numpy(),
+            echo=echo,
+        )
 
 
 class PackedDataset(IterableDataset):
@@ -69,6 +133,7 @@ class PackedDataset(IterableDataset):
         world_size: int = 1,
         seed: int = 0,
         shuffle: bool = True,
+        cache_dir: str | Path | None = None,
     ) -> None:
         self.files = find_shards(paths_or_dir, split)
         if not self.files:
@@ -76,25 +141,20 @@ class PackedDataset(IterableDataset):
                 f"no Parquet shards for split {split!r} under {paths_or_dir}: pass a corpus directory "
                 "such as OUT/sft written by `python -m beam_pipelines.build_corpus`"
             )
-        tables = []
-        for path in self.files:
-            with fsspec.open(path, "rb") as f:
-                tables.append(pq.read_table(f, columns=list(COLUMNS)))
-        table = pa.concat_tables(tables)
-        self._ids, self._row_offsets = _flat(table, "input_ids", np.int32)  # int64 only per batch
-        self._mask, _ = _flat(table, "loss_mask", np.int8)
-        self._lengths, self._doc_offsets = _flat(table, "doc_lengths", np.int64)
-        self._echo, _ = _flat(table, "doc_echo", np.bool_)
+        cache = Path(cache_dir) if cache_dir else arrow_cache_dir()
+        self._chunks = [c for path in self.files for c in _chunks(mapped_shard(path, cache))]
+        # Global row i lives in chunk k where _starts[k] <= i < _starts[k + 1].
+        self._starts = np.cumsum([0] + [len(c.ids_offsets) - 1 for c in self._chunks])
         self.rank, self.world_size, self.seed, self.shuffle = rank, world_size, seed, shuffle
         self.epoch, self.offset = 0, 0
 
     def __len__(self) -> int:
         """Rows in the whole split (all ranks)."""
-        return len(self._row_offsets) - 1
+        return int(self._starts[-1])
 
     @property
     def tokens(self) -> int:
-        return len(self._ids)
+        return sum(int(c.ids_offsets[-1] - c.ids_offsets[0]) for c in self._chunks)
 
     def order(self, epoch: int) -> np.ndarray:
         """This rank's row indices for `epoch`."""
@@ -104,13 +164,17 @@ class PackedDataset(IterableDataset):
         return rows[self.rank :: self.world_size]
 
     def row(self, i: int) -> dict[str, torch.Tensor]:
-        a, b = self._row_offsets[i], self._row_offsets[i + 1]
-        c, d = self._doc_offsets[i], self._doc_offsets[i + 1]
+        """Row `i` of the split; only its bytes are read, copied out of the mapped file."""
+        k = int(np.searchsorted(self._starts, i, side="right")) - 1
+        chunk, r = self._chunks[k], i - int(self._starts[k])
+        a, b = chunk.ids_offsets[r], chunk.ids_offsets[r + 1]
+        c, d = chunk.doc_offsets[r], chunk.doc_offsets[r + 1]
+        echo = chunk.echo.values.slice(c, d - c).to_numpy(zero_copy_only=False)
         return {
-            "input_ids": torch.from_numpy(self._ids[a:b]),
-            "loss_mask": torch.from_numpy(self._mask[a:b]),
-            "doc_lengths": torch.from_numpy(self._lengths[c:d]),
-            "doc_echo": torch.from_numpy(self._echo[c:d]),
+            "input_ids": torch.from_numpy(chunk.ids[a:b].astype(np.int32)),  # int64 only per batch
+            "loss_mask": torch.from_numpy(chunk.mask[a:b].astype(np.int8)),
+            "doc_lengths": torch.from_numpy(chunk.lengths[c:d].astype(np.int64)),
+            "doc_echo": torch.from_numpy(echo.astype(np.bool_)),
         }
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:

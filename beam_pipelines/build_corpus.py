@@ -2,9 +2,14 @@
 
     python -m beam_pipelines.build_corpus --input DIR_OR_GLOB --output OUT [options] [Beam options]
 
-Read -> Validate -> Normalise -> Redact -> Deduplicate -> Filter -> Split -> [Format -> Tokenise -> Pack
--> Write, fused per output shard], every rejected record in OUT/dead_letter/<stage>.jsonl. `--help`
-lists the options and shows local, Dataflow and Flink command lines.
+Read -> Validate -> Normalise -> Redact -> Filter -> Split -> Park -> Deduplicate -> [Format -> Tokenise
+-> Pack -> Write, fused per output shard], every rejected record in OUT/dead_letter/<stage>.jsonl.
+`--help` lists the options and shows local, Dataflow and Flink command lines.
+
+Memory: everything up to Park streams record by record in one fused step; from there on only small
+references cross a shuffle (see `beam_pipelines.stages.park`), so no runner ever holds the corpus.
+Filter and Split run before Deduplicate, so a trajectory that is itself filtered out or contaminated
+never stands for (and drops) a duplicate that would have been kept.
 """
 
 from __future__ import annotations
@@ -13,22 +18,23 @@ import sys
 import time
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
+from fsspec.core import url_to_fs
 
 from beam_pipelines.dead_letter import DEAD_LETTER, OK
 from beam_pipelines.options import CorpusConfig, parse_args
+from beam_pipelines.stages.common import CORPORA
 from beam_pipelines.stages.dedup import Deduplicate
 from beam_pipelines.stages.filter import FilterTrajectories
-from beam_pipelines.stages.format import CORPORA
 from beam_pipelines.stages.normalise import NormaliseTrajectories
+from beam_pipelines.stages.park import ParkTrajectories, remove_parked
 from beam_pipelines.stages.read import ReadTrajectories
 from beam_pipelines.stages.redact import RedactSecrets
 from beam_pipelines.stages.report import write_report
 from beam_pipelines.stages.shards import BuildShards
 from beam_pipelines.stages.split import SplitTrajectories
-from beam_pipelines.stages.tokenise import ChatTokenizer
 from beam_pipelines.stages.validate import ValidateTrajectories
 from beam_pipelines.stages.write import WriteJsonLines, WriteManifest
+from schemas.chat_tokens import ChatTokenizer
 
 OUTPUT_DIRS = (*CORPORA, DEAD_LETTER)
 
@@ -48,17 +54,18 @@ def build(p: beam.Pipeline, config: CorpusConfig, manifest_config: dict) -> None
     trajectories = stage(trajectories, "Validate", ValidateTrajectories())
     trajectories = stage(trajectories, "Normalise", NormaliseTrajectories())
     trajectories = stage(trajectories, "Redact", RedactSecrets())
-    trajectories = stage(trajectories, "Deduplicate", Deduplicate(threshold=config.dedup_threshold))
     trajectories = stage(trajectories, "Filter", FilterTrajectories(max_steps=config.max_steps))
     pairs = stage(
         trajectories,
         "Split",
         SplitTrajectories(config.split_ratios, decontaminate_against=config.decontaminate),
     )
+    parked = stage(pairs, "Park", ParkTrajectories(config.output))
+    kept = stage(parked, "Deduplicate", Deduplicate(threshold=config.dedup_threshold))
 
     # Format, Tokenise, Pack and Write fused per output shard: see beam_pipelines.stages.shards
     files = stage(
-        pairs,
+        kept,
         "BuildShards",
         BuildShards(config.output, config.emit, config.tokenizer, config.seq_len, config.shards),
     )
@@ -78,15 +85,19 @@ def build(p: beam.Pipeline, config: CorpusConfig, manifest_config: dict) -> None
 def main(argv: list[str] | None = None) -> int:
     config, options = parse_args(argv)
     tokenizer = ChatTokenizer(config.tokenizer)  # fail before the run on a missing or broken tokenizer
+    fs, root = url_to_fs(config.output)
     for name in OUTPUT_DIRS:
         # object stores have no directories; locally the layout exists even for an empty corpus
-        if not FileSystems.exists(f"{config.output}/{name}"):
-            FileSystems.mkdirs(f"{config.output}/{name}")
+        fs.makedirs(f"{root}/{name}", exist_ok=True)
+    remove_parked(config.output)  # what a killed run left
     started = time.monotonic()
     p = beam.Pipeline(options=options)
     build(p, config, config.manifest_view(tokenizer.sha256))
-    result = p.run()
-    result.wait_until_finish()
+    try:
+        result = p.run()
+        result.wait_until_finish()
+    finally:
+        remove_parked(config.output)
     report, markdown = write_report(config.output, result)
     print(markdown)
     tokens = sum(t.get("tokens", 0) for groups in report["outputs"].values() for t in groups.values())

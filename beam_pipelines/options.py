@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_pipelines.stages.format import CORPORA
+from beam_pipelines.stages.common import CORPORA
 
 EXAMPLES = """\
 examples:

@@ -1,12 +1,19 @@
-"""Stage 5: drop exact and near duplicates within each domain, keeping one representative per
+"""Stage 8: drop exact and near duplicates within each domain, keeping one representative per
 cluster deterministically (the smallest trajectory_id).
 
-Only small sketches (id, MinHash signature) go through the grouping steps; the trajectories
-themselves are shuffled once, when the drop decisions are joined back to them by id:
+The input is (Parked, Trajectory) from `ParkTrajectories`, in the same fused step: the trajectory is
+sketched here and dropped, and nothing larger than an id, a hash, a MinHash signature or a `Parked`
+reference crosses a shuffle:
 
-    Sketch -> GroupByKey(domain, sha256 of dedup_key_text)          exact clusters
-           -> GroupByKey(domain, band, band bytes of the signature)  LSH candidate buckets
-           -> CombinePerKey(min) of the decisions per id -> CoGroupByKey with the trajectories
+    Sketch -> GroupByKey(domain, sha256 of dedup_key_text)           exact clusters
+           -> GroupByKey(domain, band, band bytes of the signature)   LSH buckets of ids
+           -> CoGroupByKey with the signatures, by candidate, then by representative: similarity
+           -> CombinePerKey(min) of the decisions per id -> CoGroupByKey with the references
+
+A bucket holds ids only: each signature is shuffled into `bands` buckets, so carrying it there would
+multiply the largest value of the stage by `bands`; it is joined to the few candidate pairs instead.
+
+The output is the kept trajectories' references; `BuildShards` reads the trajectories back.
 
 A bucket member whose estimated Jaccard similarity with the bucket's representative reaches
 `threshold` is dropped. As with any LSH dedup, a chain A~B~C can drop C against B even though B
@@ -20,19 +27,22 @@ from collections.abc import Iterable, Iterator
 import apache_beam as beam
 
 from beam_pipelines.dead_letter import DEAD_LETTER, OK, DeadLetter, count
+from beam_pipelines.stages.common import Parked
 from beam_pipelines.text import MinHasher, bands, dedup_key_text, estimated_jaccard, exact_key, shingle_hashes
 from schemas import Trajectory
 
 STAGE = "dedup"
 _SKETCH = "sketch"
 _DROP = "drop"
-_TRAJECTORIES = "trajectories"
+_REFS = "refs"
+_CANDIDATES = "candidates"
+_SIGNATURE = "signature"
 # A sketch is (trajectory_id, signature bytes); a decision is (reason, kept id, similarity).
 Sketch = tuple[str, bytes]
 Decision = tuple[str, str, float]
 # Masked lines remembered per worker: lines repeat across screens and across a task's trajectories.
 _MASK_MEMO_LINES = 100_000
-BandKey = tuple[str, int, bytes]
+BandKey = tuple[str, int, bytes]  # domain, band number, the band's bytes of the signature
 
 
 class _MakeSketch(beam.DoFn):
@@ -43,14 +53,15 @@ class _MakeSketch(beam.DoFn):
         self._hasher = MinHasher(self._num_perm, self._seed)
         self._masked: dict[str, str] = {}
 
-    def process(self, t: Trajectory) -> Iterator[object]:
+    def process(self, pair: tuple[Parked, Trajectory]) -> Iterator[object]:
+        ref, t = pair
         if len(self._masked) > _MASK_MEMO_LINES:
             self._masked.clear()
         text = dedup_key_text(t, self._masked)
         exact = exact_key(text)
         signature = self._hasher.signature(shingle_hashes(text, self._shingle_words))
         yield beam.pvalue.TaggedOutput(_SKETCH, ((t.domain, exact), (t.trajectory_id, signature)))
-        yield t.trajectory_id, (exact, t)
+        yield t.trajectory_id, ref
 
 
 def _unique_sorted(members: Iterable[Sketch]) -> list[Sketch]:
@@ -67,16 +78,34 @@ class _PickExact(beam.DoFn):
         yield domain, (kept, signature)
 
 
-def _band_keys(unique: tuple[str, Sketch], band_count: int) -> Iterator[tuple[BandKey, Sketch]]:
+def _band_keys(unique: tuple[str, Sketch], band_count: int) -> Iterator[tuple[BandKey, str]]:
     domain, (trajectory_id, signature) = unique
     for i, band in enumerate(bands(signature, band_count)):
-        yield (domain, i, band), (trajectory_id, signature)
+        yield (domain, i, band), trajectory_id
 
 
-def _pick_near(bucket: tuple[BandKey, Iterable[Sketch]], threshold: float) -> Iterator[tuple[str, Decision]]:
+def _candidates(bucket: tuple[BandKey, Iterable[str]]) -> Iterator[tuple[str, str]]:
+    """(candidate, representative): every member of a bucket against its smallest id."""
     _, members = bucket
-    (kept, kept_signature), *others = _unique_sorted(members)
-    for trajectory_id, signature in others:
+    kept, *others = sorted(set(members))
+    for other in others:
+        yield other, kept
+
+
+def _to_representative(joined: tuple[str, dict[str, list]]) -> Iterator[tuple[str, Sketch]]:
+    candidate, groups = joined
+    if groups[_CANDIDATES]:
+        signature = groups[_SIGNATURE][0]
+        for kept in sorted(set(groups[_CANDIDATES])):
+            yield kept, (candidate, signature)
+
+
+def _pick_near(joined: tuple[str, dict[str, list]], threshold: float) -> Iterator[tuple[str, Decision]]:
+    kept, groups = joined
+    if not groups[_CANDIDATES]:
+        return
+    kept_signature = groups[_SIGNATURE][0]
+    for trajectory_id, signature in _unique_sorted(groups[_CANDIDATES]):
         similarity = estimated_jaccard(kept_signature, signature)
         if similarity >= threshold:
             yield trajectory_id, ("near_duplicate", kept, similarity)
@@ -87,7 +116,7 @@ class _Route(beam.DoFn):
         trajectory_id, groups = joined
         # Several records under one id are one record read twice, or a corrupt dataset: keep one,
         # chosen by content hash so the choice does not depend on arrival order.
-        copies = sorted(groups[_TRAJECTORIES], key=lambda item: item[0])
+        copies = sorted(groups[_REFS], key=lambda ref: ref.digest)
         for _ in copies[1:]:
             count(STAGE, "duplicate_id")
             detail = "another record with the same trajectory_id was kept"
@@ -105,12 +134,13 @@ class _Route(beam.DoFn):
             )
             return
         count(STAGE, "kept")
-        yield copies[0][1]
+        yield copies[0]
 
 
 class Deduplicate(beam.PTransform):
-    """Trajectory -> {"ok": one Trajectory per duplicate cluster, "dead_letter": DeadLetter with
-    reason "exact_duplicate" / "near_duplicate" (detail names the kept id) or "duplicate_id"}.
+    """(Parked, Trajectory) -> {"ok": the `Parked` reference of one trajectory per duplicate cluster,
+    "dead_letter": DeadLetter with reason "exact_duplicate" / "near_duplicate" (detail names the kept
+    id) or "duplicate_id"}.
 
     threshold: estimated Jaccard similarity of shingle sets at or above which two trajectories are
     near duplicates. num_perm: MinHash permutations; bands: LSH bands (num_perm must divide into
@@ -133,19 +163,30 @@ class Deduplicate(beam.PTransform):
         self._threshold, self._num_perm, self._bands = threshold, num_perm, bands
         self._shingle_words, self._seed = shingle_words, seed
 
-    def expand(self, trajectories: beam.PCollection) -> dict[str, beam.PCollection]:
-        sketched = trajectories | "Sketch" >> beam.ParDo(
+    def expand(self, parked: beam.PCollection) -> dict[str, beam.PCollection]:
+        sketched = parked | "Sketch" >> beam.ParDo(
             _MakeSketch(self._num_perm, self._seed, self._shingle_words)
-        ).with_outputs(_SKETCH, main=_TRAJECTORIES)
+        ).with_outputs(_SKETCH, main=_REFS)
         exact = (
             sketched[_SKETCH]
             | "GroupExact" >> beam.GroupByKey()
             | "PickExact" >> beam.ParDo(_PickExact()).with_outputs(_DROP, main=OK)
         )
-        near_drops = (
+        signatures = exact[OK] | "Signatures" >> beam.MapTuple(lambda _, sketch: sketch)
+        candidates = (
             exact[OK]
             | "BandKeys" >> beam.FlatMap(_band_keys, self._bands)
             | "GroupBands" >> beam.GroupByKey()
+            | "Candidates" >> beam.FlatMap(_candidates)
+        )
+        by_representative = (
+            {_SIGNATURE: signatures, _CANDIDATES: candidates}
+            | "JoinCandidates" >> beam.CoGroupByKey()
+            | "ToRepresentative" >> beam.FlatMap(_to_representative)
+        )
+        near_drops = (
+            {_SIGNATURE: signatures, _CANDIDATES: by_representative}
+            | "JoinRepresentatives" >> beam.CoGroupByKey()
             | "PickNear" >> beam.FlatMap(_pick_near, self._threshold)
         )
         decisions = (
@@ -155,7 +196,7 @@ class Deduplicate(beam.PTransform):
             | "OneDecisionPerId" >> beam.CombinePerKey(min)
         )
         routed = (
-            {_TRAJECTORIES: sketched[_TRAJECTORIES], _DROP: decisions}
+            {_REFS: sketched[_REFS], _DROP: decisions}
             | "JoinDecisions" >> beam.CoGroupByKey()
             | "Route" >> beam.ParDo(_Route()).with_outputs(DEAD_LETTER, main=OK)
         )

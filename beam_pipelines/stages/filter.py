@@ -1,4 +1,4 @@
-"""Stage 6: drop trajectories a world model cannot learn from, each with its reason.
+"""Stage 5: drop trajectories a world model cannot learn from, each with its reason.
 
 - "too_short": fewer than two steps (no history to predict from).
 - "oversize": more than `max_steps` steps, or more than `max_chars` characters of action and

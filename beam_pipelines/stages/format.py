@@ -9,41 +9,33 @@ though every turn's sample repeats the history.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 
-import apache_beam as beam
 from apache_beam.pvalue import TaggedOutput
 
 from beam_pipelines import dead_letter
-from beam_pipelines.stages.pack import shard_of, shards_for
-from beam_pipelines.stages.tokenise import shared_tokenizer
+from beam_pipelines.stages.common import (
+    AGENTWORLDBENCH,
+    CPT,
+    EVAL_SPLIT,
+    RL,
+    SFT,
+    Sample,
+    shard_name,
+    shard_of,
+    shards_for,
+)
+from schemas.chat_tokens import shared_tokenizer
 from schemas.records import Trajectory
 from schemas.render import agentworldbench_record, cpt_document, is_echo_turn, record_messages, target_text
 
 STAGE = "format"
-SFT, CPT, RL, AGENTWORLDBENCH = "sft", "cpt", "rl", "agentworldbench"
-CORPORA = (SFT, CPT, RL, AGENTWORLDBENCH)
-EVAL_SPLIT = "test"  # the split AgentWorldBench files are made from
-
-
-@dataclass(frozen=True)
-class Sample:
-    """A text to tokenise. SFT: `messages` is the prompt and `text` the assistant target; CPT: `text`
-    is the whole document and `messages` is None."""
-
-    corpus: str
-    doc_id: str
-    split: str
-    domain: str
-    text: str
-    messages: tuple[dict, ...] | None = None
-    echo: bool = False
 
 
 class Formatter:
-    """Formats one (split, trajectory) into tagged outputs; shared by `FormatSamples` and the fused
-    shard builder (`beam_pipelines.stages.shards`)."""
+    """Formats one (split, trajectory) into tagged outputs: "sft" and "cpt" `Sample`s, "rl" and
+    "agentworldbench" (relative path, record) pairs, and dead letters. The shard builder
+    (`beam_pipelines.stages.shards`) runs it; corpora not in `emit` are not made."""
 
     def __init__(self, emit: tuple[str, ...], tokenizer: str | None, seq_len: int, shards: int) -> None:
         self._emit = emit
@@ -79,8 +71,8 @@ class Formatter:
         targets = [target_text(s.observation) for s in t.steps]
         texts = {records[0]["system_str"], *records[-1]["prompt"], *records[-1]["response"], *targets}
         counted = dict(zip(texts, self._tok.count(list(texts)), strict=True))
-        shard = shard_of(t.trajectory_id, shards_for(split, self._shards))
-        rl_path = f"{RL}/{split}/{t.domain}-{shard:05d}-of-{shards_for(split, self._shards):05d}.jsonl"
+        n = shards_for(split, self._shards)
+        rl_path = f"{RL}/{split}/{shard_name(t.domain, shard_of(t.trajectory_id, n), n)}.jsonl"
         for record, target, step in zip(records, targets, t.steps, strict=True):
             budget = self._seq_len - counted[target] - self._per_message
 
@@ -114,17 +106,6 @@ class Formatter:
                 yield TaggedOutput(RL, (rl_path, _rl_record(record, messages, step, t, split, echo)))
 
 
-class _FormatFn(beam.DoFn):
-    def __init__(self, emit: tuple[str, ...], tokenizer: str | None, seq_len: int, shards: int) -> None:
-        self._args = (emit, tokenizer, seq_len, shards)
-
-    def setup(self) -> None:
-        self._formatter = Formatter(*self._args)
-
-    def process(self, element: tuple[str, Trajectory]) -> Iterator:
-        yield from self._formatter.format(*element)
-
-
 def _rl_record(record: dict, messages: list[dict], step, t: Trajectory, split: str, echo: bool) -> dict:
     """An RL prompt with what a verifier needs to score a predicted observation against the real one."""
     return {
@@ -142,27 +123,3 @@ def _rl_record(record: dict, messages: list[dict], step, t: Trajectory, split: s
         "action": {"kind": step.action.kind, "arguments": step.action.arguments, "text": step.action.text},
         "echo": echo,
     }
-
-
-class FormatSamples(beam.PTransform):
-    """(split, Trajectory) -> {"sft", "cpt": Sample; "rl", "agentworldbench": (relative path, record);
-    "dead_letter": DeadLetter}. Corpora not in `emit` come out empty."""
-
-    def __init__(
-        self,
-        emit: Iterable[str] = CORPORA,
-        tokenizer: str | None = None,
-        seq_len: int = 4096,
-        shards: int = 4,
-    ) -> None:
-        super().__init__()
-        self._emit = tuple(e for e in CORPORA if e in set(emit))
-        self._tokenizer = tokenizer
-        self._seq_len = seq_len
-        self._shards = shards
-
-    def expand(self, pairs):
-        outputs = pairs | "Render" >> beam.ParDo(
-            _FormatFn(self._emit, self._tokenizer, self._seq_len, self._shards)
-        ).with_outputs(SFT, CPT, RL, AGENTWORLDBENCH, dead_letter.DEAD_LETTER)
-        return {tag: outputs[tag] for tag in (*CORPORA, dead_letter.DEAD_LETTER)}

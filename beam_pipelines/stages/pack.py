@@ -1,8 +1,8 @@
 """Pack tokenised documents into rows of at most `seq_len` tokens, best-fit decreasing.
 
 Determinism: which documents share a row must not depend on how a runner batched or ordered them, so
-documents are first grouped by a stable shard key (corpus, split, domain, hash of the id), sorted by id
-inside the shard, and packed window by window (a bounded number of documents per window). A document
+the shard builder (`beam_pipelines.stages.shards`) hands a `Packer` each output shard's documents in a
+fixed order, and it packs them window by window (a bounded number of documents per window). A document
 longer than `seq_len` is cut into `seq_len` chunks; every row keeps its documents' lengths so attention
 can be restricted to each document (`cu_seqlens` = cumulative `doc_lengths`).
 """
@@ -10,19 +10,15 @@ can be restricted to each document (`cu_seqlens` = cumulative `doc_lengths`).
 from __future__ import annotations
 
 import bisect
-import hashlib
-from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable
 
-import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
 from beam_pipelines import dead_letter
-from beam_pipelines.stages.tokenise import TokenisedDoc
+from beam_pipelines.stages.common import TokenisedDoc
 
 STAGE = "pack"
-ShardKey = tuple[str, str, str, int, int]  # corpus, split, domain, shard, shard count
 WINDOW = 2048  # documents packed together: bounds memory and the best-fit search
 
 ROW_SCHEMA = pa.schema(
@@ -34,16 +30,6 @@ ROW_SCHEMA = pa.schema(
         ("doc_echo", pa.list_(pa.bool_())),
     ]
 )
-
-
-def shard_of(key: str, n: int) -> int:
-    """A shard index stable across processes and machines (unlike `hash`)."""
-    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big") % n
-
-
-def shards_for(split: str, shards: int) -> int:
-    # evaluation splits are small: one file each
-    return shards if split == "train" else 1
 
 
 def best_fit_decreasing(lengths: list[int], capacity: int) -> list[list[int]]:
@@ -110,50 +96,24 @@ def rows_table(rows: list[list[_Piece]]) -> pa.Table:
     )
 
 
-class _KeyByShard(beam.DoFn):
-    def __init__(self, shards: int) -> None:
-        self._shards = shards
+class Packer:
+    """Packs documents window by window into rows and hands each window's rows to `sink` as a table."""
 
-    def process(self, batch: list[TokenisedDoc]) -> Iterator[tuple[ShardKey, list[TokenisedDoc]]]:
-        groups: dict[ShardKey, list[TokenisedDoc]] = defaultdict(list)
-        for doc in batch:
-            n = shards_for(doc.split, self._shards)
-            groups[(doc.corpus, doc.split, doc.domain, shard_of(doc.doc_id, n), n)].append(doc)
-        yield from groups.items()
+    def __init__(self, sink: Callable[[pa.Table], None], seq_len: int, window: int = WINDOW) -> None:
+        self._sink, self._seq_len, self._window = sink, seq_len, window
+        self._docs: list[TokenisedDoc] = []
 
+    def add(self, doc: TokenisedDoc) -> None:
+        self._docs.append(doc)
+        if len(self._docs) >= self._window:
+            self.flush()
 
-class _PackShard(beam.DoFn):
-    def __init__(self, seq_len: int, window: int) -> None:
-        self._seq_len = seq_len
-        self._window = window
-
-    def process(
-        self, element: tuple[ShardKey, Iterable[list[TokenisedDoc]]]
-    ) -> Iterator[tuple[ShardKey, pa.Table]]:
-        key, batches = element
-        docs = sorted((d for batch in batches for d in batch), key=lambda d: d.doc_id)
-        rows: list[list[_Piece]] = []
-        for begin in range(0, len(docs), self._window):
-            pieces = [p for d in docs[begin : begin + self._window] for p in _pieces(d, self._seq_len)]
-            bins = best_fit_decreasing([len(p.ids) for p in pieces], self._seq_len)
-            rows.extend([pieces[i] for i in b] for b in bins)
+    def flush(self) -> None:
+        if not self._docs:
+            return
+        pieces = [p for d in self._docs for p in _pieces(d, self._seq_len)]
+        bins = best_fit_decreasing([len(p.ids) for p in pieces], self._seq_len)
+        rows = [[pieces[i] for i in b] for b in bins]
         dead_letter.count(STAGE, "rows", len(rows))
-        yield key, rows_table(rows)
-
-
-class Pack(beam.PTransform):
-    """Batches of `TokenisedDoc` -> one (ShardKey, Arrow table of packed rows) per shard."""
-
-    def __init__(self, seq_len: int = 4096, shards: int = 4, window: int = WINDOW) -> None:
-        super().__init__()
-        self._seq_len = seq_len
-        self._shards = shards
-        self._window = window
-
-    def expand(self, batches):
-        return (
-            batches
-            | "KeyByShard" >> beam.ParDo(_KeyByShard(self._shards))
-            | "GroupShards" >> beam.GroupByKey()
-            | "PackRows" >> beam.ParDo(_PackShard(self._seq_len, self._window))
-        )
+        self._sink(rows_table(rows))
+        self._docs = []

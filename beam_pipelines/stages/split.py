@@ -1,4 +1,4 @@
-"""Stage 7: assign each trajectory to train/validation/test by a stable hash of its task id, and
+"""Stage 6: assign each trajectory to train/validation/test by a stable hash of its task id, and
 optionally drop training trajectories whose observations appear in an evaluation set.
 
 The split depends only on (seed, task.id), so every trajectory of a task lands in the same split

@@ -1,38 +1,47 @@
 """Write token shards (Parquet), JSON-lines corpora, and the manifest with statistics.
 
 Every file has a name fixed by its content's key and its lines or rows in a fixed order, so two runs
-over the same input write identical bytes. Files are written to a temporary name and renamed, so a
-killed run never leaves a torn file under a final name. All I/O goes through Beam `FileSystems`
-(local paths, gs://, s3://) so the same code runs on Dataflow and Flink workers.
+over the same input write identical bytes. Every file goes through `schemas.atomic.atomic_open`
+(written under a temporary name, renamed when complete, on any fsspec filesystem), so a killed run
+never leaves a torn file under a final name.
 """
 
 from __future__ import annotations
 
 import json
 import posixpath
-import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import IO, Any
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
 
 from beam_pipelines import dead_letter
-from beam_pipelines.stages.pack import ShardKey
+from beam_pipelines.stages.common import ShardKey
+from beam_pipelines.stages.pack import ROW_SCHEMA
+from schemas.atomic import atomic_open
 
 STAGE = "write"
 ROW_GROUP_ROWS = 512  # about 2M tokens at seq_len 4096: a few MB per row group
 
 
-def _atomic_write(path: str, write: Any) -> None:
-    temporary = f"{path}.tmp-{uuid.uuid4().hex}"
-    with FileSystems.create(temporary) as f:
-        write(f)
-    FileSystems.rename([temporary], [path])
+class HeldFile:
+    """`atomic_open(target)` held open across calls: `commit` renames the file into place, `abort`
+    removes it. For files written piece by piece from several DoFn calls."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self._context = atomic_open(target)
+        self.file: IO[Any] = self._context.__enter__()
+
+    def commit(self) -> None:
+        self._context.__exit__(None, None, None)
+
+    def abort(self, error: BaseException) -> None:
+        self._context.__exit__(type(error), error, error.__traceback__)
 
 
 def length_histogram(lengths: np.ndarray) -> dict[str, int]:
@@ -44,47 +53,73 @@ def length_histogram(lengths: np.ndarray) -> dict[str, int]:
     return {f"<={int(v)}": int(c) for v, c in zip(values, counts, strict=True)}
 
 
-class _WriteShard(beam.DoFn):
-    def __init__(self, root: str) -> None:
-        self._root = root
+class TokenFile:
+    """One token shard written row group by row group, renamed into place when complete."""
 
-    def process(self, element: tuple[ShardKey, pa.Table]) -> Iterator[dict[str, Any]]:
-        (corpus, split, domain, shard, of), table = element
-        relative = f"{corpus}/{split}/{domain}-{shard:05d}-of-{of:05d}.parquet"
-        _atomic_write(
-            posixpath.join(self._root, relative),
-            lambda f: pq.write_table(table, f, compression="zstd", row_group_size=ROW_GROUP_ROWS),
-        )
-        lengths = table.column("doc_lengths").combine_chunks().flatten().to_numpy()
-        loss = table.column("loss_mask").combine_chunks().flatten().to_numpy()
+    def __init__(self, root: str, relative: str, key: ShardKey) -> None:
+        self.relative, self.key = relative, key
+        self.held = HeldFile(posixpath.join(root, relative))
+        self._writer = pq.ParquetWriter(self.held.file, ROW_SCHEMA, compression="zstd")
+        self._rows = 0
+        self._lengths: list[np.ndarray] = []
+        self._loss = self._echo = 0
+
+    def write(self, table: pa.Table) -> None:
+        self._writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+        self._rows += table.num_rows
+        self._lengths.append(table.column("doc_lengths").combine_chunks().flatten().to_numpy())
+        self._loss += int(table.column("loss_mask").combine_chunks().flatten().to_numpy().sum())
         echo = table.column("doc_echo").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+        self._echo += int(echo.sum())
+
+    def close(self) -> dict[str, Any]:
+        self._writer.close()
+        self.held.commit()
+        corpus, split, domain, _, _ = self.key
+        lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int32)
         stats = {
-            "path": relative,
+            "path": self.relative,
             "corpus": corpus,
             "split": split,
             "domain": domain,
-            "rows": table.num_rows,
+            "rows": self._rows,
             "documents": len(lengths),
             "tokens": int(lengths.sum()),
-            "loss_tokens": int(loss.sum()),
-            "echo_documents": int(echo.sum()),
+            "loss_tokens": self._loss,
+            "echo_documents": self._echo,
             "length_histogram": length_histogram(lengths),
         }
         dead_letter.count(STAGE, "files")
         dead_letter.count(STAGE, f"{corpus}_documents", stats["documents"])
         dead_letter.count(STAGE, f"{corpus}_tokens", stats["tokens"])
-        yield stats
+        return stats
 
 
-class WriteTokenShards(beam.PTransform):
-    """(ShardKey, packed rows) -> OUT/<corpus>/<split>/<domain>-SSSSS-of-NNNNN.parquet; emits file stats."""
+class LinesFile:
+    """One JSON-lines file, appended in order, renamed into place when complete."""
 
-    def __init__(self, root: str) -> None:
-        super().__init__()
-        self._root = root
+    def __init__(self, root: str, relative: str) -> None:
+        self.relative = relative
+        self.held = HeldFile(posixpath.join(root, relative))
+        self._lines = 0
 
-    def expand(self, tables):
-        return tables | "WriteParquet" >> beam.ParDo(_WriteShard(self._root))
+    def write(self, records: Iterable[dict]) -> None:
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+        self.held.file.write(text.encode())
+        self._lines += text.count("\n")
+
+    def close(self) -> dict[str, Any]:
+        self.held.commit()
+        return lines_stats(self.relative, self._lines)
+
+
+def lines_stats(relative: str, lines: int) -> dict[str, Any]:
+    corpus, _, rest = relative.partition("/")
+    dead_letter.count(STAGE, "files")
+    dead_letter.count(STAGE, f"{corpus}_records", lines)
+    # totals group rl by split, and the single-file corpora by file name ("terminal_test", "read")
+    group = posixpath.dirname(rest) or posixpath.splitext(rest)[0]
+    return {"path": relative, "corpus": corpus, "split": group, "domain": "", "documents": lines}
 
 
 def _line_order(record: dict[str, Any], line: str) -> tuple:
@@ -101,15 +136,9 @@ class _WriteLines(beam.DoFn):
         relative, records = element
         keyed = [(r, json.dumps(r, ensure_ascii=False)) for r in records]
         lines = [line for _, line in sorted(keyed, key=lambda rl: _line_order(*rl))]
-        _atomic_write(
-            posixpath.join(self._root, relative), lambda f: f.write("".join(f"{x}\n" for x in lines).encode())
-        )
-        corpus, _, rest = relative.partition("/")
-        dead_letter.count(STAGE, "files")
-        dead_letter.count(STAGE, f"{corpus}_records", len(lines))
-        # totals group rl by split, and the single-file corpora by file name ("terminal_test", "read")
-        group = posixpath.dirname(rest) or posixpath.splitext(rest)[0]
-        yield {"path": relative, "corpus": corpus, "split": group, "domain": "", "documents": len(lines)}
+        with atomic_open(posixpath.join(self._root, relative)) as f:
+            f.write("".join(f"{x}\n" for x in lines).encode())
+        yield lines_stats(relative, len(lines))
 
 
 class WriteJsonLines(beam.PTransform):
@@ -154,7 +183,8 @@ class _WriteManifest(beam.DoFn):
     def process(self, stats: list[dict[str, Any]]) -> Iterator[str]:
         text = json.dumps(manifest(stats, self._config), indent=1, ensure_ascii=False) + "\n"
         path = posixpath.join(self._root, "manifest.json")
-        _atomic_write(path, lambda f: f.write(text.encode()))
+        with atomic_open(path) as f:
+            f.write(text.encode())
         yield path
 
 

@@ -14,9 +14,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import apache_beam as beam
+import pyarrow.parquet as pq
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 
+from beam_pipelines.stages.park import ParkTrajectories
 from schemas import Trajectory, TrajectoryWriter, read_trajectories
 
 FIXTURE = Path(__file__).parent / "fixtures" / "terminal_run"
@@ -58,3 +60,20 @@ def ids(pcoll: beam.PCollection, label: str) -> beam.PCollection:
 def reasons(pcoll: beam.PCollection, label: str) -> beam.PCollection:
     """Dead letters as (reason, trajectory_id) pairs."""
     return pcoll | label >> beam.Map(lambda d: (d.reason, d.trajectory_id))
+
+
+def parked(p: beam.Pipeline, pairs: list[tuple[str, Trajectory]], root: Path) -> beam.PCollection:
+    """`Parked` references to (split, trajectory) pairs, as Deduplicate hands them to BuildShards."""
+    return p | beam.Create(pairs) | ParkTrajectories(str(root)) | beam.MapTuple(lambda ref, _: ref)
+
+
+def documents(root: Path, corpus: str) -> dict[str, tuple[list[int], list[int]]]:
+    """doc id -> (token ids, loss mask) of every document in the corpus' token shards under `root`."""
+    docs = {}
+    for f in sorted((root / corpus).rglob("*.parquet")):
+        for row in pq.read_table(f).to_pylist():
+            at = 0
+            for doc_id, n in zip(row["doc_ids"], row["doc_lengths"], strict=True):
+                docs[doc_id] = (row["input_ids"][at : at + n], row["loss_mask"][at : at + n])
+                at += n
+    return docs

@@ -6,7 +6,12 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from beam_pipelines.dead_letter import DEAD_LETTER, OK
 from beam_pipelines.stages.dedup import Deduplicate
+from beam_pipelines.stages.park import ParkTrajectories
 from tests.beam_pipelines.conftest import ids, pipeline, variant
+
+
+def _parked(p, trajectories, root):
+    return p | beam.Create([("train", t) for t in trajectories]) | ParkTrajectories(str(root))
 
 
 def later_clock(t):
@@ -22,7 +27,7 @@ def other_domain(t):
     t.domain = "swe"
 
 
-def test_exact_and_near_duplicates_keep_the_smallest_id_per_domain(recorded):
+def test_exact_and_near_duplicates_keep_the_smallest_id_per_domain(recorded, tmp_path):
     a, b, c, d, e = recorded[:5]
     inputs = [
         *recorded,
@@ -33,7 +38,7 @@ def test_exact_and_near_duplicates_keep_the_smallest_id_per_domain(recorded):
         e,  # read twice
     ]
     with pipeline() as p:
-        out = p | beam.Create(inputs) | Deduplicate(threshold=0.8)
+        out = _parked(p, inputs, tmp_path) | Deduplicate(threshold=0.8)
         kept = [t.trajectory_id for t in recorded[1:]] + ["0-copy", "zz-other-domain"]
         assert_that(ids(out[OK], "Ids"), equal_to(kept))
         dead = out[DEAD_LETTER] | "Summary" >> beam.Map(
@@ -53,13 +58,13 @@ def test_exact_and_near_duplicates_keep_the_smallest_id_per_domain(recorded):
         )
 
 
-def test_a_strict_threshold_keeps_near_duplicates(recorded):
+def test_a_strict_threshold_keeps_near_duplicates(recorded, tmp_path):
     def more_output(t):
         t.steps[-1].observation.text += "".join(f"\nline {i} of new output" for i in range(6))
 
     inputs = [*recorded[:3], variant(recorded[2], "zz-near", more_output)]
     with pipeline() as p:
-        out = p | beam.Create(inputs) | Deduplicate(threshold=1.0)
+        out = _parked(p, inputs, tmp_path) | Deduplicate(threshold=1.0)
         assert_that(ids(out[OK], "Ids"), equal_to([t.trajectory_id for t in inputs]))
 
 

@@ -1,15 +1,12 @@
 from __future__ import annotations
 
-import apache_beam as beam
 import numpy as np
 import pytest
-from apache_beam.testing.util import assert_that, equal_to
 
-from beam_pipelines.dead_letter import DEAD_LETTER, OK
-from beam_pipelines.stages.format import CPT, SFT, Sample
-from beam_pipelines.stages.tokenise import ChatTokenizer, Tokenise
+from beam_pipelines.stages.common import CPT, SFT, Sample, TokenisedDoc
+from beam_pipelines.stages.tokenise import tokenise_samples
+from schemas.chat_tokens import ChatTokenizer
 from schemas.render import chat_messages, cpt_document, target_text
-from tests.beam_pipelines.conftest import pipeline
 
 
 @pytest.fixture(scope="module")
@@ -68,26 +65,20 @@ def test_control_token_text_in_the_data_stays_text(recorded, tok):
     assert tok.tokenizer.decode(target.tolist(), skip_special_tokens=False).count("<|im_start|>system") == 1
 
 
-def test_tokenise_stage(recorded, tok):
+def test_tokenise_samples_keeps_the_encoder_ids(recorded, tok):
     samples = _samples(recorded)
     expected = [
-        (s.doc_id, int(len(ids)), ls)
+        (s.doc_id, ids.tolist(), ls)
         for s, (ids, ls) in zip(samples, tok.encode_samples(samples), strict=True)
     ]
-    with pipeline() as p:
-        out = p | beam.Create(samples) | Tokenise(seq_len=1_000_000)
-        docs = out[OK] | beam.FlatMap(
-            lambda batch: [(d.doc_id, len(np.frombuffer(d.ids, "<i4")), d.loss_start) for d in batch]
-        )
-        assert_that(docs, equal_to(expected))
-        assert_that(out[DEAD_LETTER], equal_to([]), label="NoDeadLetters")
+    docs = list(tokenise_samples(tok, samples, seq_len=1_000_000))
+    assert all(isinstance(d, TokenisedDoc) for d in docs)
+    assert [(d.doc_id, np.frombuffer(d.ids, "<i4").tolist(), d.loss_start) for d in docs] == expected
 
 
-def test_sft_samples_over_the_sequence_length_go_to_the_dead_letter(recorded):
+def test_sft_samples_over_the_sequence_length_go_to_the_dead_letter(recorded, tok):
     samples = _samples(recorded[:2])
-    with pipeline() as p:
-        out = p | beam.Create(samples) | Tokenise(seq_len=200)
-        reasons = out[DEAD_LETTER] | "Reasons" >> beam.Map(lambda d: d.reason)
-        assert_that(reasons, equal_to(["sft_over_seq_len"] * sum(s.corpus == SFT for s in samples)))
-        kept = out[OK] | "Kept" >> beam.FlatMap(lambda batch: [d.corpus for d in batch])
-        assert_that(kept, equal_to([CPT, CPT]), label="CptKept")
+    out = list(tokenise_samples(tok, samples, seq_len=200))
+    dead = [o.value.reason for o in out if not isinstance(o, TokenisedDoc)]
+    assert dead == ["sft_over_seq_len"] * sum(s.corpus == SFT for s in samples)
+    assert [d.corpus for d in out if isinstance(d, TokenisedDoc)] == [CPT, CPT]

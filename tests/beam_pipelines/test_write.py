@@ -4,12 +4,12 @@ import json
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.testing.util import assert_that, equal_to
+import pytest
 from datasets import load_dataset
 
-from beam_pipelines.stages.pack import Pack
-from beam_pipelines.stages.tokenise import TokenisedDoc
-from beam_pipelines.stages.write import WriteJsonLines, WriteManifest, WriteTokenShards, length_histogram
+from beam_pipelines.stages.common import TokenisedDoc
+from beam_pipelines.stages.pack import Packer
+from beam_pipelines.stages.write import LinesFile, TokenFile, WriteJsonLines, WriteManifest, length_histogram
 from tests.beam_pipelines.conftest import pipeline
 
 
@@ -21,21 +21,18 @@ def _docs() -> list[TokenisedDoc]:
 
 
 def test_token_shards_load_with_datasets_and_the_manifest_counts_them(tmp_path):
-    docs = _docs()
+    stats = []
+    for split in ("train", "test"):
+        relative = f"sft/{split}/terminal-00000-of-00001.parquet"
+        file = TokenFile(str(tmp_path), relative, ("sft", split, "terminal", 0, 1))
+        packer = Packer(file.write, 64, window=3)
+        for d in _docs():
+            if d.split == split:
+                packer.add(d)
+        packer.flush()
+        stats.append(file.close())
     with pipeline() as p:
-        stats = p | beam.Create([docs]) | Pack(seq_len=64, shards=2) | WriteTokenShards(str(tmp_path))
-        paths = stats | beam.Map(lambda s: s["path"])
-        assert_that(
-            paths,
-            equal_to(
-                [
-                    "sft/train/terminal-00000-of-00002.parquet",
-                    "sft/train/terminal-00001-of-00002.parquet",
-                    "sft/test/terminal-00000-of-00001.parquet",
-                ]
-            ),
-        )
-        _ = stats | WriteManifest(str(tmp_path), {"seq_len": 64})
+        _ = p | beam.Create(stats) | WriteManifest(str(tmp_path), {"seq_len": 64})
     files = sorted(str(f) for f in (tmp_path / "sft").rglob("*.parquet"))
     rows = load_dataset("parquet", data_files=files, split="train")
     assert set(rows.column_names) == {"input_ids", "loss_mask", "doc_lengths", "doc_ids", "doc_echo"}
@@ -49,6 +46,18 @@ def test_token_shards_load_with_datasets_and_the_manifest_counts_them(tmp_path):
     assert not list(tmp_path.rglob("*.tmp-*"))
 
 
+def test_a_file_appears_only_when_complete(tmp_path):
+    lines = LinesFile(str(tmp_path), "rl/train/terminal.jsonl")
+    lines.write([{"id": "t:1"}])
+    assert not (tmp_path / "rl/train/terminal.jsonl").exists()
+    assert lines.close()["documents"] == 1
+    assert (tmp_path / "rl/train/terminal.jsonl").read_text() == '{"id": "t:1"}\n'
+    failed = LinesFile(str(tmp_path), "rl/train/other.jsonl")
+    failed.write([{"id": "u:1"}])
+    failed.held.abort(RuntimeError("worker lost"))
+    assert sorted(p.name for p in (tmp_path / "rl/train").iterdir()) == ["terminal.jsonl"]
+
+
 def test_json_lines_are_written_sorted_by_trajectory_and_turn(tmp_path):
     records = [
         ("rl/train/terminal.jsonl", {"id": f"t:{k}", "trajectory_id": "t", "turn_idx": k}) for k in (10, 2, 1)
@@ -59,11 +68,9 @@ def test_json_lines_are_written_sorted_by_trajectory_and_turn(tmp_path):
     assert [json.loads(x)["turn_idx"] for x in lines] == [1, 2, 10]
 
 
-def test_length_histogram():
-    assert length_histogram(np.array([1, 2, 3, 4, 5, 4096])) == {
-        "<=1": 1,
-        "<=2": 1,
-        "<=4": 2,
-        "<=8": 1,
-        "<=4096": 1,
-    }
+@pytest.mark.parametrize(
+    ("lengths", "expected"),
+    [([1, 2, 3, 4, 5, 4096], {"<=1": 1, "<=2": 1, "<=4": 2, "<=8": 1, "<=4096": 1}), ([], {})],
+)
+def test_length_histogram(lengths, expected):
+    assert length_histogram(np.array(lengths, dtype=np.int64)) == expected

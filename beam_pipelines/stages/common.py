@@ -1,0 +1,72 @@
+"""What the corpus stages share: corpus names, the records passed between format, tokenise and pack,
+the reference to a parked trajectory, and the output-shard arithmetic. A leaf: it imports no stage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import NamedTuple
+
+SFT, CPT, RL, AGENTWORLDBENCH = "sft", "cpt", "rl", "agentworldbench"
+CORPORA = (SFT, CPT, RL, AGENTWORLDBENCH)
+EVAL_SPLIT = "test"  # the split AgentWorldBench files are made from
+
+ShardKey = tuple[str, str, str, int, int]  # corpus, split, domain, shard, shard count
+ShardGroup = tuple[str, str, int, int]  # split, domain, shard, shard count
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A text to tokenise. SFT: `messages` is the prompt and `text` the assistant target; CPT: `text`
+    is the whole document and `messages` is None."""
+
+    corpus: str
+    doc_id: str
+    split: str
+    domain: str
+    text: str
+    messages: tuple[dict, ...] | None = None
+    echo: bool = False
+
+
+class TokenisedDoc(NamedTuple):
+    corpus: str
+    split: str
+    domain: str
+    doc_id: str
+    ids: bytes  # little-endian int32
+    loss_start: int
+    echo: bool
+
+
+class Parked(NamedTuple):
+    """Where one trajectory was parked (see `beam_pipelines.stages.park`): all that crosses a shuffle."""
+
+    trajectory_id: str
+    domain: str
+    split: str
+    path: str  # the parked file (URI or local path)
+    offset: int
+    length: int
+    digest: bytes  # of the parked bytes: picks one record among several with the same id
+
+
+def shard_of(key: str, n: int) -> int:
+    """A shard index stable across processes and machines (unlike `hash`)."""
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big") % n
+
+
+def shards_for(split: str, shards: int) -> int:
+    # evaluation splits are small: one file each
+    return shards if split == "train" else 1
+
+
+def shard_group(ref: Parked, shards: int) -> ShardGroup:
+    """The output shard every file made from this trajectory goes to."""
+    n = shards_for(ref.split, shards)
+    return ref.split, ref.domain, shard_of(ref.trajectory_id, n), n
+
+
+def shard_name(domain: str, shard: int, of: int) -> str:
+    return f"{domain}-{shard:05d}-of-{of:05d}"

@@ -3,6 +3,10 @@
 Episodes are matched by task id and the episode number the runner stores in
 `task.metadata["episode"]` (the n-th run of that task). Trajectories without that number are
 numbered per task in the order they started.
+
+The dataset is read one trajectory at a time and only what a replay needs is kept (the task, the
+order keys and the actions), so memory follows the actions, not the recorded observations; `limit`
+stops reading after that many trajectories.
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ from __future__ import annotations
 import copy
 import random
 from collections import defaultdict
+from dataclasses import dataclass
+from itertools import islice
 
 from collectors.policies.base import Policy
 from collectors.tasks import TaskSpec
@@ -27,19 +33,19 @@ class ReplayPolicy(Policy):
         self._queue: list[Action] = []
 
     @classmethod
-    def from_dataset(cls, path: str) -> ReplayPolicy:
-        by_task: dict[str, list[Trajectory]] = defaultdict(list)
-        for trajectory in read_trajectories(path):
-            by_task[trajectory.task.id].append(trajectory)
+    def from_dataset(cls, path: str, limit: int | None = None) -> ReplayPolicy:
+        by_task: dict[str, list[_Recorded]] = defaultdict(list)
+        for trajectory in islice(read_trajectories(path), limit):
+            by_task[trajectory.task.id].append(_Recorded.of(trajectory))
         if not by_task:
             raise ValueError(f"no trajectories to replay in {path}")
         episodes: dict[str, list[list[Action]]] = {}
         tasks: list[Task] = []
         for group in by_task.values():
-            group.sort(key=_episode_order)
+            group.sort(key=lambda r: r.episode_order)
         # Tasks in the order the recording first ran them, so slot k replays the recording's slot k.
-        for task_id, group in sorted(by_task.items(), key=lambda item: _episode_order(item[1][0], "slot")):
-            episodes[task_id] = [[step.action for step in t.steps] for t in group]
+        for task_id, group in sorted(by_task.items(), key=lambda item: item[1][0].slot_order):
+            episodes[task_id] = [r.actions for r in group]
             task = copy.deepcopy(group[0].task)
             for key in ("episode", "slot"):
                 task.metadata.pop(key, None)
@@ -74,7 +80,21 @@ class ReplayPolicy(Policy):
         return self._queue.pop(0) if self._queue else None
 
 
-def _episode_order(t: Trajectory, key: str = "episode") -> tuple[int, str, str]:
+@dataclass
+class _Recorded:
+    """What a replay keeps of one recorded trajectory."""
+
+    task: Task
+    actions: list[Action]
+    episode_order: tuple[int, str, str]
+    slot_order: tuple[int, str, str]
+
+    @classmethod
+    def of(cls, t: Trajectory) -> _Recorded:
+        return cls(t.task, [s.action for s in t.steps], _order(t, "episode"), _order(t, "slot"))
+
+
+def _order(t: Trajectory, key: str) -> tuple[int, str, str]:
     number = t.task.metadata.get(key)
     return (
         number if isinstance(number, int) else 1 << 30,

@@ -1,8 +1,10 @@
 """Command-line options every `python -m collectors.<domain>` shares, and the code behind them.
 
-A domain's entry point adds its sandbox options, then calls `run_cli` with a sandbox factory.
-Everything that can fail before sandboxes start (output location, task file, policy inputs) is
-checked first and fails with exit code 2 and a message naming the fix.
+A domain's entry point adds its sandbox options, takes the output with `open_output` (which
+refuses a root that another collector holds), then calls `run_cli` with a sandbox factory.
+Everything that can fail before sandboxes start (output location and its lock, task file, policy
+inputs, building the policy) is checked first and fails with exit code 2 and a message naming the
+fix.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collectors.runner import FleetConfig, run_fleet
 from collectors.tasks import TaskSpec, embedded_tasks, load_tasks
 from sandboxes.base import Sandbox
 from schemas import StorageError, TrajectoryWriter
+from schemas.lock import DatasetLock
 from schemas.records import Action
 
 EXIT_USAGE = 2
@@ -36,7 +39,8 @@ def add_fleet_arguments(parser: argparse.ArgumentParser, default_policy: str = "
     )
     fleet.add_argument(
         "--episodes", "-m", type=int, default=None, metavar="M",
-        help="episodes to record (default 10; with --policy replay, the recording's count)",
+        help="episodes to record (default: each task of --tasks once; else 10; with --policy"
+        " replay, the recording's count)",
     )  # fmt: skip
     fleet.add_argument(
         "--out", "-o", required=True, metavar="DIR", help="dataset root (local path or fsspec URI)"
@@ -73,12 +77,17 @@ def add_fleet_arguments(parser: argparse.ArgumentParser, default_policy: str = "
     policy.add_argument("--llm-max-tokens", type=int, default=256, help="reply length cap per step (256)")
 
 
-def preflight_output(out: str) -> None:
-    """Fail before any sandbox starts if `out` cannot be written (the writer's own probe)."""
+def open_output(out: str) -> DatasetLock:
+    """Lock `out` for this run and probe that it can be written; CliError (exit 2) naming the
+    other collector when one holds it. Release the lock (or use it as a context manager) at exit."""
+    lock = DatasetLock(out)
     try:
+        lock.acquire()
         TrajectoryWriter(out).close()
     except StorageError as exc:
+        lock.release()
         raise CliError(str(exc)) from exc
+    return lock
 
 
 def load_task_specs(args: argparse.Namespace, domain: str) -> list[TaskSpec]:
@@ -127,10 +136,6 @@ def policy_factory(
             "temperature": args.llm_temperature,
             "max_tokens": args.llm_max_tokens,
         }
-        try:
-            make_policy("llm", **options)  # fail now on a missing client, not in every worker
-        except ImportError as exc:
-            raise CliError(str(exc)) from exc
         return (lambda: make_policy("llm", **options)), tasks, None
     raise CliError(f"unknown policy {name!r}")
 
@@ -142,18 +147,32 @@ def collector_version() -> str:
         return "unknown"
 
 
+def default_episodes(args: argparse.Namespace, tasks: list[TaskSpec], policy_default: int | None) -> int:
+    """--episodes, else the policy's own count (replay), else each task of --tasks once, else 10."""
+    if args.episodes is not None:
+        return args.episodes
+    if policy_default:
+        return policy_default
+    return len(tasks) if args.tasks else 10
+
+
 def run_cli(
     args: argparse.Namespace,
     domain: str,
     sandbox_factory: Callable[[], Sandbox],
     policy: tuple[Callable[[], Policy], list[TaskSpec], int | None],
+    lock: DatasetLock,
     preflight_sandbox: Callable[[], None] | None = None,
 ) -> int:
-    """Run the fleet from parsed options (output already checked); returns the exit code."""
-    factory, tasks, default_episodes = policy
+    """Run the fleet from parsed options under `lock` (from open_output); returns the exit code."""
+    factory, tasks, policy_default = policy
+    try:
+        factory()  # a policy that cannot be built fails here once, not in every worker
+    except Exception as exc:
+        raise CliError(f"cannot build the {args.policy} policy: {type(exc).__name__}: {exc}") from exc
     if preflight_sandbox is not None:
         preflight_sandbox()
-    episodes = args.episodes if args.episodes is not None else (default_episodes or 10)
+    episodes = default_episodes(args, tasks, policy_default)
     config = FleetConfig(
         domain=domain,
         sandbox_factory=sandbox_factory,
@@ -171,7 +190,7 @@ def run_cli(
         flush_interval_s=args.flush_interval,
     )
     try:
-        summary = run_fleet(config)
+        summary = run_fleet(config, lock)
     except StorageError as exc:
         raise CliError(str(exc)) from exc
     print(summary.format())
@@ -179,12 +198,15 @@ def run_cli(
 
 
 def main_guard(run: Callable[[], int]) -> int:
-    """Turn CliError into a message and exit code 2."""
+    """Turn CliError into a message and exit code 2, and Ctrl-C before the fleet runs into 130."""
     try:
         return run()
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted before any episode started", file=sys.stderr)
+        return 130
 
 
 def validate_counts(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

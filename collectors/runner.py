@@ -4,12 +4,21 @@ Episode slots 0..M-1 run task `tasks[slot % len(tasks)]`; each slot's trajectory
 from (domain, seed, slot, task id), so a rerun with the same arguments skips what an earlier run
 committed and redoes only the rest: after any interruption, each slot is recorded exactly once.
 
+One run per dataset root: `run_fleet` holds a `DatasetLock` on `out` for the whole run (or uses the
+caller's), so a second collector on the same root is refused before it touches anything, and the
+leftovers of killed writers are removed only under that lock.
+
 Workers are threads, one sandbox each: sandboxes wait on I/O (tmux, docker, browsers), and
-threads keep the collector's memory flat as N grows. A sandbox that dies ends its trajectory with
-outcome "error" and is replaced. SIGINT/SIGTERM stop the run: workers finish their current step
-(forced after `abort_grace_s`), in-flight episodes are written with outcome "aborted", shards are
-committed, and the exit code is 130/143. Aborted trajectories count as finished: a rerun keeps
-them (the data is real and marked) instead of recording the slot twice.
+threads keep the collector's memory flat as N grows. After any episode that ended in an error
+(reset, step, policy) or left its sandbox dead, the sandbox is closed and a fresh one started for
+the next episode. A policy or sandbox factory that raises stops the run with exit code 1 and the
+reason in the summary.
+
+SIGINT/SIGTERM stop the run: workers finish their current step (forced after `abort_grace_s` by
+closing their sandboxes, which is safe at any moment, during a reset too), in-flight episodes with
+at least one step are written with outcome "aborted", episodes stopped before their first step go
+back to pending, shards are committed, and the exit code is 130/143. Aborted trajectories count as
+finished: a rerun keeps them (the data is real and marked) instead of recording the slot twice.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ from collectors.policies.base import INVALID, Policy
 from collectors.tasks import TaskSpec
 from sandboxes.base import InvalidActionError, Sandbox, SandboxCrashedError, SandboxError, StepResult
 from schemas import StorageError, TrajectoryWriter, ValidationError, cleanup_temporaries, finished_ids
+from schemas.lock import DatasetLock
 from schemas.records import Action, Environment, Observation, Outcome, Provenance, Step, Task, Trajectory
 from schemas.records import Policy as PolicyRecord
 
@@ -84,18 +94,39 @@ def _error_kind(exc: BaseException) -> str:
     return f"exception:{type(exc).__name__}"
 
 
+class _StopRequest:
+    """Set by a signal handler (or the runner); installed before anything else so that a signal
+    at any moment of the run is handled the same way."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.signal_name: str | None = None
+
+
 class _Fleet:
-    def __init__(self, config: FleetConfig, writer: TrajectoryWriter, slots: list[int]) -> None:
+    def __init__(
+        self,
+        config: FleetConfig,
+        writer: TrajectoryWriter,
+        slots: list[int],
+        request: _StopRequest,
+        lock: DatasetLock,
+    ) -> None:
         self.config = config
         self.writer = writer
+        self.lock = lock
         self.stats = FleetStats()
-        self.stop = threading.Event()
-        self.signal_name: str | None = None
+        self.request = request
+        self.stop = request.event
         self.fatal: str | None = None
         self._slots = list(slots)
         self._lock = threading.Lock()
         self._sandboxes: dict[int, Sandbox] = {}
         self.done = 0
+
+    @property
+    def signal_name(self) -> str | None:
+        return self.request.signal_name
 
     # -- work distribution -----------------------------------------------------------------------
 
@@ -121,8 +152,8 @@ class _Fleet:
 
     def worker(self, wid: int) -> None:
         sandbox: Sandbox | None = None
-        policy = self.config.policy_factory()
         try:
+            policy = self.config.policy_factory()
             while (slot := self._take()) is not None:
                 if sandbox is None:
                     sandbox = self._start_sandbox(wid)
@@ -130,6 +161,14 @@ class _Fleet:
                         self._give_back(slot)
                         return
                 trajectory, reset_s, healthy = self.episode(sandbox, policy, slot)
+                if not healthy or not sandbox.alive:
+                    self._close(wid, sandbox)
+                    sandbox = None
+                    if not self.stop.is_set():
+                        self.stats.replaced_sandbox()
+                if trajectory is None:  # stopped before its first step: the slot stays pending
+                    self._give_back(slot)
+                    return
                 try:
                     self.writer.write(trajectory)
                 except ValidationError as exc:
@@ -143,11 +182,9 @@ class _Fleet:
                 self.stats.record(trajectory, reset_s)
                 with self._lock:
                     self.done += 1
-                if not healthy:
-                    self._close(wid, sandbox)
-                    sandbox = None
-                    self.stats.replaced_sandbox()
-        except Exception as exc:  # a bug in a policy factory or the runner: stop, keep what is written
+        except (
+            Exception
+        ) as exc:  # a policy that cannot be built, a bug in the runner: stop, keep what is written
             log.exception("worker %d failed", wid)
             self._fail(f"worker {wid}: {type(exc).__name__}: {exc}")
         finally:
@@ -157,10 +194,12 @@ class _Fleet:
     def _start_sandbox(self, wid: int) -> Sandbox | None:
         error: Exception | None = None
         for _attempt in range(2):
-            if self.stop.is_set():
-                return None
-            sandbox = self.config.sandbox_factory()
+            # Made and registered under the lock that force_close_sandboxes takes, after a last
+            # look at `stop`: a sandbox is either refused or visible to the forced close.
             with self._lock:
+                if self.stop.is_set():
+                    return None
+                sandbox = self.config.sandbox_factory()
                 self._sandboxes[wid] = sandbox
             try:
                 sandbox.start()
@@ -168,7 +207,8 @@ class _Fleet:
             except Exception as exc:
                 error = exc
                 self._close(wid, sandbox)
-        self._fail(f"sandbox failed to start twice: {type(error).__name__}: {error}")
+        if not self.stop.is_set():
+            self._fail(f"sandbox failed to start twice: {type(error).__name__}: {error}")
         return None
 
     def _close(self, wid: int, sandbox: Sandbox) -> None:
@@ -192,8 +232,14 @@ class _Fleet:
 
     # -- one episode -----------------------------------------------------------------------------
 
-    def episode(self, sandbox: Sandbox, policy: Policy, slot: int) -> tuple[Trajectory, float | None, bool]:
+    def episode(
+        self, sandbox: Sandbox, policy: Policy, slot: int
+    ) -> tuple[Trajectory | None, float | None, bool]:
+        """(trajectory, reset seconds, sandbox still clean). No trajectory when the run was stopped
+        before the episode's first step: nothing was observed that a rerun would not redo."""
         config = self.config
+        if self.stop.is_set():
+            return None, None, True
         spec = config.tasks[slot % len(config.tasks)]
         task: Task = copy.deepcopy(spec.task)
         task.metadata.update(episode=slot // len(config.tasks), slot=slot)
@@ -218,6 +264,10 @@ class _Fleet:
             initial = _error_observation(f"reset failed: {exc}", error_kind=outcome.error_kind)
         if healthy:
             outcome, healthy = self._loop(sandbox, policy, task, initial, max_steps, slot, steps)
+        if outcome.status == "error":
+            healthy = False  # the episode broke off somewhere unknown: do not trust the sandbox again
+        if outcome.status == "aborted" and not steps:
+            return None, reset_s, healthy
         trajectory = Trajectory(
             trajectory_id=trajectory_id(config.domain, config.seed, slot, task.id),
             domain=config.domain,
@@ -304,19 +354,38 @@ class _Fleet:
         return Outcome("error", f"{what}: {type(exc).__name__}: {exc}", _error_kind(exc))
 
 
-def run_fleet(config: FleetConfig) -> FleetSummary:
+def run_fleet(config: FleetConfig, lock: DatasetLock | None = None) -> FleetSummary:
     """Run the fleet to the end (or a signal) and return the summary, also saved as summary.json.
 
-    Raises StorageError before any sandbox starts when `config.out` is not writable.
+    Holds `lock` (the caller's, already acquired) or its own DatasetLock on `config.out` for the
+    whole run. Raises StorageError before any sandbox starts when `config.out` is not writable,
+    and DatasetLockedError (a StorageError) when another run holds it.
     """
     if not config.tasks:
         raise ValueError("no tasks to run")
     if config.sandboxes < 1 or config.episodes < 0 or config.max_steps < 1:
         raise ValueError("need sandboxes >= 1, episodes >= 0 and max_steps >= 1")
-    writer = TrajectoryWriter(config.out, max_rows_per_shard=config.shard_rows, **config.writer_options)
-    removed = cleanup_temporaries(config.out)
+    request = _StopRequest()
+    previous = _install_signal_handlers(request) if config.handle_signals else {}
+    own_lock = lock is None
+    try:
+        if lock is None:
+            lock = DatasetLock(config.out).acquire()
+        elif not lock.held or lock.root != config.out:
+            raise StorageError(f"run_fleet needs the acquired lock of {config.out}")
+        return _run(config, lock, request)
+    finally:
+        if own_lock and lock is not None:
+            lock.release()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _run(config: FleetConfig, lock: DatasetLock, request: _StopRequest) -> FleetSummary:
+    removed = cleanup_temporaries(lock)
     if removed:
         log.info("removed %d temporary files left by an interrupted run", removed)
+    writer = TrajectoryWriter(config.out, max_rows_per_shard=config.shard_rows, **config.writer_options)
     finished = finished_ids(config.out)
     slots = [
         slot
@@ -324,14 +393,11 @@ def run_fleet(config: FleetConfig) -> FleetSummary:
         if trajectory_id(config.domain, config.seed, slot, config.tasks[slot % len(config.tasks)].id)
         not in finished
     ]
-    fleet = _Fleet(config, writer, slots)
-    previous = _install_signal_handlers(fleet) if config.handle_signals else {}
+    fleet = _Fleet(config, writer, slots, request, lock)
     started = time.monotonic()
     try:
         _supervise(fleet, min(config.sandboxes, len(slots)), len(slots))
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
         try:
             writer.close()
         except StorageError as exc:
@@ -352,16 +418,18 @@ def run_fleet(config: FleetConfig) -> FleetSummary:
     return summary
 
 
-def _install_signal_handlers(fleet: _Fleet) -> dict[int, object]:
+def _install_signal_handlers(request: _StopRequest) -> dict[int, object]:
     if threading.current_thread() is not threading.main_thread():
         return {}
 
     def on_signal(signum: int, _frame: object) -> None:
+        # Only flags: the handler runs between two bytecodes of the main thread, which may hold
+        # any lock at that moment.
         name = signal.Signals(signum).name
-        if fleet.signal_name is None:
-            fleet.signal_name = name
+        if request.signal_name is None:
+            request.signal_name = name
             print(f"\n{name}: stopping; in-flight episodes will be saved as aborted", file=sys.stderr)
-        fleet.stop.set()
+        request.event.set()
 
     return {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
 
@@ -384,7 +452,7 @@ def _supervise(fleet: _Fleet, workers: int, total: int) -> None:
             try:
                 time.sleep(0.2)
             except KeyboardInterrupt:  # signal handlers not installed (not the main thread's choice)
-                fleet.signal_name = fleet.signal_name or "SIGINT"
+                fleet.request.signal_name = fleet.request.signal_name or "SIGINT"
                 fleet.stop.set()
             bar.set_postfix(steps=fleet.stats.steps, errors=sum(fleet.stats.errors.values()), refresh=False)
             bar.update(fleet.done - bar.n)
@@ -392,6 +460,7 @@ def _supervise(fleet: _Fleet, workers: int, total: int) -> None:
             if clock - last_flush >= config.flush_interval_s:
                 last_flush = clock
                 try:
+                    fleet.lock.check()
                     fleet.writer.flush()
                 except StorageError as exc:
                     fleet._fail(str(exc))

@@ -10,10 +10,17 @@ Every file is written under a `.tmp-<uuid>` name and renamed into place, and a s
 entry is written only after the shard itself, so a killed writer leaves either nothing or a shard
 that readers ignore until its entry exists. One manifest file per shard means concurrent writers
 (threads, processes, machines) never contend for a shared file.
+
+Object stores and network mounts fail now and then for a moment (a reset connection, a timeout,
+EIO from a FUSE mount). Commits and manifest reads retry such errors (`is_transient`) a few times
+with growing pauses (about 1.4 s in all) and then raise StorageError naming the path. A manifest
+entry that cannot be read is never silently skipped: its trajectories would look unfinished and a
+rerun would record them twice.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -21,11 +28,12 @@ import posixpath
 import re
 import socket
 import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -36,6 +44,7 @@ from schemas.arrow import TRAJECTORY_SCHEMA
 from schemas.atomic import TMP_PREFIX, atomic_open, atomic_write
 from schemas.attachments import AttachmentStore, StorageError
 from schemas.codec import to_row
+from schemas.lock import DatasetLock
 from schemas.records import SCHEMA_VERSION, Trajectory
 from schemas.validation import decode_row, validate, validate_row
 
@@ -45,6 +54,46 @@ MANIFEST_DIR = "_manifest"
 _WRITER_ID = re.compile(r"[A-Za-z0-9._-]+")
 _GLOB_CHARS = frozenset("*?[")
 _READ_BATCH_ROWS = 64
+RETRY_DELAYS_S = (0.2, 0.4, 0.8)
+_TRANSIENT_ERRNOS = frozenset(
+    {
+        errno.EAGAIN,
+        errno.EBUSY,
+        errno.EINTR,
+        errno.EIO,
+        errno.ETIMEDOUT,
+        errno.ECONNRESET,
+        errno.ECONNABORTED,
+        errno.ECONNREFUSED,
+        errno.ENETDOWN,
+        errno.ENETUNREACH,
+        errno.EHOSTUNREACH,
+        errno.EPIPE,
+        errno.ESTALE,
+    }
+)
+T = TypeVar("T")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """An I/O error that may go away on its own (network, timeouts, a busy or flaky mount)."""
+    if isinstance(exc, ConnectionError | TimeoutError | InterruptedError | BlockingIOError):
+        return True
+    return isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNOS
+
+
+def retry_transient(call: Callable[[], T], what: str) -> T:
+    """`call()`, retried after each transient error with pauses of RETRY_DELAYS_S; the last error
+    (or any other) propagates."""
+    for delay in (*RETRY_DELAYS_S, None):
+        try:
+            return call()
+        except OSError as exc:
+            if delay is None or not is_transient(exc):
+                raise
+            logger.warning("%s: %s; retrying in %.1f s", what, exc, delay)
+            time.sleep(delay)
+    raise AssertionError("unreachable")
 
 
 def default_writer_id() -> str:
@@ -136,11 +185,15 @@ class TrajectoryWriter:
 
     def _check_writable(self) -> None:
         probe = posixpath.join(self._root_path, f"{TMP_PREFIX}probe-{uuid.uuid4().hex}")
-        try:
+
+        def attempt() -> None:
             self.fs.makedirs(self._root_path, exist_ok=True)
             with self.fs.open(probe, "wb") as out:
                 out.write(b"probe")
             self.fs.rm(probe)
+
+        try:
+            retry_transient(attempt, f"probing {self.root}")
         # Any backend's failure (auth, permissions, a file in the way) makes the root unusable.
         except Exception as exc:
             raise StorageError(
@@ -171,12 +224,16 @@ class TrajectoryWriter:
         buffer = self._buffers.get(domain)
         if buffer is None or not buffer.rows:
             return
-        try:
-            name = self._claim_shard_name(domain)
-            shard = f"domain={domain}/{name}.parquet"
-            table = pa.Table.from_pylist(buffer.rows, schema=TRAJECTORY_SCHEMA)
+
+        def write_shard() -> None:
             with atomic_open(self._path(shard), fs=self.fs) as out:
                 pq.write_table(table, out, compression="zstd", row_group_size=self._row_group_size)
+
+        try:
+            name = retry_transient(lambda: self._claim_shard_name(domain), f"naming a {domain} shard")
+            shard = f"domain={domain}/{name}.parquet"
+            table = pa.Table.from_pylist(buffer.rows, schema=TRAJECTORY_SCHEMA)
+            retry_transient(write_shard, f"writing {shard}")
             entry = {
                 "shard": shard,
                 "trajectory_ids": buffer.ids,
@@ -188,7 +245,10 @@ class TrajectoryWriter:
             }
             manifest_text = json.dumps(entry, ensure_ascii=False, indent=1).encode()
             manifest_path = self._path(MANIFEST_DIR, f"{name}.json")
-            atomic_write(manifest_path, manifest_text, fs=self.fs)
+            # Retried on its own: redoing the shard would leave a copy that no manifest lists.
+            retry_transient(
+                lambda: atomic_write(manifest_path, manifest_text, fs=self.fs), f"writing {manifest_path}"
+            )
         except (OSError, pa.ArrowException) as exc:
             raise StorageError(f"cannot commit a {domain} shard under {self.root}: {exc}") from exc
         self._written.update(buffer.ids)
@@ -199,38 +259,63 @@ class TrajectoryWriter:
 
 
 def _manifest_entries(fs: AbstractFileSystem, root_path: str) -> list[dict[str, Any]]:
+    """Every manifest entry under `root_path`. Transient errors are retried; a file that still
+    cannot be read raises StorageError, while one that reads but is not JSON is logged and passed
+    over (its shard then stays invisible to readers too)."""
+    pattern = posixpath.join(root_path, MANIFEST_DIR, "*.json")
     entries = []
-    for path in sorted(fs.glob(posixpath.join(root_path, MANIFEST_DIR, "*.json"))):
+    for path in sorted(_io(lambda: fs.glob(pattern), f"listing {_display(fs, pattern)}")):
         if posixpath.basename(path).startswith(TMP_PREFIX):
             continue
         try:
-            with fs.open(path, "rb") as source:
-                entries.append(json.loads(source.read()))
-        except (OSError, ValueError) as exc:
-            logger.warning("ignoring unreadable manifest entry %s: %s", _display(fs, path), exc)
+            data = _io(lambda p=path: fs.cat_file(p), f"reading manifest entry {_display(fs, path)}")
+        except FileNotFoundError:  # removed between listing and reading
+            continue
+        try:
+            entries.append(json.loads(data))
+        except ValueError as exc:
+            logger.warning("ignoring corrupt manifest entry %s: %s", _display(fs, path), exc)
     return entries
+
+
+def _io(call: Callable[[], T], what: str) -> T:
+    """retry_transient, with what still fails after the retries as a StorageError."""
+    try:
+        return retry_transient(call, what)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise StorageError(f"{what}: {exc}") from exc
 
 
 def _committed_entries(fs: AbstractFileSystem, root_path: str) -> list[dict[str, Any]]:
     return [
         entry
         for entry in _manifest_entries(fs, root_path)
-        if isinstance(entry.get("shard"), str) and fs.exists(posixpath.join(root_path, entry["shard"]))
+        if isinstance(entry.get("shard"), str)
+        and _io(
+            lambda e=entry: fs.exists(posixpath.join(root_path, e["shard"])),
+            f"checking shard {entry['shard']} of {_display(fs, root_path)}",
+        )
     ]
 
 
 def finished_ids(root: str) -> set[str]:
-    """Ids of trajectories committed under `root` (manifest entry written and shard present)."""
+    """Ids of trajectories committed under `root` (manifest entry written and shard present).
+    Raises StorageError when the manifest cannot be read, rather than under-report."""
     fs, root_path = url_to_fs(root)
-    if not fs.isdir(root_path):
+    if not _io(lambda: fs.isdir(root_path), f"opening {root}"):
         return set()
     return {tid for entry in _committed_entries(fs, root_path) for tid in entry.get("trajectory_ids", [])}
 
 
-def cleanup_temporaries(root: str) -> int:
-    """Remove `.tmp-*` leftovers of killed writers; returns how many. Only call it while no other
-    writer is active on `root`, since their in-flight temporaries look exactly the same."""
-    fs, root_path = url_to_fs(root)
+def cleanup_temporaries(lock: DatasetLock) -> int:
+    """Remove the `.tmp-*` leftovers of killed writers under the locked root; returns how many.
+    Only the lock's holder may do this: another writer's in-flight temporaries look the same."""
+    if not lock.held:
+        raise StorageError(f"cleanup_temporaries needs the lock on {lock.root}; acquire() it first")
+    lock.check()
+    fs, root_path = url_to_fs(lock.root)
     if not fs.isdir(root_path):
         return 0
     leftovers = [path for path in fs.find(root_path) if posixpath.basename(path).startswith(TMP_PREFIX)]

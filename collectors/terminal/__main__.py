@@ -12,14 +12,16 @@ from collectors.cli import (
     add_fleet_arguments,
     load_task_specs,
     main_guard,
+    open_output,
     policy_factory,
-    preflight_output,
     run_cli,
     validate_counts,
 )
+from sandboxes.base import SandboxError
 from sandboxes.terminal import TerminalConfig, TerminalSandbox, make_backend, parse_action
-from sandboxes.terminal.config import DEFAULT_IMAGE
-from sandboxes.terminal.reaper import reap_orphans
+from sandboxes.terminal.backends import bwrap_limits
+from sandboxes.terminal.config import DEFAULT_IMAGE, Backend, BwrapBackend
+from sandboxes.terminal.reaper import reap_orphans, reap_own
 
 EPILOG = """examples:
   # 4 isolated containers, 20 explorer episodes over the embedded task suite
@@ -36,7 +38,9 @@ EPILOG = """examples:
       --llm-model Qwen/Qwen3-8B --episodes 100 --sandboxes 8 --out data/llm
 
 Rerunning the same command resumes: committed episodes are skipped, the rest recorded.
-SIGINT/SIGTERM stop cleanly (exit 130/143); in-flight episodes are kept with outcome "aborted".
+SIGINT/SIGTERM stop cleanly (exit 130/143); in-flight episodes are kept with outcome "aborted",
+episodes stopped before their first step stay pending, and no container or tmux server remains.
+One collector per --out: a second one on the same directory exits with code 2 naming the first.
 """
 
 SETUP_HINT = "run `make setup` or `bash infra/terminal-image/build.sh`"
@@ -56,26 +60,49 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     sandbox.add_argument(
         "--command-timeout", type=float, default=30.0, metavar="SEC", help="per command (30)"
     )
-    sandbox.add_argument("--cpus", type=float, default=1.0, help="docker CPUs per sandbox (1.0)")
+    sandbox.add_argument(
+        "--cpus", type=float, default=1.0, help="CPUs per sandbox, docker/bwrap with cgroups (1.0)"
+    )
     sandbox.add_argument("--memory", default="512m", help="memory per sandbox, docker/bwrap (512m)")
     sandbox.add_argument(
         "--pids-limit", type=int, default=256, help="processes per sandbox, docker/bwrap (256)"
     )
+    sandbox.add_argument(
+        "--limits", choices=("auto", "cgroup", "rlimit"), default="auto",
+        help="how bwrap bounds memory/processes/CPU: a cgroup per sandbox (needs root), per-process"
+        " rlimits, or auto: cgroup where possible, else rlimit (auto)",
+    )  # fmt: skip
+    sandbox.add_argument(
+        "--cpu-seconds", type=int, default=600, metavar="SEC",
+        help="bwrap with rlimits: CPU time per process before the kernel kills it (600)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     validate_counts(parser, args)
     return args
 
 
 def terminal_config(args: argparse.Namespace) -> TerminalConfig:
+    try:
+        return TerminalConfig(backend=_backend(args), command_timeout=args.command_timeout)
+    except ValueError as exc:  # a malformed --memory, say
+        raise CliError(str(exc)) from exc
+
+
+def _backend(args: argparse.Namespace) -> Backend:
     if args.backend == "docker":
-        backend = make_backend(
+        return make_backend(
             "docker", image=args.image, cpus=args.cpus, memory=args.memory, pids_limit=args.pids_limit
         )
-    elif args.backend == "bwrap":
-        backend = make_backend("bwrap", memory=args.memory, pids_limit=args.pids_limit)
-    else:
-        backend = make_backend("local")
-    return TerminalConfig(backend=backend, command_timeout=args.command_timeout)
+    if args.backend == "bwrap":
+        return make_backend(
+            "bwrap",
+            memory=args.memory,
+            pids_limit=args.pids_limit,
+            cpus=args.cpus,
+            cpu_seconds=args.cpu_seconds,
+            limits=args.limits,
+        )
+    return make_backend("local")
 
 
 def check_backend(args: argparse.Namespace) -> None:
@@ -84,6 +111,13 @@ def check_backend(args: argparse.Namespace) -> None:
     missing = [tool for tool in needed if shutil.which(tool) is None]
     if missing:
         raise CliError(f"{', '.join(missing)} not found; {SETUP_HINT}")
+    if args.backend == "bwrap":
+        backend = terminal_config(args).backend
+        assert isinstance(backend, BwrapBackend)
+        try:
+            bwrap_limits(backend)
+        except SandboxError as exc:
+            raise CliError(str(exc)) from exc
     if args.backend != "docker":
         return
     probe = subprocess.run(["docker", "image", "inspect", args.image], capture_output=True, text=True)
@@ -98,27 +132,34 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
 
     def run() -> int:
-        preflight_output(args.out)
-        if args.backend == "local":
-            print("warning: --backend local runs commands on THIS HOST, unisolated", file=sys.stderr)
-        reaped = reap_orphans()
-        if any(reaped.values()):
-            print(
-                f"removed {reaped['containers']} containers and {reaped['tmux_servers']} tmux servers"
-                " left behind by a collector that died",
-                file=sys.stderr,
-            )
-        tasks = load_task_specs(args, "terminal")
-        explorer = {"command_timeout": min(10.0, args.command_timeout)}
-        policy = policy_factory(args, tasks, parse_action=parse_action, explorer_options=explorer)
-        config = terminal_config(args)
-        return run_cli(
-            args,
-            "terminal",
-            lambda: TerminalSandbox(config),
-            policy,
-            preflight_sandbox=lambda: check_backend(args),
-        )
+        with open_output(args.out) as lock:
+            if args.backend == "local":
+                print("warning: --backend local runs commands on THIS HOST, unisolated", file=sys.stderr)
+            reaped = reap_orphans()
+            if any(reaped.values()):
+                print(
+                    f"removed {reaped['containers']} containers and {reaped['tmux_servers']} tmux servers"
+                    " left behind by a collector that died",
+                    file=sys.stderr,
+                )
+            tasks = load_task_specs(args, "terminal")
+            explorer = {"command_timeout": min(10.0, args.command_timeout)}
+            policy = policy_factory(args, tasks, parse_action=parse_action, explorer_options=explorer)
+            config = terminal_config(args)
+            try:
+                return run_cli(
+                    args,
+                    "terminal",
+                    lambda: TerminalSandbox(config),
+                    policy,
+                    lock,
+                    preflight_sandbox=lambda: check_backend(args),
+                )
+            finally:
+                # Every sandbox closes itself; this only matters when a worker did not stop in time.
+                left = reap_own()
+                if any(left.values()):
+                    print(f"removed what stuck workers still held: {left}", file=sys.stderr)
 
     return main_guard(run)
 

@@ -8,16 +8,16 @@ the controlling terminal away from bash, breaking C-c and job control.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
-import subprocess
 import time
 import uuid
 
 from sandboxes.base import SandboxError
 from sandboxes.terminal.config import Backend, BwrapBackend, DockerBackend, LocalBackend, parse_memory
-from sandboxes.terminal.reaper import OWNER_LABEL, owner
+from sandboxes.terminal.reaper import OWNER_LABEL, owner, run_quietly
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class DockerInstance(Instance):
         argv += ["-v", f"{rc_path}:{RC_IN_SANDBOX}:ro"]
         if not cfg.network:
             argv += ["--network", "none"]
-        started = subprocess.run([*argv, cfg.image, "sleep", "infinity"], capture_output=True, text=True)
+        started = run_quietly([*argv, cfg.image, "sleep", "infinity"])
         if started.returncode != 0:
             hint = ""
             if "No such image" in started.stderr or "Unable to find image" in started.stderr:
@@ -83,11 +83,9 @@ class DockerInstance(Instance):
         # The exec'd shell dies a moment before the engine marks a killed container as exited.
         deadline = time.monotonic() + 2.0
         while True:
-            state = subprocess.run(
+            state = run_quietly(
                 ["docker", "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}} {{.State.OOMKilled}}"]
-                + [self.container_id],
-                capture_output=True,
-                text=True,
+                + [self.container_id]
             )
             if state.returncode != 0:
                 return "container is gone"
@@ -102,7 +100,7 @@ class DockerInstance(Instance):
         return [*super().resources(), f"container:{self.container_id}"]
 
     def destroy(self) -> None:
-        subprocess.run(["docker", "rm", "-f", "-v", self.container_id], capture_output=True)
+        run_quietly(["docker", "rm", "-f", "-v", self.container_id])
         super().destroy()
 
 
@@ -122,7 +120,15 @@ class BwrapInstance(Instance):
         self.host_uid = BWRAP_HOST_UID if os.geteuid() == 0 else os.geteuid()
         if os.geteuid() == 0:
             os.chown(self.home, self.host_uid, self.host_uid)
-        self.cgroups = _make_cgroups(f"agentworld-{uuid.uuid4().hex[:12]}", cfg)
+        self.limits = bwrap_limits(cfg)
+        self.cgroups: list[str] = []
+        if self.limits == "cgroup":
+            try:
+                self.cgroups = _make_cgroups(f"agentworld-{uuid.uuid4().hex[:12]}", cfg)
+            except OSError as exc:
+                raise SandboxError(f"bwrap sandbox: cannot set its cgroup limits: {exc}") from exc
+        elif shutil.which("prlimit") is None:
+            raise SandboxError("bwrap sandbox: prlimit not found (apt-get install util-linux)")
 
     def shell_argv(self) -> list[str]:
         argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
@@ -137,6 +143,12 @@ class BwrapInstance(Instance):
         argv += ["--chdir", "/home/agent", "--clearenv", "--setenv", "HOME", "/home/agent"]
         argv += ["--setenv", "USER", "agent", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin"]
         argv += [a for k, v in SHELL_ENV.items() for a in ("--setenv", k, v)]
+        if self.limits == "rlimit":
+            # Set inside the sandbox's user namespace: RLIMIT_NPROC then counts this sandbox's
+            # processes only, not every process of the host user it maps to.
+            cfg = self.cfg
+            argv += ["prlimit", f"--as={parse_memory(cfg.memory)}", f"--nproc={cfg.pids_limit}"]
+            argv += [f"--cpu={cfg.cpu_seconds}", "--"]
         argv += ["bash", "--noprofile", "--rcfile", RC_IN_SANDBOX, "-i"]
         if os.geteuid() == 0:
             argv = [
@@ -183,27 +195,87 @@ def make_instance(cfg: Backend, tmpdir: str, rc_path: str) -> Instance:
     return LocalInstance(cfg, tmpdir, rc_path)
 
 
+_CGROUP_ROOT = "/sys/fs/cgroup"
+_CPU_PERIOD_US = 100_000
+_SWAP_FILES = frozenset({"memory.swap.max", "memory.memsw.limit_in_bytes"})
+
+
+def _cgroup_settings(cfg: BwrapBackend) -> list[tuple[str, str, str]]:
+    """(directory, file, value) per limit, for cgroup v2 or the v1 controllers."""
+    memory, pids = str(parse_memory(cfg.memory)), str(cfg.pids_limit)
+    quota = str(max(1000, int(cfg.cpus * _CPU_PERIOD_US)))
+    if os.path.exists(os.path.join(_CGROUP_ROOT, "cgroup.controllers")):
+        return [
+            (_CGROUP_ROOT, "memory.max", memory),
+            (_CGROUP_ROOT, "memory.swap.max", "0"),
+            (_CGROUP_ROOT, "pids.max", pids),
+            (_CGROUP_ROOT, "cpu.max", f"{quota} {_CPU_PERIOD_US}"),
+        ]
+    v1 = [
+        ("memory", "memory.limit_in_bytes", memory),
+        ("memory", "memory.memsw.limit_in_bytes", memory),
+        ("pids", "pids.max", pids),
+        ("cpu", "cpu.cfs_period_us", str(_CPU_PERIOD_US)),
+        ("cpu", "cpu.cfs_quota_us", quota),
+    ]
+    return [(os.path.join(_CGROUP_ROOT, controller), file, value) for controller, file, value in v1]
+
+
 def _make_cgroups(name: str, cfg: BwrapBackend) -> list[str]:
-    """Best effort memory and pids limits: cgroup v2, else v1 controllers, else none (logged)."""
-    limits = {"memory": str(parse_memory(cfg.memory)), "pids": str(cfg.pids_limit)}
-    if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
-        files = {"memory": "memory.max", "pids": "pids.max"}
-        roots = {k: "/sys/fs/cgroup" for k in limits}
-    else:
-        files = {"memory": "memory.limit_in_bytes", "pids": "pids.max"}
-        roots = {k: f"/sys/fs/cgroup/{k}" for k in limits}
+    """The sandbox's cgroups with every limit set; OSError (nothing left behind) if one cannot be."""
     made: list[str] = []
-    for controller, value in limits.items():
-        path = os.path.join(roots[controller], name)
-        try:
+    try:
+        for root, file, value in _cgroup_settings(cfg):
+            path = os.path.join(root, name)
             if path not in made:
                 os.mkdir(path)
                 made.append(path)
-            with open(os.path.join(path, files[controller]), "w") as f:
+            control = os.path.join(path, file)
+            if file in _SWAP_FILES and not os.path.exists(control):
+                continue  # no swap accounting on this host: there is no swap to escape to
+            with open(control, "w") as f:
                 f.write(value)
-        except OSError as exc:
-            log.warning("bwrap sandbox: no %s limit (cgroup %s: %s)", controller, path, exc)
+    except OSError:
+        for path in made:
+            _remove_cgroup(path)
+        raise
     return made
+
+
+@functools.cache
+def _cgroups_usable() -> str | None:
+    """None if this process can make limited cgroups, else why not."""
+    try:
+        for path in _make_cgroups(f"agentworld-probe-{uuid.uuid4().hex[:12]}", BwrapBackend()):
+            _remove_cgroup(path)
+    except OSError as exc:
+        return str(exc)
+    return None
+
+
+def bwrap_limits(cfg: BwrapBackend) -> str:
+    """How a bwrap sandbox of `cfg` is limited on this host: "cgroup" or "rlimit"."""
+    if cfg.limits == "rlimit":
+        return "rlimit"
+    why = _cgroups_usable()
+    if why is None:
+        return "cgroup"
+    if cfg.limits == "cgroup":
+        raise SandboxError(
+            f"bwrap sandbox: cgroup limits are not available here ({why}); run as root with a "
+            "writable /sys/fs/cgroup, or choose rlimit limits (--limits rlimit)"
+        )
+    _warn_rlimit_once(why)
+    return "rlimit"
+
+
+@functools.cache
+def _warn_rlimit_once(why: str) -> None:
+    log.warning(
+        "bwrap sandboxes: no cgroups here (%s); limiting each process with rlimits instead "
+        "(memory per process, CPU time not rate)",
+        why,
+    )
 
 
 def _remove_cgroup(path: str) -> None:

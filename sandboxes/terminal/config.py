@@ -27,14 +27,38 @@ class DockerBackend:
 class BwrapBackend:
     """Bubblewrap over the host's read-only root, with a private home and /tmp per episode.
 
-    Memory and pids limits are best effort: applied through a cgroup when the host lets us create
-    one, otherwise only the address-space rlimit holds.
+    Resources are always bounded; `limits` says how:
+
+    - "cgroup": one cgroup per sandbox (v2, or the v1 memory/pids/cpu controllers) caps the whole
+      sandbox at `memory` bytes, `pids_limit` processes and `cpus` CPUs. Needs root and a
+      writable /sys/fs/cgroup; without them the sandbox refuses to start.
+    - "rlimit": resource limits on every process of the sandbox, set with prlimit inside it.
+      Memory is per process (RLIMIT_AS = `memory` of address space, so programs that reserve large
+      virtual ranges, such as JVMs, may fail to start, and N processes may together use N times
+      `memory`); processes are counted per sandbox (RLIMIT_NPROC = `pids_limit`, charged to the
+      sandbox's own user namespace); CPU is a total, not a rate (RLIMIT_CPU = `cpu_seconds` of CPU
+      time per process, after which the kernel kills it), and `cpus` is not enforced.
+    - "auto" (default): "cgroup" where this host allows it, else "rlimit", with a warning.
     """
 
     kind: Literal["bwrap"] = "bwrap"
     network: bool = False
     memory: str = "512m"
     pids_limit: int = 256
+    cpus: float = 1.0
+    cpu_seconds: int = 600
+    limits: Literal["auto", "cgroup", "rlimit"] = "auto"
+
+    def __post_init__(self) -> None:
+        if self.limits not in ("auto", "cgroup", "rlimit"):
+            raise ValueError(f"bwrap limits must be 'auto', 'cgroup' or 'rlimit', not {self.limits!r}")
+        if (
+            parse_memory(self.memory) < 1 << 20
+            or self.pids_limit < 1
+            or self.cpus <= 0
+            or self.cpu_seconds < 1
+        ):
+            raise ValueError("bwrap limits need memory >= 1m, pids_limit >= 1, cpus > 0 and cpu_seconds >= 1")
 
 
 @dataclass(frozen=True)

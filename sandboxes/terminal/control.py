@@ -83,6 +83,9 @@ class TmuxSession:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
+            # A Ctrl-C to the collector's process group must reach the collector only: the client
+            # is how the sandbox is closed.
+            start_new_session=True,
         )
         self._reader = threading.Thread(target=self._read, name=f"tmux-{self.socket}", daemon=True)
         self._reader.start()

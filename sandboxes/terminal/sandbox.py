@@ -21,12 +21,13 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from typing import Any
 
 from sandboxes.base import Sandbox, SandboxClosedError, SandboxCrashedError, SandboxError, StepResult
 from sandboxes.terminal.actions import COMMAND, is_key_name, parse_action
-from sandboxes.terminal.backends import Instance, make_instance
-from sandboxes.terminal.config import DockerBackend, LocalBackend, TerminalConfig
+from sandboxes.terminal.backends import Instance, bwrap_limits, make_instance
+from sandboxes.terminal.config import Backend, BwrapBackend, DockerBackend, LocalBackend, TerminalConfig
 from sandboxes.terminal.control import TmuxError, TmuxSession, quote
 from sandboxes.terminal.reaper import tmux_socket_path
 from sandboxes.terminal.shell import SHELL_RC, ShellStream
@@ -45,6 +46,16 @@ _LINE_START_CR = re.compile(rb"(^|\n)\r+")
 _ESCAPES = re.compile(
     rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78]"
 )
+
+
+def _limits(backend: Backend) -> str:
+    """How the environment's resources are bounded: "cgroup", "rlimit" or "none" (local)."""
+    if isinstance(backend, BwrapBackend):
+        try:
+            return bwrap_limits(backend)
+        except SandboxError:
+            return "unavailable"
+    return "none" if isinstance(backend, LocalBackend) else "cgroup"
 
 
 def _plain(raw: bytes) -> bytes:
@@ -126,27 +137,40 @@ class TerminalSandbox(Sandbox):
         self._spare: cf.Future[_Live] | None = None
         self._retiring: list[cf.Future[None]] = []
         self._pool: cf.ThreadPoolExecutor | None = None
+        self._state = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------------
+    # close() may come from another thread at any moment (a collector stopping on a signal): every
+    # change of which environments exist happens under `_state` after a look at `_closed`, so an
+    # environment is either one close() destroys or never made.
 
     def start(self) -> None:
-        if self._started and not self._closed:
-            return
-        self._closed = False
-        self._started = True
-        self._pool = cf.ThreadPoolExecutor(max_workers=2, thread_name_prefix="terminal-sandbox")
-        self._spare = self._pool.submit(_Live, self.config)
-        self._spare.result()  # surface a missing image or a broken backend now, not at reset
+        with self._state:
+            if self._started and not self._closed:
+                return
+            self._closed = False
+            self._started = True
+            self._pool = cf.ThreadPoolExecutor(max_workers=2, thread_name_prefix="terminal-sandbox")
+            self._spare = spare = self._pool.submit(_Live, self.config)
+        spare.result()  # surface a missing image or a broken backend now, not at reset
+        self._check_open()
 
     def reset(self, task: Task) -> Observation:
-        self.start()
-        assert self._pool is not None and self._spare is not None
-        live = self._spare.result()
-        self._spare = self._pool.submit(_Live, self.config)
-        if self._live is not None:
-            self._retiring = [f for f in self._retiring if not f.done()]
-            self._retiring.append(self._pool.submit(self._live.destroy))
-        self._live = live
+        if not self._started:
+            self.start()
+        with self._state:
+            self._check_open()
+            spare = self._spare
+        assert spare is not None
+        live = spare.result()
+        with self._state:
+            self._check_open()  # closed while booting: close() destroyed `live` with the spare
+            assert self._pool is not None
+            self._spare = self._pool.submit(_Live, self.config)
+            if self._live is not None:
+                self._retiring = [f for f in self._retiring if not f.done()]
+                self._retiring.append(self._pool.submit(self._live.destroy))
+            self._live = live
         try:
             for command in task.setup:
                 self._setup(live, task, command)
@@ -175,25 +199,30 @@ class TerminalSandbox(Sandbox):
             raise self._crashed(live, exc) from exc
 
     def close(self) -> None:
-        if self._closed or not self._started:
+        """Destroy every environment, booting ones included; safe from any thread, idempotent.
+        A sandbox closed this way is not restarted by reset(); start() it again explicitly."""
+        with self._state:
+            if self._closed or not self._started:
+                self._closed = True
+                return
             self._closed = True
-            return
-        self._closed = True
-        doomed: list[_Live] = [self._live] if self._live else []
-        self._live = None
-        if self._spare is not None:
+            live, spare, retiring, pool = self._live, self._spare, self._retiring, self._pool
+            self._live, self._spare, self._retiring, self._pool = None, None, [], None
+        doomed: list[_Live] = [live] if live else []
+        if spare is not None:
             try:
-                doomed.append(self._spare.result())
+                doomed.append(spare.result())
             except Exception:  # a failed boot cleaned up after itself
                 pass
-            self._spare = None
-        for live in doomed:
-            live.destroy()
-        cf.wait(self._retiring)
-        self._retiring = []
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        for each in doomed:
+            each.destroy()
+        cf.wait(retiring)
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxClosedError("sandbox is closed; start() it again or create a new one")
 
     @property
     def alive(self) -> bool:
@@ -209,7 +238,10 @@ class TerminalSandbox(Sandbox):
             memory=getattr(backend, "memory", None),
             pids_limit=getattr(backend, "pids_limit", None),
             network=getattr(backend, "network", True),
+            limits=_limits(backend),
         )
+        if config["limits"] == "rlimit":
+            config["cpu_seconds"] = getattr(backend, "cpu_seconds", None)
         image = backend.image if isinstance(backend, DockerBackend) else ""
         return Environment(name="terminal", backend=backend.kind, image=image, config=config)
 

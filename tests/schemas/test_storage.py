@@ -1,14 +1,23 @@
+import errno
 import json
+import os
+import subprocess
+import sys
 import threading
+import time
 import uuid
+from pathlib import Path
 
 import fsspec
 import pyarrow.parquet as pq
 import pytest
+from fsspec.implementations.local import LocalFileSystem
 
 from schemas.attachments import AttachmentStore, StorageError
+from schemas.lock import DatasetLock, DatasetLockedError
 from schemas.records import Attachment
 from schemas.storage import (
+    RETRY_DELAYS_S,
     TrajectoryWriter,
     cleanup_temporaries,
     dataset_files,
@@ -81,7 +90,8 @@ def test_torn_writes_are_ignored_and_cleaned(tmp_path):
 
     assert finished_ids(str(tmp_path)) == {"done"}
     assert [t.trajectory_id for t in read_trajectories(str(tmp_path))] == ["done"]
-    assert cleanup_temporaries(str(tmp_path)) == 1
+    with DatasetLock(str(tmp_path)) as lock:
+        assert cleanup_temporaries(lock) == 1
     assert not list(tmp_path.rglob(".tmp-*"))
     assert (tmp_path / "domain=terminal" / "part-w1-00000.parquet").exists()  # data is never deleted
 
@@ -195,3 +205,147 @@ def test_attachment_corruption_is_detected(tmp_path):
         store.get(stored)
     with pytest.raises(StorageError, match="cannot read"):
         store.get(Attachment("gone", "text/plain", sha256="0" * 64, uri="attachments/sha256/00/none"))
+
+
+# -- one writer per root: DatasetLock ---------------------------------------------------------------
+
+
+def test_local_lock_refuses_a_second_holder_and_names_the_first(tmp_path):
+    first = DatasetLock(str(tmp_path / "run")).acquire()
+    with pytest.raises(DatasetLockedError, match=rf"in use by another collector \(pid {os.getpid()} on host"):
+        DatasetLock(str(tmp_path / "run")).acquire()
+    first.release()
+    with DatasetLock(str(tmp_path / "run")) as again:
+        assert again.held
+
+
+def test_local_lock_dies_with_its_process(tmp_path):
+    """The kernel drops a flock when its holder is killed: no stale lock, nothing to clean up."""
+    root = str(tmp_path / "run")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"from schemas.lock import DatasetLock; DatasetLock({root!r}).acquire(); "
+         "print('held', flush=True); import time; time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with pytest.raises(DatasetLockedError, match=f"pid {holder.pid} "):
+        DatasetLock(root).acquire()
+    holder.kill()
+    holder.wait()
+    DatasetLock(root).acquire().release()
+
+
+def test_cleanup_of_temporaries_needs_the_lock(tmp_path):
+    (tmp_path / ".tmp-x-part.parquet").write_bytes(b"torn")
+    lock = DatasetLock(str(tmp_path))
+    with pytest.raises(StorageError, match="needs the lock"):
+        cleanup_temporaries(lock)
+    with lock:
+        assert cleanup_temporaries(lock) == 1
+
+
+def test_object_store_lease_refuses_a_fresh_holder_and_takes_over_a_stale_one():
+    root = f"memory://aw-{uuid.uuid4().hex}/run"
+    first = DatasetLock(root, settle_s=0).acquire()
+    with pytest.raises(DatasetLockedError, match=r"lease was renewed 0 s ago.*expires in \d+ s"):
+        DatasetLock(root, settle_s=0).acquire()
+    first.release()
+    assert not fsspec.filesystem("memory").exists(root.removeprefix("memory://") + "/.lock")
+    # A holder that died without releasing: its heartbeat is older than the ttl.
+    dead = {"host": "elsewhere", "pid": 1, "token": "dead", "heartbeat": time.time() - 120}
+    fsspec.filesystem("memory").pipe(root.removeprefix("memory://") + "/.lock", json.dumps(dead).encode())
+    with DatasetLock(root, settle_s=0) as taker:
+        assert taker.held
+
+
+def test_object_store_lease_notices_when_another_run_takes_it():
+    root = f"memory://aw-{uuid.uuid4().hex}/run"
+    lock = DatasetLock(root, ttl_s=0.2, settle_s=0).acquire()
+    intruder = {"host": "other", "pid": 7, "token": "intruder", "heartbeat": time.time() + 60}
+    fsspec.filesystem("memory").pipe(root.removeprefix("memory://") + "/.lock", json.dumps(intruder).encode())
+    deadline = time.monotonic() + 5
+    while lock.lost is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    with pytest.raises(StorageError, match="lost the lease .* pid 7 on host other"):
+        lock.check()
+    lock.release()
+    assert fsspec.filesystem("memory").exists(root.removeprefix("memory://") + "/.lock"), "not ours to delete"
+
+
+# -- transient I/O errors are retried, not taken for missing or corrupt data -------------------------
+
+
+class FlakyFileSystem(LocalFileSystem):
+    """Fault injection standing in for an object store's bad moments (no store can run here):
+    each of the next `failures[op]` calls of `op` raises the given transient error."""
+
+    protocol = "flaky"
+    failures: dict[str, list[OSError]] = {}
+
+    @classmethod
+    def _strip_protocol(cls, path):
+        return super()._strip_protocol(str(path).removeprefix("flaky://"))
+
+    def _fail(self, op: str) -> None:
+        queue = self.failures.get(op)
+        if queue:
+            raise queue.pop(0)
+
+    def _open(self, path, mode="rb", **kwargs):
+        self._fail("open-" + mode[0])
+        return super()._open(path, mode, **kwargs)
+
+    def cat_file(self, path, start=None, end=None, **kwargs):
+        self._fail("cat")
+        return super().cat_file(path, start, end, **kwargs)
+
+    def glob(self, path, **kwargs):
+        self._fail("glob")
+        return super().glob(path, **kwargs)
+
+
+@pytest.fixture
+def flaky(tmp_path):
+    fsspec.register_implementation("flaky", FlakyFileSystem, clobber=True)
+    FlakyFileSystem.failures = {}
+    yield f"flaky://{tmp_path}/run", FlakyFileSystem.failures
+    FlakyFileSystem.failures = {}
+
+
+def test_transient_errors_on_commit_and_manifest_reads_are_retried(flaky, caplog):
+    root, failures = flaky
+    writer = TrajectoryWriter(root, writer_id="w1")
+    writer.write(small_trajectory("a"))
+    failures["open-w"] = [ConnectionResetError(errno.ECONNRESET, "reset"), TimeoutError("timed out")]
+    writer.close()
+    assert writer.written_ids == {"a"} and not failures["open-w"]
+    failures["cat"] = [OSError(errno.EIO, "I/O error")]
+    failures["glob"] = [ConnectionError("connection dropped")]
+    assert finished_ids(root) == {"a"}
+    assert "retrying" in caplog.text
+    assert not [p for p in Path(root.removeprefix("flaky://")).rglob(".tmp-*")]
+
+
+def test_errors_that_persist_fail_clearly_instead_of_losing_finished_ids(flaky):
+    root, failures = flaky
+    _write(root, [small_trajectory("a")])
+    failures["cat"] = [OSError(errno.EIO, "I/O error")] * (len(RETRY_DELAYS_S) + 1)
+    with pytest.raises(StorageError, match="reading manifest entry .*part-.*json: .*I/O error"):
+        finished_ids(root)
+    writer = TrajectoryWriter(root)
+    writer.write(small_trajectory("b"))
+    failures["open-w"] = [TimeoutError("timed out")] * (len(RETRY_DELAYS_S) + 1)
+    with pytest.raises(StorageError, match="cannot commit a terminal shard"):
+        writer.flush()
+    writer.close()  # the rows stayed buffered: the next attempt commits them
+    assert finished_ids(root) == {"a", "b"}
+
+
+def test_permanent_errors_are_not_retried(flaky):
+    root, failures = flaky
+    _write(root, [small_trajectory("a")])
+    failures["cat"] = [PermissionError(errno.EACCES, "denied")]
+    started = time.monotonic()
+    with pytest.raises(StorageError, match="denied"):
+        finished_ids(root)
+    assert time.monotonic() - started < RETRY_DELAYS_S[0]

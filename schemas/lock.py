@@ -1,0 +1,207 @@
+"""One writer per dataset root: `DatasetLock(root).acquire()` before a collector touches `root`.
+
+Local paths: an exclusive `fcntl.flock` on ROOT/.lock, held until `release()` or until the
+process exits. The kernel drops it however the holder dies (kill -9 included), so a lock is never
+stale. The file also names the holder (host, pid, start time) for the refusal message.
+
+Object stores (gs://, s3://, memory://, ...) cannot lock. There ROOT/.lock is a lease: JSON with
+the holder and a heartbeat time that a background thread rewrites every `ttl_s / 4` seconds. A run
+refuses to start while a lease younger than `ttl_s` names someone else, and takes over an older
+one (its holder died). After writing its lease a run reads it back a moment later: of two runs
+that start together the later write wins and the other refuses. fsspec offers no
+compare-and-swap, so this narrows the race without closing it; a run that later finds another
+holder's lease on its heartbeat reports `lost` and `check()` raises. Give concurrent object-store
+runs distinct roots.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import posixpath
+import socket
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from fsspec import AbstractFileSystem
+from fsspec.core import url_to_fs
+
+from schemas.atomic import atomic_write
+from schemas.attachments import StorageError
+
+log = logging.getLogger(__name__)
+
+LOCK_NAME = ".lock"
+
+
+class DatasetLockedError(StorageError):
+    """Another live process holds the dataset root."""
+
+
+def _is_local(fs: AbstractFileSystem) -> bool:
+    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+    return "file" in protocols or "local" in protocols
+
+
+def _holder_text(holder: dict[str, Any]) -> str:
+    if not holder:
+        return "another process (it has not written its name yet)"
+    pid, host, since = (holder.get(key, "?") for key in ("pid", "host", "started_at"))
+    return f"pid {pid} on host {host}, since {since}"
+
+
+class DatasetLock:
+    """Exclusive use of a dataset root for one run; a context manager."""
+
+    def __init__(self, root: str, *, ttl_s: float = 60.0, settle_s: float = 0.5) -> None:
+        self.root = root
+        self.fs, self._root_path = url_to_fs(root)
+        self.path = posixpath.join(self._root_path, LOCK_NAME)
+        self.local = _is_local(self.fs)
+        self.ttl_s = ttl_s
+        self._settle_s = settle_s
+        self.holder = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "token": uuid.uuid4().hex,
+            "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        self._fd: int | None = None
+        self._stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+        self.lost: str | None = None
+        self.held = False
+
+    def acquire(self) -> DatasetLock:
+        """Take the lock or raise DatasetLockedError naming the holder (StorageError if unwritable)."""
+        if self.held:
+            return self
+        try:
+            self.fs.makedirs(self._root_path, exist_ok=True)
+        except Exception as exc:  # any backend's failure makes the root unusable
+            raise StorageError(f"cannot write to {self.root}: {exc}; choose another --out") from exc
+        if self.local:
+            self._acquire_flock()
+        else:
+            self._acquire_lease()
+        self.held = True
+        return self
+
+    def release(self) -> None:
+        if not self.held:
+            return
+        self.held = False
+        if self._fd is not None:
+            # The file stays: unlinking it would let a waiting process lock a name nobody else sees.
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+            return
+        self._stop.set()
+        if self._heartbeat is not None:
+            self._heartbeat.join()
+        try:
+            if self._read_lease().get("token") == self.holder["token"]:
+                self.fs.rm(self.path)
+        except Exception as exc:  # it expires by itself; say so rather than fail the run's end
+            log.warning(
+                "could not remove the lease %s (it expires in %.0f s): %s", self.path, self.ttl_s, exc
+            )
+
+    def check(self) -> None:
+        """Raise StorageError if another run took over this lease (object stores only)."""
+        if self.lost:
+            raise StorageError(self.lost)
+
+    def __enter__(self) -> DatasetLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    # -- local: flock ----------------------------------------------------------------------------
+
+    def _acquire_flock(self) -> None:
+        # os.open's descriptor is not inherited by children (PEP 446): a tmux server or container
+        # started by this run cannot keep the lock alive after the run dies.
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StorageError(f"cannot write to {self.root}: {exc}; choose another --out") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _parse(os.pread(fd, 4096, 0))
+            os.close(fd)
+            raise DatasetLockedError(
+                f"{self.root} is in use by another collector ({_holder_text(holder)}); wait for it to "
+                "finish, stop it, or choose another --out. The lock goes away with that process."
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(self.holder).encode() + b"\n", 0)
+        self._fd = fd
+
+    # -- object stores: lease --------------------------------------------------------------------
+
+    def _read_lease(self) -> dict[str, Any]:
+        try:
+            with self.fs.open(self.path, "rb") as source:
+                return _parse(source.read())
+        except FileNotFoundError:
+            return {}
+
+    def _lease_age(self, lease: dict[str, Any]) -> float:
+        return time.time() - float(lease.get("heartbeat", 0.0))
+
+    def _write_lease(self) -> None:
+        atomic_write(self.path, json.dumps({**self.holder, "heartbeat": time.time()}).encode(), fs=self.fs)
+
+    def _refuse_if_fresh(self, lease: dict[str, Any]) -> None:
+        if lease and lease.get("token") != self.holder["token"] and self._lease_age(lease) < self.ttl_s:
+            expires = self.ttl_s - self._lease_age(lease)
+            raise DatasetLockedError(
+                f"{self.root} is in use by another collector ({_holder_text(lease)}; its lease was "
+                f"renewed {self._lease_age(lease):.0f} s ago); wait for it to finish or choose another "
+                f"--out. If that process is gone, its lease expires in {expires:.0f} s."
+            )
+
+    def _acquire_lease(self) -> None:
+        try:
+            self._refuse_if_fresh(self._read_lease())
+            self._write_lease()
+            time.sleep(self._settle_s)
+            self._refuse_if_fresh(self._read_lease())
+        except DatasetLockedError:
+            raise
+        except Exception as exc:
+            raise StorageError(f"cannot take the lease {self.root}/{LOCK_NAME}: {exc}") from exc
+        self._stop.clear()
+        self._heartbeat = threading.Thread(target=self._renew, name="dataset-lease", daemon=True)
+        self._heartbeat.start()
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.ttl_s / 4):
+            try:
+                lease = self._read_lease()
+                if lease.get("token") != self.holder["token"]:
+                    self.lost = (
+                        f"lost the lease on {self.root} to {_holder_text(lease)}; stop one of the two runs"
+                    )
+                    log.error(self.lost)
+                    return
+                self._write_lease()
+            except Exception as exc:  # a transient error: the next beat tries again within the ttl
+                log.warning("could not renew the lease on %s: %s", self.root, exc)
+
+
+def _parse(data: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(data or b"{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -29,17 +29,15 @@ import logging
 import random
 import signal
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from tqdm import tqdm
-
 from collectors.metrics import FleetStats, FleetSummary, write_summary
 from collectors.policies.base import INVALID, Policy
+from collectors.supervisor import EXIT_CODES, StopRequest, install_signal_handlers, supervise
 from collectors.tasks import TaskSpec
 from sandboxes.base import InvalidActionError, Sandbox, SandboxCrashedError, SandboxError, StepResult
 from schemas import StorageError, TrajectoryWriter, ValidationError, cleanup_temporaries, finished_ids
@@ -48,8 +46,6 @@ from schemas.records import Action, Environment, Observation, Outcome, Provenanc
 from schemas.records import Policy as PolicyRecord
 
 log = logging.getLogger(__name__)
-
-EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}
 
 
 @dataclass
@@ -94,22 +90,13 @@ def _error_kind(exc: BaseException) -> str:
     return f"exception:{type(exc).__name__}"
 
 
-class _StopRequest:
-    """Set by a signal handler (or the runner); installed before anything else so that a signal
-    at any moment of the run is handled the same way."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.signal_name: str | None = None
-
-
-class _Fleet:
+class Fleet:
     def __init__(
         self,
         config: FleetConfig,
         writer: TrajectoryWriter,
         slots: list[int],
-        request: _StopRequest,
+        request: StopRequest,
         lock: DatasetLock,
     ) -> None:
         self.config = config
@@ -143,7 +130,7 @@ class _Fleet:
         with self._lock:
             return len(self._slots)
 
-    def _fail(self, message: str) -> None:
+    def fail(self, message: str) -> None:
         with self._lock:
             self.fatal = self.fatal or message
         self.stop.set()
@@ -177,7 +164,7 @@ class _Fleet:
                     self.stats.unwritable_trajectory()
                     continue
                 except StorageError as exc:
-                    self._fail(str(exc))
+                    self.fail(str(exc))
                     return
                 self.stats.record(trajectory, reset_s)
                 with self._lock:
@@ -186,7 +173,7 @@ class _Fleet:
             Exception
         ) as exc:  # a policy that cannot be built, a bug in the runner: stop, keep what is written
             log.exception("worker %d failed", wid)
-            self._fail(f"worker {wid}: {type(exc).__name__}: {exc}")
+            self.fail(f"worker {wid}: {type(exc).__name__}: {exc}")
         finally:
             if sandbox is not None:
                 self._close(wid, sandbox)
@@ -208,7 +195,7 @@ class _Fleet:
                 error = exc
                 self._close(wid, sandbox)
         if not self.stop.is_set():
-            self._fail(f"sandbox failed to start twice: {type(error).__name__}: {error}")
+            self.fail(f"sandbox failed to start twice: {type(error).__name__}: {error}")
         return None
 
     def _close(self, wid: int, sandbox: Sandbox) -> None:
@@ -365,8 +352,8 @@ def run_fleet(config: FleetConfig, lock: DatasetLock | None = None) -> FleetSumm
         raise ValueError("no tasks to run")
     if config.sandboxes < 1 or config.episodes < 0 or config.max_steps < 1:
         raise ValueError("need sandboxes >= 1, episodes >= 0 and max_steps >= 1")
-    request = _StopRequest()
-    previous = _install_signal_handlers(request) if config.handle_signals else {}
+    request = StopRequest()
+    previous = install_signal_handlers(request) if config.handle_signals else {}
     own_lock = lock is None
     try:
         if lock is None:
@@ -381,7 +368,7 @@ def run_fleet(config: FleetConfig, lock: DatasetLock | None = None) -> FleetSumm
             signal.signal(signum, handler)
 
 
-def _run(config: FleetConfig, lock: DatasetLock, request: _StopRequest) -> FleetSummary:
+def _run(config: FleetConfig, lock: DatasetLock, request: StopRequest) -> FleetSummary:
     removed = cleanup_temporaries(lock)
     if removed:
         log.info("removed %d temporary files left by an interrupted run", removed)
@@ -393,10 +380,10 @@ def _run(config: FleetConfig, lock: DatasetLock, request: _StopRequest) -> Fleet
         if trajectory_id(config.domain, config.seed, slot, config.tasks[slot % len(config.tasks)].id)
         not in finished
     ]
-    fleet = _Fleet(config, writer, slots, request, lock)
+    fleet = Fleet(config, writer, slots, request, lock)
     started = time.monotonic()
     try:
-        _supervise(fleet, min(config.sandboxes, len(slots)), len(slots))
+        supervise(fleet, min(config.sandboxes, len(slots)), len(slots))
     finally:
         try:
             writer.close()
@@ -416,62 +403,3 @@ def _run(config: FleetConfig, lock: DatasetLock, request: _StopRequest) -> Fleet
     except Exception as exc:  # the trajectories are committed; a missing summary must not hide that
         log.error("could not write summary.json: %s", exc)
     return summary
-
-
-def _install_signal_handlers(request: _StopRequest) -> dict[int, object]:
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-
-    def on_signal(signum: int, _frame: object) -> None:
-        # Only flags: the handler runs between two bytecodes of the main thread, which may hold
-        # any lock at that moment.
-        name = signal.Signals(signum).name
-        if request.signal_name is None:
-            request.signal_name = name
-            print(f"\n{name}: stopping; in-flight episodes will be saved as aborted", file=sys.stderr)
-        request.event.set()
-
-    return {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
-
-
-def _supervise(fleet: _Fleet, workers: int, total: int) -> None:
-    """Start the workers, show progress, flush shards periodically, enforce the abort grace."""
-    config = fleet.config
-    threads = [
-        threading.Thread(target=fleet.worker, args=(wid,), name=f"fleet-worker-{wid}", daemon=True)
-        for wid in range(workers)
-    ]
-    for thread in threads:
-        thread.start()
-    bar = tqdm(total=total, desc=config.domain, unit="ep", file=sys.stderr, disable=not config.progress)
-    last_flush = time.monotonic()
-    stop_seen: float | None = None
-    forced = False
-    try:
-        while any(thread.is_alive() for thread in threads):
-            try:
-                time.sleep(0.2)
-            except KeyboardInterrupt:  # signal handlers not installed (not the main thread's choice)
-                fleet.request.signal_name = fleet.request.signal_name or "SIGINT"
-                fleet.stop.set()
-            bar.set_postfix(steps=fleet.stats.steps, errors=sum(fleet.stats.errors.values()), refresh=False)
-            bar.update(fleet.done - bar.n)
-            clock = time.monotonic()
-            if clock - last_flush >= config.flush_interval_s:
-                last_flush = clock
-                try:
-                    fleet.lock.check()
-                    fleet.writer.flush()
-                except StorageError as exc:
-                    fleet._fail(str(exc))
-            if fleet.stop.is_set():
-                stop_seen = stop_seen or clock
-                if not forced and clock - stop_seen >= config.abort_grace_s:
-                    forced = True
-                    fleet.force_close_sandboxes()
-                elif forced and clock - stop_seen >= config.abort_grace_s + 30:
-                    log.error("workers did not stop 30 s after their sandboxes were closed; leaving them")
-                    break
-    finally:
-        bar.update(fleet.done - bar.n)
-        bar.close()

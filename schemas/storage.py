@@ -12,7 +12,8 @@ that readers ignore until its entry exists. One manifest file per shard means co
 (threads, processes, machines) never contend for a shared file.
 
 Object stores and network mounts fail now and then for a moment (a reset connection, a timeout,
-EIO from a FUSE mount). Commits and manifest reads retry such errors (`is_transient`) a few times
+EIO from a FUSE mount). Commits, attachment writes and manifest reads retry such errors
+(`is_transient`) a few times
 with growing pauses (about 1.4 s in all) and then raise StorageError naming the path. A manifest
 entry that cannot be read is never silently skipped: its trajectories would look unfinished and a
 rerun would record them twice.
@@ -75,7 +76,7 @@ _TRANSIENT_ERRNOS = frozenset(
 T = TypeVar("T")
 
 
-def is_transient(exc: BaseException) -> bool:
+def is_transient(exc: BaseException | None) -> bool:
     """An I/O error that may go away on its own (network, timeouts, a busy or flaky mount)."""
     if isinstance(exc, ConnectionError | TimeoutError | InterruptedError | BlockingIOError):
         return True
@@ -83,13 +84,13 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def retry_transient(call: Callable[[], T], what: str) -> T:
-    """`call()`, retried after each transient error with pauses of RETRY_DELAYS_S; the last error
-    (or any other) propagates."""
+    """`call()`, retried after each transient error (also one wrapped in a StorageError) with
+    pauses of RETRY_DELAYS_S; the last error (or any other) propagates."""
     for delay in (*RETRY_DELAYS_S, None):
         try:
             return call()
-        except OSError as exc:
-            if delay is None or not is_transient(exc):
+        except (OSError, StorageError) as exc:
+            if delay is None or not (is_transient(exc) or is_transient(exc.__cause__)):
                 raise
             logger.warning("%s: %s; retrying in %.1f s", what, exc, delay)
             time.sleep(delay)
@@ -205,7 +206,10 @@ class TrajectoryWriter:
             for attachment in observation.attachments:
                 if attachment.content is None:
                     continue
-                stored = self._attachments.put(attachment.content, attachment.name, attachment.media_type)
+                stored = retry_transient(
+                    lambda a=attachment: self._attachments.put(a.content, a.name, a.media_type),
+                    f"storing attachment {attachment.name}",
+                )
                 attachment.sha256, attachment.size, attachment.uri = stored.sha256, stored.size, stored.uri
                 attachment.content = None
 

@@ -13,6 +13,7 @@ import pytest
 from sandboxes.base import InvalidActionError, SandboxClosedError, SandboxCrashedError, SandboxError
 from sandboxes.checks import check_sandbox, resource_exists
 from sandboxes.terminal import command_action, keystrokes_action
+from sandboxes.terminal.reaper import reap_own
 from schemas.records import Action, Task
 
 BACKENDS = [
@@ -219,3 +220,22 @@ def test_local_backend_runs_in_a_temporary_home(make_sandbox) -> None:
     obs = run(sandbox, "echo $HOME")
     assert obs.data["exit_code"] == 0 and "agentworld-terminal-" in obs.text
     assert sandbox.describe().backend == "local"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reap_own_removes_what_an_unclosed_sandbox_holds(make_sandbox, backend: str) -> None:
+    """The collector's last resort when a worker does not stop: its own containers and tmux
+    servers go, found by owner and socket name alone."""
+    sandbox = make_sandbox(backend)
+    sandbox.reset(Task(id="t"))
+    deadline = time.monotonic() + 30
+    while len([r for r in sandbox.resources() if "/tmux-" in r]) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)  # the spare for the next episode is still booting
+    held = [r for r in sandbox.resources() if r.startswith(("container:", "pid:"))]
+    removed = reap_own()
+    assert removed["tmux_servers"] >= 2  # the episode's and the booted spare's
+    assert removed["containers"] == (2 if backend == "docker" else 0)
+    deadline = time.monotonic() + 5
+    while [r for r in held if resource_exists(r)] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [r for r in held if resource_exists(r)]

@@ -315,10 +315,13 @@ def flaky(tmp_path):
 def test_transient_errors_on_commit_and_manifest_reads_are_retried(flaky, caplog):
     root, failures = flaky
     writer = TrajectoryWriter(root, writer_id="w1")
-    writer.write(small_trajectory("a"))
+    failures["open-w"] = [TimeoutError("timed out")]  # the attachment blob's write
+    writer.write(rich_trajectory("a"))
     failures["open-w"] = [ConnectionResetError(errno.ECONNRESET, "reset"), TimeoutError("timed out")]
     writer.close()
     assert writer.written_ids == {"a"} and not failures["open-w"]
+    (back,) = read_trajectories(root)
+    assert AttachmentStore(root).get(back.initial_observation.attachments[0]) == SCREENSHOT
     failures["cat"] = [OSError(errno.EIO, "I/O error")]
     failures["glob"] = [ConnectionError("connection dropped")]
     assert finished_ids(root) == {"a"}

@@ -142,6 +142,12 @@ class DatasetLock:
                 f"{self.root} is in use by another collector ({_holder_text(holder)}); wait for it to "
                 "finish, stop it, or choose another --out. The lock goes away with that process."
             ) from None
+        except OSError as exc:  # a mount without locks (some FUSE and network filesystems)
+            os.close(fd)
+            raise StorageError(
+                f"cannot lock {self.path}: {exc}; this filesystem has no file locks, so write to a "
+                "local directory or use its object-store URI (gs://, s3://) instead"
+            ) from exc
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(self.holder).encode() + b"\n", 0)
         self._fd = fd

@@ -63,7 +63,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     sandbox.add_argument(
         "--cpus", type=float, default=1.0, help="CPUs per sandbox, docker/bwrap with cgroups (1.0)"
     )
-    sandbox.add_argument("--memory", default="512m", help="memory per sandbox, docker/bwrap (512m)")
+    sandbox.add_argument(
+        "--memory", default="512m", help="memory per sandbox; per process with bwrap rlimits (512m)"
+    )
     sandbox.add_argument(
         "--pids-limit", type=int, default=256, help="processes per sandbox, docker/bwrap (256)"
     )

@@ -30,17 +30,27 @@ _PRIVATE_KEY = re.compile(
     r"|(?:^[A-Za-z0-9+/=]{16,}\n)+-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----",
     re.MULTILINE,
 )
-# Whole-token forms, applied per line behind the cheap _MAY_HOLD gate.
-_TOKENS = re.compile(
-    r"(?P<aws_access_key>\b(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}\b)"
-    r"|(?P<github_token>\bgh[pousr]_[A-Za-z0-9]{36,255}\b|\bgithub_pat_[A-Za-z0-9_]{22,255}\b)"
-    # Not the user of a URL (credentials, below) nor git@ of an SSH remote (git@github.com:org/repo).
-    r"|(?P<email>(?<!://)\b(?!git@)[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b)"
-    # Not after "-", "+" or a word (package-2.4.61.1, v1.2.3.4), not before "-word" (5.4.0.1-generic).
-    r"|(?P<ipv4>(?<![\w.+-])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d|-\w))"
-    r"|(?P<ipv6>(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:.]))"
+# Whole-token forms, each applied per line only when a cheap test passes (these run on every line of
+# every observation). A run is only tried from its start (the negative lookbehinds), and possessive
+# runs do not backtrack, so each costs one pass over the line.
+_AWS_KEY_ID = re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}\b")
+_GITHUB_TOKEN = re.compile(r"\bgh[pousr]_[A-Za-z0-9]{36,255}\b|\bgithub_pat_[A-Za-z0-9_]{22,255}\b")
+# Not the user of a URL (credentials, below) nor git@ of an SSH remote (git@github.com:org/repo).
+_EMAIL = re.compile(
+    r"(?<![A-Za-z0-9._%+-])(?<!://)(?!git@)[A-Za-z0-9._%+-]++@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"
 )
-_MAY_HOLD = re.compile(r"@|\d\.\d|:[0-9A-Fa-f]{0,4}:|A[KSBC3][IAC]|gh[pousr]_|github_pat_")
+# Not after "-", "+" or a word (package-2.4.61.1, v1.2.3.4), not before "-word" (5.4.0.1-generic).
+_IPV4 = re.compile(r"(?<![\w.+-])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d|-\w)")
+_IPV6 = re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:.])")
+_AWS_GATE = re.compile(r"A[KSBC3][IAC]")
+_DIGIT_DOT_DIGIT = re.compile(r"\d\.\d")
+_TOKENS: tuple[tuple[str, Callable[[str], bool], re.Pattern[str]], ...] = (
+    ("aws_access_key", lambda line: _AWS_GATE.search(line) is not None, _AWS_KEY_ID),
+    ("github_token", lambda line: "gh" in line or "github_pat_" in line, _GITHUB_TOKEN),
+    ("email", lambda line: "@" in line, _EMAIL),
+    ("ipv4", lambda line: _DIGIT_DOT_DIGIT.search(line) is not None, _IPV4),
+    ("ipv6", lambda line: line.count(":") >= 2, _IPV6),
+)
 _VERSION_BEFORE = re.compile(r"(?:version|release|ver\.?)[\s:=]*$", re.IGNORECASE)
 
 # A key that names a secret: it ends with one of these words. Left boundaries only for the short
@@ -54,10 +64,10 @@ _SECRET_KEY = (
 )
 _VALUE = r"(?:\"(?P<dq>[^\"\n]+)\"|'(?P<sq>[^'\n]+)'|(?P<bare>[^\s\"'`,;&<>(){}\[\]]+))"
 # `KEY=value` (env, printenv, export, .env, ini, connection strings, query strings),
-# `key: value` (YAML, headers), `"key": "value"` (JSON).
-_KEY_VALUE = re.compile(
-    rf"(?<![\w.-])(?P<key>{_SECRET_KEY})[\"']?[ \t]*(?P<sep>[:=])[ \t]*{_VALUE}", re.IGNORECASE
-)
+# `key: value` (YAML, headers), `"key": "value"` (JSON). Any key matches here and `_NAMES_SECRET`
+# checks it after: one possessive run per word is far cheaper than trying every secret-key ending
+# at every position. The value is read in a lookahead, so `note: password=x` yields both pairs.
+_KEY_VALUE = re.compile(rf"(?<![\w.-])(?P<key>[\w.-]++)[\"']?[ \t]*+(?P<sep>[:=])(?=[ \t]*+{_VALUE})")
 # `--password VALUE` (the `--password=VALUE` form is a key/value).
 _FLAG = re.compile(rf"(?<![\w-])--?(?P<key>{_SECRET_KEY})[ \t]+{_VALUE}", re.IGNORECASE)
 _AUTH_HEADER = re.compile(
@@ -78,19 +88,20 @@ _MAY_HOLD_KEYED = re.compile(r"pass|pwd|secret|token|key|auth|credential|signatu
 # a URL, or a long token-like run.
 _SUSPECT = re.compile(
     r"secret|passw|pwd\s*[=:]|token|api_?key|apikey|auth|bearer|credential|private|access_?key|accountkey"
-    r"|://[^\s/@]+@|[a-z0-9+=_-]{20,}|[\"'][a-z0-9+/=_-]{16,}"
+    r"|://[^\s/@]+@|(?<![a-z0-9+=_-])[a-z0-9+=_-]{20}|[\"'][a-z0-9+/=_-]{16}"
 )
 
 # Values after a secret-naming key that are not secrets: literals, prompts, code, references to
-# where the secret lives ($VAR, ${VAR}, %VAR%, {{ template }}, ~/file, obj.attr), masks (****),
-# small numbers (ports, counts) and placeholders.
+# where the secret lives ($VAR, ${VAR}, %VAR%, {{ template }}, ~/file, obj.attr, a URL without
+# credentials), comparisons (pwd==x), masks (****), small numbers (ports, counts), placeholders.
 _NOT_SECRET_WORDS = frozenset(
     "true false null none nil yes no on off undefined empty required optional string str hidden redacted "
     "masked secret password passwd token key auth env file prompt stdin bearer basic await new self this "
     "function lambda input getpass".split()
 )
 _REFERENCE = re.compile(
-    r"[$%{<]|~/|\.\.?/|(?:/[a-z0-9_.-]+)+/?$|[*xX#.•_-]{3,}$|\d{1,7}$|[A-Za-z_]+(?:\.[A-Za-z_]+)+$"
+    r"[$%{<=]|~/|\.\.?/|(?:/[a-z0-9_.-]+)+/?$|[*xX#.•_-]{3,}$|\d{1,7}$|[A-Za-z_]+(?:\.[A-Za-z_]+)+$"
+    r"|[a-z][a-z0-9+.-]*://[^\s@]*$"
 )
 # Checksums and ids: hex (commit and container ids, digests, sha256:...), UUIDs, and the
 # `sha512-<base64>` integrity strings of package lock files.
@@ -183,14 +194,18 @@ Detector = Callable[[str], Iterable[tuple[str, str]]]
 def _keyed(line: str) -> Iterable[tuple[str, str]]:
     """(kind, value) for the key/value, header, URL and command-line forms terminals show."""
     for match in _KEY_VALUE.finditer(line):
-        value = match["dq"] or match["sq"] or match["bare"]
+        if _NAMES_SECRET.fullmatch(match["key"]) is None:
+            continue
+        bare = match["bare"]
+        value = match["dq"] or match["sq"] or bare
+        end = match.end("bare") if bare else match.end("dq" if match["dq"] else "sq") + 1
         # `key: word` is prose ("Error: Token: expired", "passwd: all tokens updated") unless the
         # pair is the whole line, as in YAML; a value that is not a plain word looks made up.
-        if match["sep"] == ":" and match["bare"] and value.isalpha():
-            if line[: match.start()].strip(" \t-") or line[match.end() :].strip():
+        if match["sep"] == ":" and bare and value.isalpha():
+            if line[: match.start()].strip(" \t-") or line[end:].strip():
                 continue
         # `token = get_token()`, `key = keys[0]`: code, not a value.
-        if match["bare"] and line[match.end() : match.end() + 1] in ("(", "["):
+        if bare and line[end : end + 1] in ("(", "["):
             continue
         yield _key_kind(match["key"]), value
     for match in _FLAG.finditer(line):
@@ -238,9 +253,11 @@ class SecretFinder:
 
     def _find(self, line: str) -> tuple[Finding, ...]:
         findings: dict[str, Finding] = {}
-        if _MAY_HOLD.search(line):
-            for match in _TOKENS.finditer(line):
-                kind, value = match.lastgroup or "secret", match.group()
+        for kind, may_hold, pattern in _TOKENS:
+            if not may_hold(line):
+                continue
+            for match in pattern.finditer(line):
+                value = match.group()
                 if kind in ("ipv4", "ipv6") and (
                     _keep_ip(kind, value) or _VERSION_BEFORE.search(line, 0, match.start())
                 ):

@@ -1,15 +1,17 @@
 """Redaction benchmark: what the redact stage costs per observation and what it replaces.
 
 Input: the real terminal recordings of tests/beam_pipelines/fixtures/terminal_run, expanded into
-VARIANTS consistent rewrites each (benchmarks/corpus_data.derive), one trajectory in PLANT_EVERY
-given an `export` of a password, its `echo`, and an AWS credentials file, as a session would show
-them. All in one process, one core:
+VARIANTS consistent rewrites each (benchmarks/corpus_data.derive; its digit rewriting turns some
+loopback addresses into public ones, which are then redacted). Each gets ordinary output with a
+commit id, a UUID, a checksum and private addresses; one in PLANT_EVERY also an `export` of a
+password, its `echo`, and an AWS credentials file. All in one process; CPU time of that process
+(robust to other load on the machine):
 
 - ours: `redact_all` (both passes over every field, own rules plus detect-secrets behind the
   prefilters, one memo shared across trajectories as in a worker);
 - baseline: detect-secrets' plugins alone on every line of every observation, the cost of scanning
   without a prefilter or memo;
-- ratio: ours / baseline seconds (below 1: ours is faster), best of three runs each.
+- ratio: ours / baseline CPU seconds (below 1: ours is faster), best of three runs each.
 
 It also reports the share of characters replaced, by kind, and checks that no planted secret is
 left and that the git SHAs, UUIDs and private addresses of the input are all still there.
@@ -17,12 +19,14 @@ left and that the git SHAs, UUIDs and private addresses of the input are all sti
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
 import re
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from beam_pipelines.redaction import Redactor
@@ -39,8 +43,18 @@ PASSWORD = "Vt9#qLm2!xRw7-Kp"
 AWS_SECRET = "Lq8vN2xR5tY7wB3zC6mK9pD4fH1jS0gAeUiOoQrW"
 KEPT = re.compile(
     r"\b[0-9a-f]{40}\b|\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"
-    r"|\b(?:10|127)(?:\.\d{1,3}){3}\b|\b192\.168(?:\.\d{1,3}){2}\b"
+    r"|\b[0-9a-f]{64}\b|\b10(?:\.\d{1,3}){3}\b|\b192\.168(?:\.\d{1,3}){2}\b|2\.4\.61\.271"
 )
+
+
+def _ordinary(n: int) -> str:
+    """Output a world model must see as it is: a commit id, a UUID, a checksum, private addresses."""
+    sha = hashlib.sha1(str(n).encode()).hexdigest()
+    return (
+        f"\n$ git log -1 --format=%H\n{sha}\nrequest {uuid.uuid5(uuid.NAMESPACE_DNS, str(n))} done"
+        f"\n{hashlib.sha256(sha.encode()).hexdigest()}  build.tar\ninet 10.0.{n % 250}.5 via 192.168.1.20"
+        "\nServer: Apache/2.4.61.271"
+    )
 
 
 def _plant(t: Trajectory) -> None:
@@ -57,6 +71,7 @@ def trajectories() -> list[Trajectory]:
     for v in range(VARIANTS):
         for t in real:
             derived = derive(t, v + 1, vocab)  # a copy, even of the first variant
+            derived.steps[-1].observation.text += _ordinary(len(out))
             if len(out) % PLANT_EVERY == 0:
                 _plant(derived)
             out.append(derived)
@@ -65,7 +80,7 @@ def trajectories() -> list[Trajectory]:
 
 def _ours(data: list[Trajectory], plugins: list) -> tuple[float, list[Trajectory], dict]:
     finder = secret_finder(plugins)
-    started = time.perf_counter()
+    started = time.process_time()
     out, chars, total = [], {}, 0
     for t in data:
         redactor = Redactor(finder)
@@ -73,17 +88,17 @@ def _ours(data: list[Trajectory], plugins: list) -> tuple[float, list[Trajectory
         total += redactor.characters
         for kind, n in redactor.chars.items():
             chars[kind] = chars.get(kind, 0) + n
-    return time.perf_counter() - started, out, {"chars_total": total, "chars": chars}
+    return time.process_time() - started, out, {"chars_total": total, "chars": chars}
 
 
 def _baseline(data: list[Trajectory], plugins: list) -> float:
-    started = time.perf_counter()
+    started = time.process_time()
     for t in data:
         for obs in (t.initial_observation, *(s.observation for s in t.steps)):
             for line in obs.text.split("\n"):
                 for plugin in plugins:
                     list(plugin.analyze_line(filename=SCAN_NAME, line=line))
-    return time.perf_counter() - started
+    return time.process_time() - started
 
 
 def _texts(t: Trajectory) -> str:
@@ -126,7 +141,7 @@ def markdown_lines(r: dict) -> list[str]:
         f"{r['trajectories']:,} trajectories, {r['observations']:,} observations (real recordings rewritten, "
         f"see benchmarks/redaction.py); {r['planted_trajectories']} with planted secrets. One core.",
         "",
-        "| run | seconds | us per observation |",
+        "| run | CPU seconds | CPU us per observation |",
         "|---|---:|---:|",
         f"| ours: both passes over every field, own rules + detect-secrets behind the prefilters "
         f"| {r['ours_seconds']:.2f} | {r['ours_us_per_observation']:.0f} |",

@@ -52,7 +52,8 @@ def redaction_summary(redact: dict[str, int]) -> dict[str, Any]:
     """What the redact stage replaced, from its counters: characters by kind and their share of
     all characters it examined, and distinct values by kind. Over-redaction shows here first."""
     total = redact.get("chars_total", 0)
-    kinds = {name.removeprefix("chars_") for name in redact if not name.startswith("trajectories_")} - {"total"}
+    named = {name.removeprefix("chars_") for name in redact if not name.startswith("trajectories_")}
+    kinds = named - {"total"}
     by_kind = {
         kind: {
             "values": redact.get(kind, 0),
@@ -98,14 +99,17 @@ def render_markdown(report: dict[str, Any]) -> str:
             "",
             f"{redaction['chars_redacted']:,} of {redaction['chars_total']:,} characters examined were "
             f"replaced ({redaction['share']:.4%}).",
-            "",
-            "| kind | distinct values | characters | share of all characters |",
-            "|---|---:|---:|---:|",
         ]
-        lines += [
-            f"| {kind} | {k['values']:,} | {k['chars']:,} | {k['share']:.4%} |"
-            for kind, k in redaction["by_kind"].items()
-        ]
+        if redaction["by_kind"]:
+            lines += [
+                "",
+                "| kind | distinct values | characters | share of all characters |",
+                "|---|---:|---:|---:|",
+            ]
+            lines += [
+                f"| {kind} | {k['values']:,} | {k['chars']:,} | {k['share']:.4%} |"
+                for kind, k in redaction["by_kind"].items()
+            ]
     lines += [
         "",
         "## Outputs",

@@ -161,7 +161,21 @@ def test_characters_are_counted_by_kind() -> None:
 
 
 @pytest.mark.parametrize(
-    "value", ["true", "${X}", "$X", "%X%", "{{ .x }}", "****", "./f", "5432", "a.b", "<x>"]
+    "value",
+    [
+        "true",
+        "${X}",
+        "$X",
+        "%X%",
+        "{{ .x }}",
+        "****",
+        "./f",
+        "5432",
+        "a.b",
+        "<x>",
+        "=9.0.1",
+        "https://x.org/a",
+    ],
 )
 def test_references_and_literals_are_not_secrets(value: str) -> None:
     assert not plausible_secret(value)

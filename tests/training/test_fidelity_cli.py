@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.collectors.test_replay_lazy import dataset_with_corrupt_tail
 from tests.llm_server import LLMServer, llm_server_fixture  # noqa: F401 (registers `llm_server`)
 from tests.training.conftest import OFFLINE, ROOT, TERMINAL_RUN
 
@@ -58,21 +59,30 @@ def test_fidelity_report_end_to_end_and_rerun_from_cache(tmp_path: Path, llm_ser
     # The recorded data is from another day: the replays' clock differs, so dates are volatile, and real
     # runs agree far better than the "nothing changes" baseline.
     assert noise["replays"] == 2 and noise["summary"]["turns_with_volatile"] >= 1
+    assert noise["counts"]["replays"] == 4 and noise["counts"]["failed"] == 0
+    assert 0 < noise["summary"]["volatile_share_mean"] < 0.5
     assert systems["real_vs_real"]["overall"]["turns"] == 8
     rvr = systems["real_vs_real"]["overall"]
     assert rvr["edit_similarity"] > systems["repeat_previous/teacher_forced"]["overall"]["edit_similarity"]
     assert rvr["format_valid"] == 1.0
-    assert report["examples"]["worst"]["edit_similarity"] <= report["examples"]["median"]["edit_similarity"]
+    headline = report["headline"]["terminal"]
+    assert headline["ceiling"]["edit_similarity"] == rvr["edit_similarity"]
+    model = headline["systems"]["model/teacher_forced"]
+    assert model["share_of_ceiling"] == model["edit_similarity"] / rvr["edit_similarity"]
+    turns = [json.loads(line) for line in (out / "turns.jsonl").read_text().splitlines()]
+    assert all(0.0 <= t["volatile_share"] <= 1.0 for t in turns if t["series"] != "real_vs_real")
 
     md = (out / "report.md").read_text()
     html = (out / "report.html").read_text()
     for name in ("untrained/teacher_forced", "repeat_previous/teacher_forced", "real_vs_real", "## terminal"):
         assert name in md
-    assert "Noise floor" in md and "Noise floor" in html
-    assert "<svg" in html and "<polyline" in html and 'class="diff"' in html
+    assert "Noise floor" in md and "real vs real (ceiling)" in html
+    assert "<svg" in html and "<polyline" in html
+    # every compared model turn (teacher-forced and closed-loop) has its diff
+    assert html.count('<details class="turn') == 8 and html.count('class="diff"') == 8
     # self-contained: nothing loaded from elsewhere
-    assert "<script" not in html and "<link" not in html and "src=" not in html
-    assert "report.html" in first.stdout
+    assert "<script" not in html and "<link" not in html and "<img" not in html
+    assert "report.html" in first.stdout and "share of the real-vs-real ceiling" in first.stdout
 
     # A rerun asks nothing: every reply comes from the cache, every replay from replays.jsonl.
     cached_lines = (out / "predictions.jsonl").read_text().count("\n")
@@ -83,6 +93,36 @@ def test_fidelity_report_end_to_end_and_rerun_from_cache(tmp_path: Path, llm_ser
     assert (out / "predictions.jsonl").read_text().count("\n") == cached_lines == 10
     assert rerun["systems"] == systems
     assert time.monotonic() - started < 60
+
+
+@pytest.mark.llm
+def test_untagged_replies_score_on_content_and_a_limit_stops_reading(
+    tmp_path: Path, llm_server: LLMServer
+) -> None:
+    # SmolLM2-135M answers with an `**Environment Observation:**` screen and no tags. The public
+    # evaluator scores that screen; so does the report, with format validity 0. The recording's later
+    # shards are corrupt: with --limit-trajectories 1 the command never reads them.
+    real, _ = dataset_with_corrupt_tail(tmp_path / "rec")
+    argv = [sys.executable, "-m", "training.fidelity", "--real", str(real), "--model", llm_server.base_url]
+    argv += ["--out", str(tmp_path / "report"), "--limit-trajectories", "1", "--max-turns", "2"]
+    argv += ["--replays", "0", "--no-closed-loop", "--baseline-model", "none", "--max-new-tokens", "48"]
+    argv += ["--context-chars", "3000", "--no-progress"]
+    done = subprocess.run(argv, cwd=ROOT, env=OFFLINE, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    model = report["systems"]["model/teacher_forced"]["overall"]
+    assert report["meta"]["trajectories"] == 1 and model["turns"] == 2
+    assert model["tagged"] == 0.0 and model["format_valid"] == 0.0
+    assert model["edit_similarity"] > 0.0 and model["line_recall"] >= 0.0
+    turns = [json.loads(line) for line in (tmp_path / "report" / "turns.jsonl").read_text().splitlines()]
+    assert all(t["prediction"] and "Environment Observation" not in t["prediction"] for t in turns)
+    # No ceiling, said plainly: in the notes, on the console and at the top of the page.
+    assert "real_vs_real" not in report["systems"] and report["headline"]["terminal"]["ceiling"] is None
+    assert report["notes"][0].startswith("No real-vs-real ceiling: --replays 0")
+    assert any("never produced the <predicted_observation> format" in n for n in report["notes"])
+    assert "no real-vs-real ceiling" in done.stdout.lower()
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert html.index("No real-vs-real ceiling") < html.index("<svg")
 
 
 def test_cli_errors_say_what_to_do(tmp_path: Path) -> None:

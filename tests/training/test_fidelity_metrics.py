@@ -66,9 +66,29 @@ def test_exact_prediction_scores_one_everywhere() -> None:
     assert score.edit_similarity == 1.0 and score.line_f1 == 1.0 and score.volatile_form is None
 
 
-def test_missing_prediction_is_invalid_and_scores_zero() -> None:
-    score = score_turn("terminal", None, Template.stable(SCREEN))
-    assert not score.format_valid and not score.stable_exact and score.edit_similarity == 0.0
+def test_empty_untagged_prediction_is_invalid_and_scores_zero() -> None:
+    score = score_turn("terminal", "", Template.stable(SCREEN), tagged=False)
+    assert not score.format_valid and not score.tagged and not score.stable_exact
+    assert score.edit_similarity == 0.0
+
+
+def test_format_validity_needs_the_tags_and_the_domain_shape() -> None:
+    assert not score_turn("terminal", SCREEN, Template.stable(SCREEN), tagged=False).format_valid
+    assert not score_turn("terminal", "no prompt", Template.stable(SCREEN), tagged=True).format_valid
+    assert score_turn("terminal", SCREEN, Template.stable(SCREEN), tagged=True).format_valid
+
+
+def test_a_volatile_span_holds_only_about_as_much_as_real_runs_put_there() -> None:
+    # A background job's notice appeared in one real run: the span may hold a line like it, not a screen.
+    template = volatile_template("a\n$", ["a\n[1]+ Done sleep\n$"])
+    assert score_turn("terminal", "a\n[2]+ Done sleep 30\n$", template).stable_exact
+    invented = "a\n" + "".join(f"file{i}.txt\n" for i in range(20)) + "$"
+    assert not score_turn("terminal", invented, template).stable_exact
+    # Within one line too: a volatile date field cannot swallow the rest of the line.
+    one_line = date_template()
+    assert not score_turn(
+        "terminal", SCREEN.replace("07", "07 and a long invented tail"), one_line
+    ).stable_exact
 
 
 def test_shape_keeps_character_classes() -> None:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 
 from sandboxes.terminal import TerminalConfig, TerminalSandbox, command_action, make_backend
-from schemas.records import Task
+from schemas.records import Action, Environment, Task
+from tests.training.test_fidelity_ceiling import trajectory
 from training.fidelity.metrics import score_turn
-from training.fidelity.noise_floor import replay_actions, volatile_template
+from training.fidelity.noise_floor import volatile_template
+from training.fidelity.replay import ReplayStore, replay_actions, run_replays
 
 COMMANDS = ["echo hi", "date", "mktemp", "echo $$", "pwd"]
 
@@ -71,3 +74,23 @@ def test_local_shell_pids_are_volatile() -> None:
     spans = template.volatile_spans
     assert len(spans) == 1 and spans[0].text.isdigit() and spans[0].form() == r"(?:\d+)"
     assert score_turn("terminal", runs[0][0].replace(spans[0].text, "99999"), template).volatile_form == 1.0
+
+
+@pytest.mark.bwrap
+@pytest.mark.tmux
+def test_failed_replays_are_retried_in_fresh_sandboxes_counted_and_resumed(tmp_path: Path) -> None:
+    good = trajectory(
+        ["x"], "good", environment=Environment("terminal", "bwrap", "", {"width": 100, "height": 20})
+    )
+    good.steps[0].action = command_action("echo $COLUMNS")
+    bad = trajectory(["x"], "bad", environment=Environment("terminal", "bwrap"))
+    bad.steps[0].action = Action("no-such-kind", {}, "?")
+    store = ReplayStore(tmp_path / "replays.jsonl")
+    found = run_replays([good, bad], 1, store, attempts=2, progress=False)
+    (ok,), (failed,) = found["good"], found["bad"]
+    assert ok.error == "" and ok.attempts == 1
+    assert ok.observations[0].rstrip().split("\n")[-2].strip() == "100"  # the recorded screen width
+    assert failed.error and failed.attempts == 2 and failed.observations == []
+    # A rerun keeps the finished replay and tries the failed one again.
+    again = run_replays([good, bad], 1, ReplayStore(tmp_path / "replays.jsonl"), attempts=1, progress=False)
+    assert again["good"][0] == ok and again["bad"][0].attempts == 1

@@ -7,7 +7,8 @@ import json
 import os
 import sys
 import time
-from collections import Counter
+from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
 
 from schemas import read_trajectories
@@ -17,15 +18,10 @@ from training.backends.base import GenerationConfig, WorldModelBackend
 from training.fidelity.cache import CachedBackend, ReplyCache
 from training.fidelity.closed_loop import closed_loop
 from training.fidelity.metrics import aggregate
-from training.fidelity.noise_floor import (
-    REPLAYABLE_DOMAINS,
-    NoiseFloor,
-    ReplayStore,
-    build_noise_floor,
-    default_workers,
-    run_replays,
-)
-from training.fidelity.report import build_report, write_all
+from training.fidelity.noise_floor import NoiseFloor, build_noise_floor, default_workers
+from training.fidelity.replay import REPLAYABLE_DOMAINS, ReplayStore, replay_counts, run_replays
+from training.fidelity.report import MODEL_SERIES, build_report, headline_table
+from training.fidelity.report_html import write_all
 from training.fidelity.teacher_forced import EvalSettings, judge_rows, repeat_previous, teacher_forced
 from training.models import resolve_checkpoint
 
@@ -60,14 +56,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--backend",
         default="auto",
         choices=("auto", "bwrap", "docker"),
-        help="sandbox backend of replays (auto: the one the real trajectories were recorded with)",
+        help="sandbox backend of replays (auto: each trajectory's own, with its recorded image and limits)",
+    )
+    p.add_argument(
+        "--replay-attempts",
+        type=int,
+        default=3,
+        help="fresh sandboxes a failing replay gets before it counts as failed",
     )
     p.add_argument(
         "--sandboxes", type=int, default=default_workers(), help="real sandboxes replaying at once"
     )
     p.add_argument("--concurrency", type=int, default=16, help="model requests in flight")
     p.add_argument("--max-turns", type=int, help="score at most this many turns per trajectory")
-    p.add_argument("--limit-trajectories", type=int, help="use only the first N trajectories")
+    p.add_argument(
+        "--limit-trajectories",
+        type=int,
+        help="use only the first N trajectories with steps (reading stops there)",
+    )
     p.add_argument(
         "--baseline-model",
         default="auto",
@@ -80,8 +86,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--context-chars", type=int, default=32_000, help="prompt budget; oldest turns go first")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
-    if args.replays < 0 or args.concurrency < 1:
-        p.error("--replays must be >= 0 and --concurrency >= 1")
+    if args.replays < 0 or args.concurrency < 1 or args.replay_attempts < 1:
+        p.error("--replays must be >= 0, --concurrency and --replay-attempts >= 1")
+    if args.limit_trajectories is not None and args.limit_trajectories < 1:
+        p.error("--limit-trajectories must be >= 1")
     return args
 
 
@@ -114,45 +122,55 @@ def untrained_backend(spec: str, model: str) -> tuple[WorldModelBackend | None, 
     return None, None, f"{model} is a named shape with random weights: it is its own untrained baseline"
 
 
+NO_CEILING = (
+    "no real-vs-real ceiling: {why}. Scores are against the recorded text alone, so volatile content "
+    "(times, ids) counts as a mismatch and no score here says how close a real sandbox would come."
+)
+
+
 def noise_floor(args: argparse.Namespace, trajectories: list[Trajectory]) -> tuple[NoiseFloor, dict]:
     if args.replays == 0:
-        return NoiseFloor(), {"skipped": "--replays 0"}
+        return NoiseFloor(), {"skipped": NO_CEILING.format(why="--replays 0 skipped the real replays")}
     replayable = [t for t in trajectories if t.domain in REPLAYABLE_DOMAINS]
     if not replayable:
-        return NoiseFloor(), {"skipped": f"no trajectory of a replayable domain {REPLAYABLE_DOMAINS}"}
-    backend = args.backend
-    if backend == "auto":
-        # Replays must run where the recording ran: a docker home and a bwrap home differ, and that
-        # difference is not volatility.
-        recorded = Counter(t.environment.backend for t in replayable).most_common(1)[0][0]
-        backend = recorded if recorded in ("bwrap", "docker") else "bwrap"
+        why = f"no trajectory of a replayable domain {REPLAYABLE_DOMAINS}"
+        return NoiseFloor(), {"skipped": NO_CEILING.format(why=why)}
     store = ReplayStore(args.out / "replays.jsonl")
     replays = run_replays(
         replayable,
         args.replays,
         store,
-        backend=backend,
+        backend=args.backend,
         max_turns=args.max_turns,
         workers=args.sandboxes,
+        attempts=args.replay_attempts,
         progress=not args.no_progress,
     )
     floor = build_noise_floor(replayable, replays, args.max_turns)
-    errors = [r.error for runs in replays.values() for r in runs if r.error]
+    recorded = sorted({t.environment.backend for t in replayable})
     info = {
         "replays": args.replays,
-        "backend": backend,
+        "backend": args.backend if args.backend != "auto" else "as recorded: " + ", ".join(recorded),
+        "attempts": args.replay_attempts,
+        "counts": replay_counts(replays),
         "summary": floor.summary(),
-        "replay_errors": errors[:20],
         "real_vs_real": aggregate(floor.real_vs_real) if floor.real_vs_real else None,
     }
+    if not floor.real_vs_real:
+        info["skipped"] = NO_CEILING.format(why="every replay failed (see counts.errors)")
     return floor, info
+
+
+def with_steps(path: str) -> Iterator[Trajectory]:
+    """Trajectories with at least one step, read lazily: a limit stops reading at the limit."""
+    return (t for t in read_trajectories(path) if t.steps)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.monotonic()
     try:
-        trajectories = list(read_trajectories(args.real))[: args.limit_trajectories]
+        trajectories = list(islice(with_steps(args.real), args.limit_trajectories))
     except Exception as exc:
         print(
             f"error: cannot read --real {args.real}: {exc}\n  pass a dataset written by a collector "
@@ -160,7 +178,6 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    trajectories = [t for t in trajectories if t.steps]
     if not trajectories:
         print(f"error: no trajectory with steps in {args.real}", file=sys.stderr)
         return 2
@@ -216,13 +233,21 @@ def main(argv: list[str] | None = None) -> int:
         for name, system_rows in rows.items():
             for row in system_rows:
                 f.write(json.dumps({"series": name, **row}) + "\n")
-    real_text = {
-        (t.trajectory_id, k): s.observation.text for t in trajectories for k, s in enumerate(t.steps, 1)
-    }
-    paths = write_all(report, args.out, real_text)
+    paths = write_all(report, args.out, compared_turns(rows, trajectories))
     cache.close()
     _print_summary(report, paths)
     return 0
+
+
+def compared_turns(rows: dict[str, list[dict]], trajectories: list[Trajectory]) -> list[dict]:
+    """The model's scored turns with the action and the recorded observation, for the turn browser."""
+    steps = {(t.trajectory_id, k): s for t in trajectories for k, s in enumerate(t.steps, 1)}
+    out = []
+    for name in MODEL_SERIES:
+        for row in rows.get(name, []):
+            step = steps[(row["trajectory_id"], row["turn_idx"])]
+            out.append({**row, "action": step.action.text, "real": step.observation.text})
+    return out
 
 
 def _print_summary(report: dict, paths: dict[str, Path]) -> None:
@@ -231,13 +256,12 @@ def _print_summary(report: dict, paths: dict[str, Path]) -> None:
         f"\n{meta['trajectories']} trajectories, {meta['turns']} turns, {meta['requests']} model requests "
         f"({meta['cache_hits']} from cache), {meta['request_errors']} request errors, {meta['seconds']} s"
     )
-    print(f"{'system':34} {'turns':>6} {'edit_sim':>9} {'stable_exact':>12} {'line_f1':>8} {'format':>7}")
-    for name, agg in report["systems"].items():
-        o = agg["overall"]
-        print(
-            f"{name:34} {o['turns']:>6} {o['edit_similarity']:>9.3f} {o['stable_exact']:>12.3f} "
-            f"{o['line_f1']:>8.3f} {o['format_valid']:>7.3f}"
-        )
+    header, body = headline_table(report)
+    print("edit similarity per domain (share of the real-vs-real ceiling):")
+    for name, *values in zip(header, *body, strict=True):
+        print(f"  {name:32} " + "  ".join(f"{v:>16}" for v in values))
+    for note in report["notes"]:
+        print(f"note: {note}")
     if "judge" in report:
         j = report["judge"]["overall"]
         score = "-" if j["score"] is None else f"{j['score']:.1f}"

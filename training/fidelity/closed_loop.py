@@ -42,13 +42,9 @@ def closed_loop(
         for k in range(1, len(t.steps[: settings.max_turns]) + 1):
             messages = chat_messages(_with_predictions(t, predicted), k, fits=fits)
             reply, prediction, error = predict(backend, messages, settings.config)
-            rows.append(
-                scored_row(
-                    system, "closed_loop", t, k, prediction, floor.template(t, k), reply=reply, error=error
-                )
-            )
-            # A turn without a readable prediction leaves an empty screen in the simulated history.
-            predicted.append(prediction or "")
+            rows.append(scored_row(system, "closed_loop", t, k, prediction, floor, reply=reply, error=error))
+            # The history holds what the evaluator read, as a simulator would show it (empty on errors).
+            predicted.append(prediction.content)
         return rows
 
     per_trajectory = run_concurrently(

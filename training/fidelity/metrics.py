@@ -3,7 +3,11 @@
 Volatile content is handled through a `Template` made by the noise floor (noise_floor.py): the real
 observation cut into stable spans, which a prediction must reproduce exactly, and volatile spans
 (timestamps, PIDs, temp names seen to differ between real runs), which it must only fill with text of
-the same character-class form. Without a noise floor every span is stable.
+the same character-class form and of a bounded length. Without a noise floor every span is stable.
+
+The content scored is what the public evaluator reads from a reply (`schemas.render.parse_prediction`);
+whether the reply used the `<predicted_observation>` format is its own column (`tagged`), and
+`format_valid` needs both the tags and the domain's rule verifier.
 """
 
 from __future__ import annotations
@@ -53,6 +57,12 @@ class Span:
     volatile: bool = False
     variants: list[str] = field(default_factory=list)  # the other real runs' text for this span
 
+    def max_chars(self) -> int:
+        """The most a prediction may put in this span: twice the longest real value, plus a little. A span
+        is volatile because real runs differed there, not licence to hold any text: unbounded, one
+        inserted line would let a prediction hide whole screens of invented output in it."""
+        return 2 * max(len(v) for v in [self.text, *self.variants]) + 8
+
     def form(self) -> str:
         """One alternative per distinct real form, so a prediction needs the form of some real run."""
         shapes = sorted({shape_pattern(v) for v in [self.text, *self.variants]})
@@ -75,8 +85,11 @@ class Template:
     def volatile_spans(self) -> list[Span]:
         return [s for s in self.spans if s.volatile]
 
-    def masked(self) -> str:
-        return "".join("\0" if s.volatile else s.text for s in self.spans)
+    @property
+    def volatile_share(self) -> float:
+        """Share of the real text's characters inside volatile spans (0 for an empty text)."""
+        total = len(self.text)
+        return sum(len(s.text) for s in self.volatile_spans) / total if total else 0.0
 
 
 @dataclass
@@ -90,7 +103,8 @@ class TurnScore:
     line_precision: float
     line_recall: float
     line_f1: float
-    format_valid: bool
+    tagged: bool  # the reply held a <predicted_observation> block (the public format)
+    format_valid: bool  # tagged, and the content passes the domain's rule verifier
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -106,7 +120,7 @@ def _match_volatile(template: Template, prediction: str) -> list[str] | None:
         # Stable text holds every newline, so lines correspond one to one: matching line by line keeps
         # each regex small and its backtracking bounded by one line.
         return _match_by_line(spans, prediction)
-    pattern = "".join("(.*?)" if s.volatile else re.escape(s.text) for s in spans)
+    pattern = "".join(f"(.{{0,{s.max_chars()}}}?)" if s.volatile else re.escape(s.text) for s in spans)
     found = re.fullmatch(pattern, prediction, re.DOTALL)
     return list(found.groups()) if found else None
 
@@ -128,7 +142,9 @@ def _match_by_line(spans: Sequence[Span], prediction: str) -> list[str] | None:
         return None
     captured: list[str] = []
     for line_spans, text in zip(lines, predicted, strict=True):
-        pattern = "".join("([^\n]*?)" if s.volatile else re.escape(s.text) for s in line_spans)
+        pattern = "".join(
+            f"([^\n]{{0,{s.max_chars()}}}?)" if s.volatile else re.escape(s.text) for s in line_spans
+        )
         found = re.fullmatch(pattern, text)
         if found is None:
             return None
@@ -210,36 +226,50 @@ _VERIFIERS = {
 }
 
 
-def format_valid(domain: str, prediction: str | None, reference: str) -> bool:
-    """The domain's rule verifier; a missing prediction (no tagged block) is never valid."""
-    if prediction is None:
-        return False
+def format_valid(domain: str, content: str, reference: str) -> bool:
+    """The domain's rule verifier on the content alone (the tags are checked by the caller)."""
     verifier = _VERIFIERS.get(domain)
-    return verifier(prediction, reference) if verifier else bool(prediction.strip())
+    return verifier(content, reference) if verifier else bool(content.strip())
 
 
-def score_turn(domain: str, prediction: str | None, template: Template) -> TurnScore:
-    """Score one predicted observation against the real one's template."""
+def score_turn(domain: str, content: str, template: Template, tagged: bool = True) -> TurnScore:
+    """Score one predicted observation's `content` against the real one's template; `tagged` says
+    whether the reply carried it in the public format (real observations and baselines always do)."""
     reference = template.text
-    text = prediction or ""
-    captured = _match_volatile(template, text) if prediction is not None else None
+    captured = _match_volatile(template, content)
     volatile = template.volatile_spans
     if not volatile or captured is None:
         form = None
     else:
         ok = sum(bool(re.fullmatch(s.form(), c)) for s, c in zip(volatile, captured, strict=True))
         form = ok / len(volatile)
-    p, r, f1 = line_prf(text, reference)
+    p, r, f1 = line_prf(content, reference)
     return TurnScore(
-        exact=prediction == reference,
+        exact=content == reference,
         stable_exact=captured is not None,
         volatile_form=form,
-        edit_similarity=Levenshtein.normalized_similarity(text, reference),
+        edit_similarity=Levenshtein.normalized_similarity(content, reference),
         line_precision=p,
         line_recall=r,
         line_f1=f1,
-        format_valid=format_valid(domain, prediction, reference),
+        tagged=tagged,
+        format_valid=tagged and format_valid(domain, content, reference),
     )
+
+
+def score_against(domain: str, content: str, templates: Sequence[Template], tagged: bool = True) -> dict:
+    """The mean score over several templates of the same real turn (the noise floor's leave-one-out
+    templates), so a prediction is judged exactly as each held-out real run is. Metrics that do not
+    depend on the volatile spans come out the same for every template."""
+    scores = [score_turn(domain, content, t, tagged).as_dict() for t in templates]
+    out: dict = {}
+    for name, first in scores[0].items():
+        values = [s[name] for s in scores if s[name] is not None]
+        if isinstance(first, bool) and all(v == first for v in values):
+            out[name] = first
+        else:
+            out[name] = sum(float(v) for v in values) / len(values) if values else None
+    return out
 
 
 METRICS = (
@@ -250,6 +280,7 @@ METRICS = (
     "line_precision",
     "line_recall",
     "line_f1",
+    "tagged",
     "format_valid",
 )
 

@@ -1,139 +1,26 @@
 """The noise floor: what differs between two REAL runs of the same actions is volatile.
 
-Each recorded trajectory's actions are replayed in fresh real sandboxes (the recorded task's setup,
-then the actions one by one). Per turn, the recorded observation is diffed token by token against the
-replays' observations; every token that some replay changed, and every place where a replay inserted
-text, becomes part of a volatile span (a timestamp, a temp name). The result is a `Template` per turn
-that metrics.score_turn scores predictions with, plus the real-vs-real agreement: each replay scored
-against a template built WITHOUT it, the achievable ceiling for a simulator.
+Each recorded trajectory's actions are replayed in fresh real sandboxes (replay.py). Per turn, the
+recorded observation is diffed token by token against the replays' observations; every token that some
+replay changed, and every place where a replay inserted text, becomes part of a volatile span (a
+timestamp, a temp name). That gives a `Template` per turn that metrics.score_turn scores with.
+
+The ceiling is fair by construction: for each replay j, template j is built from the recording and
+every replay but j. Replay j scored against template j is one real-vs-real row; a model's prediction
+is scored against every template j and averaged. So a prediction and a real run are judged by
+templates built the same way, from the same number of runs, none of which they took part in.
 """
 
 from __future__ import annotations
 
 import difflib
-import json
-import logging
 import os
-import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from tqdm import tqdm
-
-from sandboxes.base import SandboxError
-from sandboxes.terminal import TerminalConfig, TerminalSandbox, make_backend
-from schemas.records import Action, Task, Trajectory
+from schemas.records import Trajectory
 from training.fidelity.metrics import Span, Template, score_turn, tokens
-
-log = logging.getLogger(__name__)
-
-REPLAYABLE_DOMAINS = ("terminal",)
-
-
-@dataclass
-class Replay:
-    trajectory_id: str
-    replay: int
-    observations: list[str]  # one per replayed turn; shorter than asked when `error` stopped it
-    error: str = ""
-
-    def as_dict(self) -> dict:
-        return {
-            "trajectory_id": self.trajectory_id,
-            "replay": self.replay,
-            "observations": self.observations,
-            "error": self.error,
-        }
-
-
-def replay_actions(sandbox: TerminalSandbox, task: Task, actions: Sequence[Action]) -> tuple[list[str], str]:
-    """Run `actions` after a fresh reset to `task`: the observation texts, and an error that cut it short."""
-    observations: list[str] = []
-    try:
-        sandbox.reset(task)
-        for action in actions:
-            observations.append(sandbox.step(action).observation.text)
-    except SandboxError as exc:  # an invalid action or a crash ends this replay, not the run
-        return observations, f"{type(exc).__name__}: {exc}"
-    return observations, ""
-
-
-class ReplayStore:
-    """Finished replays as JSONL lines, so a rerun (or a resumed, killed run) does not replay again."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        self.done: dict[tuple[str, int], Replay] = {}
-        if path.exists():
-            for line in path.read_text().splitlines():
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    continue  # a line torn by a kill is replayed again
-                self.done[(row["trajectory_id"], row["replay"])] = Replay(**row)
-
-    def add(self, replay: Replay) -> None:
-        with self._lock:
-            self.done[(replay.trajectory_id, replay.replay)] = replay
-            with self.path.open("a") as f:
-                f.write(json.dumps(replay.as_dict()) + "\n")
-
-
-def run_replays(
-    trajectories: Sequence[Trajectory],
-    replays: int,
-    store: ReplayStore,
-    *,
-    backend: str = "bwrap",
-    max_turns: int | None = None,
-    workers: int = 2,
-    progress: bool = True,
-) -> dict[str, list[Replay]]:
-    """Replay each trajectory `replays` times, each in a fresh environment; replays per trajectory id."""
-    jobs = [
-        (t, r)
-        for t in trajectories
-        if t.domain in REPLAYABLE_DOMAINS
-        for r in range(replays)
-        if (t.trajectory_id, r) not in store.done
-    ]
-    local = threading.local()
-    made: list[TerminalSandbox] = []
-    made_lock = threading.Lock()
-
-    def sandbox() -> TerminalSandbox:
-        # One sandbox per worker thread: reset gives each replay a fresh environment anyway.
-        if getattr(local, "sandbox", None) is None:
-            local.sandbox = TerminalSandbox(TerminalConfig(backend=make_backend(backend)))
-            with made_lock:
-                made.append(local.sandbox)
-        return local.sandbox
-
-    def work(t: Trajectory, r: int) -> Replay:
-        actions = [s.action for s in t.steps[:max_turns]]
-        observations, error = replay_actions(sandbox(), t.task, actions)
-        return Replay(t.trajectory_id, r, observations, error)
-
-    try:
-        with ThreadPoolExecutor(max(1, workers), thread_name_prefix="replay") as pool:
-            futures = [pool.submit(work, t, r) for t, r in jobs]
-            for future in tqdm(
-                as_completed(futures), total=len(futures), desc="real replays", disable=not progress
-            ):
-                replay = future.result()
-                if replay.error:
-                    log.warning("replay %s/%d stopped: %s", replay.trajectory_id, replay.replay, replay.error)
-                store.add(replay)
-    finally:
-        for sb in made:
-            sb.close()
-    found: dict[str, list[Replay]] = {}
-    for (tid, _), replay in sorted(store.done.items()):
-        found.setdefault(tid, []).append(replay)
-    return found
+from training.fidelity.replay import Replay
 
 
 def _boundary_map(ref: list[str], other: list[str]) -> tuple[list[bool], set[int], list[int], list[int]]:
@@ -205,31 +92,39 @@ def volatile_template(reference: str, others: Sequence[str]) -> Template:
 
 @dataclass
 class NoiseFloor:
-    """Per (trajectory id, turn index 1-based): the template, and the real-vs-real score rows."""
+    """Per (trajectory id, turn index 1-based): the leave-one-out templates (one per replay that
+    reached the turn) and the real-vs-real score rows. A turn without replays has no entry and is
+    scored against its recorded text alone."""
 
-    templates: dict[tuple[str, int], Template] = field(default_factory=dict)
+    templates: dict[tuple[str, int], list[Template]] = field(default_factory=dict)
     real_vs_real: list[dict] = field(default_factory=list)
-    runs_per_turn: dict[tuple[str, int], int] = field(default_factory=dict)
 
-    def template(self, trajectory: Trajectory, turn_idx: int) -> Template:
+    def templates_for(self, trajectory: Trajectory, turn_idx: int) -> list[Template]:
         found = self.templates.get((trajectory.trajectory_id, turn_idx))
-        return found or Template.stable(trajectory.steps[turn_idx - 1].observation.text)
+        return found or [Template.stable(trajectory.steps[turn_idx - 1].observation.text)]
+
+    def volatile_share(self, trajectory: Trajectory, turn_idx: int) -> float:
+        shares = [t.volatile_share for t in self.templates_for(trajectory, turn_idx)]
+        return sum(shares) / len(shares)
 
     def summary(self) -> dict:
-        spans = [s for t in self.templates.values() for s in t.volatile_spans]
-        with_volatile = sum(1 for t in self.templates.values() if t.volatile_spans)
-        volatile_chars = sum(len(s.text) for s in spans)
-        total_chars = sum(len(t.text) for t in self.templates.values())
+        per_turn = {key: sum(t.volatile_share for t in ts) / len(ts) for key, ts in self.templates.items()}
+        spans = [s for ts in self.templates.values() for t in ts for s in t.volatile_spans]
         examples: dict[str, list[str]] = {}
         for span in spans:
             key = span.text.strip() or repr(span.text)
             if key not in examples and len(examples) < 12:
                 examples[key] = sorted({v.strip() or repr(v) for v in span.variants})[:3]
+        shares = sorted(per_turn.values())
         return {
-            "turns": len(self.templates),
-            "turns_with_volatile": with_volatile,
+            "turns": len(per_turn),
+            "turns_with_volatile": sum(
+                1 for ts in self.templates.values() if any(t.volatile_spans for t in ts)
+            ),
             "volatile_spans": len(spans),
-            "volatile_char_share": volatile_chars / total_chars if total_chars else 0.0,
+            "volatile_share_mean": sum(shares) / len(shares) if shares else 0.0,
+            "volatile_share_max": shares[-1] if shares else 0.0,
+            "turns_over_half_volatile": sum(1 for v in shares if v > 0.5),
             "examples": examples,
         }
 
@@ -239,19 +134,22 @@ def build_noise_floor(
     replays: dict[str, list[Replay]],
     max_turns: int | None = None,
 ) -> NoiseFloor:
-    """Templates from every real run of each turn; real-vs-real rows from leave-one-out templates."""
+    """Leave-one-out templates from every real run of each turn, and the real-vs-real rows."""
     floor = NoiseFloor()
     for t in trajectories:
         runs = replays.get(t.trajectory_id, [])
         for k, step in enumerate(t.steps[:max_turns], start=1):
             real = step.observation.text
             others = [r.observations[k - 1] for r in runs if len(r.observations) >= k]
-            floor.templates[(t.trajectory_id, k)] = volatile_template(real, others)
-            floor.runs_per_turn[(t.trajectory_id, k)] = 1 + len(others)
-            for j, replayed in enumerate(others):
-                held_out = volatile_template(real, others[:j] + others[j + 1 :])
-                row = score_turn(t.domain, replayed, held_out).as_dict()
+            if not others:
+                continue
+            held_out = [volatile_template(real, others[:j] + others[j + 1 :]) for j in range(len(others))]
+            floor.templates[(t.trajectory_id, k)] = held_out
+            share = sum(h.volatile_share for h in held_out) / len(held_out)
+            for j, (replayed, template) in enumerate(zip(others, held_out, strict=True)):
+                row = score_turn(t.domain, replayed, template).as_dict()
                 row.update(domain=t.domain, trajectory_id=t.trajectory_id, turn_idx=k, replay=j)
+                row.update(volatile_share=share, prediction=replayed)
                 floor.real_vs_real.append(row)
     return floor
 

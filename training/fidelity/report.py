@@ -1,20 +1,26 @@
-"""The fidelity report: report.json (everything), report.md (tables) and a self-contained report.html
-(tables, an inline SVG plot of similarity against turn index, side-by-side diffs of the worst and the
-median turn). No external script, style sheet or font: the page works offline and as an attachment.
+"""The fidelity report's content, report.json and report.md (report_html.py writes report.html).
+
+Both open with the headline: per domain, each system's edit similarity as a share of the real-vs-real
+ceiling (what a second real run of the same actions achieves), and plain sentences for what changes
+how the numbers read: no ceiling, a model that never used the format, failed replays, turns that are
+mostly volatile.
 """
 
 from __future__ import annotations
 
-import difflib
-import html
 import json
 from pathlib import Path
 
 from training.fidelity.metrics import METRICS, aggregate
 from training.judge import DIMENSIONS
 
-COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+CEILING = "real_vs_real"
+HEADLINE_METRIC = "edit_similarity"
+HEADLINE_CAPTION = (
+    "Edit similarity of each system per domain; in brackets, its share of the real-vs-real ceiling."
+)
 SHOWN = ("turns", *METRICS)
+MODEL_SERIES = ("model/teacher_forced", "model/closed_loop")
 
 
 def judge_summary(rows: list[dict]) -> dict:
@@ -34,19 +40,89 @@ def judge_summary(rows: list[dict]) -> dict:
     return out
 
 
+def headline(systems: dict[str, dict]) -> dict[str, dict]:
+    """Per domain: the ceiling (None without replays) and, per system, its headline metric, that as a
+    share of the ceiling, stable-exact and the format columns."""
+    ceiling_by_domain = systems.get(CEILING, {}).get("by_domain", {})
+    domains = sorted({d for name, agg in systems.items() if name != CEILING for d in agg["by_domain"]})
+    out = {}
+    for domain in domains:
+        ceiling = ceiling_by_domain.get(domain)
+        top = ceiling[HEADLINE_METRIC] if ceiling else None
+        entries = {}
+        for name, agg in systems.items():
+            stats = agg["by_domain"].get(domain)
+            if name == CEILING or not stats:
+                continue
+            value = stats[HEADLINE_METRIC]
+            entries[name] = {
+                "turns": stats["turns"],
+                HEADLINE_METRIC: value,
+                "share_of_ceiling": value / top if top else None,
+                "stable_exact": stats["stable_exact"],
+                "tagged": stats["tagged"],
+                "format_valid": stats["format_valid"],
+            }
+        out[domain] = {
+            "ceiling": None
+            if ceiling is None
+            else {m: ceiling[m] for m in ("turns", HEADLINE_METRIC, "stable_exact")},
+            "systems": entries,
+        }
+    return out
+
+
+def notes(rows_by_system: dict[str, list[dict]], meta: dict, noise: dict) -> list[str]:
+    """Plain sentences a reader needs before trusting the numbers."""
+    out = []
+    if noise.get("skipped"):
+        out.append(noise["skipped"][0].upper() + noise["skipped"][1:])
+    replies = [r for name in MODEL_SERIES for r in rows_by_system.get(name, []) if not r.get("error")]
+    tagged = sum(1 for r in replies if r["tagged"])
+    if replies and tagged == 0:
+        out.append(
+            f"The model never produced the <predicted_observation> format ({len(replies)} replies, none "
+            "tagged). Its content is read from the untagged replies as the public evaluator does, and its "
+            "format validity is 0."
+        )
+    elif tagged < len(replies):
+        out.append(f"{len(replies) - tagged} of {len(replies)} model replies lacked the format tags.")
+    empty = sum(1 for r in replies if not r["prediction"].strip())
+    if empty:
+        out.append(f"{empty} of {len(replies)} model replies held nothing outside <think> to score.")
+    counts = noise.get("counts")
+    if counts and (counts["failed"] or counts["retries"]):
+        out.append(
+            f"{counts['failed']} of {counts['replays']} real replays failed after {noise['attempts']} fresh "
+            f"sandboxes each; {counts['retries']} retries were needed in all."
+        )
+    summary = noise.get("summary")
+    if summary and summary["turns_over_half_volatile"]:
+        out.append(
+            f"{summary['turns_over_half_volatile']} of {summary['turns']} turns are more than half volatile: "
+            "on those, reproducing the stable content says little."
+        )
+    if meta.get("request_errors"):
+        out.append(f"{meta['request_errors']} model requests failed; they score as empty replies.")
+    return out
+
+
 def build_report(rows_by_system: dict[str, list[dict]], meta: dict, noise: dict) -> dict:
     systems = {name: aggregate(rows) for name, rows in rows_by_system.items() if rows}
-    report = {"meta": meta, "noise_floor": noise, "systems": systems, "examples": {}}
+    report = {
+        "meta": meta,
+        "headline": headline(systems),
+        "notes": notes(rows_by_system, meta, noise),
+        "noise_floor": noise,
+        "systems": systems,
+    }
     model_tf = rows_by_system.get("model/teacher_forced", [])
     if any("judge" in r for r in model_tf):
         report["judge"] = judge_summary(model_tf)
-    ranked = sorted(model_tf, key=lambda r: r["edit_similarity"])
-    if ranked:
-        report["examples"] = {"worst": ranked[0], "median": ranked[len(ranked) // 2]}
     return report
 
 
-def _fmt(value: object) -> str:
+def fmt(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -54,8 +130,33 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
-def _domain_tables(report: dict) -> list[tuple[str, list[str], list[list[str]]]]:
-    """(domain, header, rows): one table per domain, one row per system."""
+def percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def headline_table(report: dict) -> tuple[list[str], list[list[str]]]:
+    """(header, rows): one row per domain; each system's edit similarity with its share of the ceiling."""
+    names = sorted({n for d in report["headline"].values() for n in d["systems"]}, key=_series_order)
+    body = []
+    for domain, entry in report["headline"].items():
+        ceiling = entry["ceiling"]
+        row = [domain, fmt(ceiling[HEADLINE_METRIC]) if ceiling else "none"]
+        for name in names:
+            s = entry["systems"].get(name)
+            row.append("-" if s is None else f"{fmt(s[HEADLINE_METRIC])} ({percent(s['share_of_ceiling'])})")
+        model = entry["systems"].get("model/teacher_forced")
+        row.append(percent(model["format_valid"]) if model else "-")
+        body.append(row)
+    return ["domain", "real vs real (ceiling)", *names, "model format valid"], body
+
+
+def _series_order(name: str) -> tuple[int, str]:
+    order = (*MODEL_SERIES, "untrained/teacher_forced", "repeat_previous/teacher_forced")
+    return (order.index(name) if name in order else len(order), name)
+
+
+def domain_tables(report: dict) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(domain, header, rows): every metric, one table per domain, one row per system."""
     systems = report["systems"]
     domains = sorted({d for s in systems.values() for d in s["by_domain"]})
     tables = []
@@ -64,17 +165,30 @@ def _domain_tables(report: dict) -> list[tuple[str, list[str], list[list[str]]]]
         for name, agg in systems.items():
             stats = agg["overall"] if domain == "overall" else agg["by_domain"].get(domain)
             if stats:
-                body.append([name, *(_fmt(stats.get(m)) for m in SHOWN)])
+                body.append([name, *(fmt(stats.get(m)) for m in SHOWN)])
         tables.append((domain, ["system", *SHOWN], body))
     return tables
 
 
-def _judge_table(report: dict) -> tuple[list[str], list[list[str]]] | None:
+def judge_table(report: dict) -> tuple[list[str], list[list[str]]] | None:
     if "judge" not in report:
         return None
     header = ["domain", "samples", "judge_failures", *DIMENSIONS, "score"]
-    body = [[d, *(_fmt(s.get(c)) for c in header[1:])] for d, s in report["judge"].items()]
+    body = [[d, *(fmt(s.get(c)) for c in header[1:])] for d, s in report["judge"].items()]
     return header, body
+
+
+def noise_sentence(noise: dict) -> str:
+    if noise.get("skipped") and not noise.get("summary"):
+        return noise["skipped"]
+    s, c = noise["summary"], noise["counts"]
+    return (
+        f"The ceiling comes from {noise['replays']} real replays per trajectory, each in a fresh sandbox "
+        f"({noise['backend']}); {c['finished']} of {c['replays']} replays finished. A turn is on average "
+        f"{s['volatile_share_mean']:.1%} volatile (at most {s['volatile_share_max']:.1%}); "
+        f"{s['turns_with_volatile']} of {s['turns']} turns hold volatile spans. Each real replay and each "
+        "prediction is scored against templates built from the other real runs, the same way for both."
+    )
 
 
 def write_markdown(report: dict, path: Path) -> None:
@@ -82,124 +196,26 @@ def write_markdown(report: dict, path: Path) -> None:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         return lines + ["| " + " | ".join(row) + " |" for row in body]
 
-    meta, noise = report["meta"], report["noise_floor"]
-    out = ["# Sim-vs-real fidelity report", "", f"- real data: `{meta.get('real')}`"]
-    out += [
-        f"- model: `{json.dumps(meta.get('model'))}`",
-        f"- baseline model: `{json.dumps(meta.get('baseline'))}`",
-    ]
-    out.append(f"- turns: {meta.get('turns')}, model requests: {meta.get('requests')}, ")
-    out[-1] += f"cache hits: {meta.get('cache_hits')}, request errors: {meta.get('request_errors')}"
-    out += ["", "## Noise floor (real vs real)", ""]
-    if noise.get("skipped"):
-        out.append(f"Skipped: {noise['skipped']}")
-    else:
-        s = noise["summary"]
-        out.append(
-            f"{noise['replays']} replays per trajectory in fresh `{noise['backend']}` sandboxes; "
-            f"{s['turns_with_volatile']} of {s['turns']} turns hold volatile spans "
-            f"({s['volatile_spans']} spans, {s['volatile_char_share']:.1%} of characters)."
-        )
-        for text, variants in s["examples"].items():
-            out.append(f"- `{text[:60]}` vs `{', '.join(v[:40] for v in variants)}`")
-    for domain, header, body in _domain_tables(report):
+    out = ["# Sim-vs-real fidelity report", ""]
+    out += [HEADLINE_CAPTION, ""]
+    out += table(*headline_table(report))
+    out += ["", *(f"- {n}" for n in report["notes"])]
+    out += ["", "## Noise floor (real vs real)", "", noise_sentence(report["noise_floor"])]
+    for text, variants in report["noise_floor"].get("summary", {}).get("examples", {}).items():
+        out.append(f"- `{text[:60]}` vs `{', '.join(v[:40] for v in variants)}`")
+    for domain, header, body in domain_tables(report):
         out += ["", f"## {domain}", "", *table(header, body)]
-    judged = _judge_table(report)
+    judged = judge_table(report)
     if judged:
         out += ["", "## LLM judge (AgentWorldBench dimensions, (x-1)/4*100)", "", *table(*judged)]
-    path.write_text("\n".join(out) + "\n")
-
-
-def _svg_plot(report: dict, metric: str = "edit_similarity", width: int = 640, height: int = 300) -> str:
-    series = {
-        name: [(int(k), v[metric]) for k, v in agg["by_turn"].items() if v.get(metric) is not None]
-        for name, agg in report["systems"].items()
-    }
-    turns = [k for points in series.values() for k, _ in points]
-    if not turns:
-        return "<p>No turns to plot.</p>"
-    left, right, top, bottom = 50, 170, 15, 35
-    span = max(1, max(turns) - 1)
-
-    def x(k: int) -> float:
-        return left + (k - 1) / span * (width - left - right)
-
-    def y(v: float) -> float:
-        return top + (1 - v) * (height - top - bottom)
-
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
-    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
-        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y(tick)}" y2="{y(tick)}" stroke="#ddd"/>')
-        parts.append(
-            f'<text x="{left - 6}" y="{y(tick) + 4}" text-anchor="end" font-size="11">{tick:g}</text>'
-        )
-    for k in sorted(set(turns)):
-        parts.append(
-            f'<text x="{x(k)}" y="{height - bottom + 15}" text-anchor="middle" font-size="11">{k}</text>'
-        )
-    parts.append(
-        f'<text x="{(width - right + left) / 2}" y="{height - 4}" text-anchor="middle" font-size="12">'
-        f"turn index ({html.escape(metric)})</text>"
+    meta = report["meta"]
+    out += ["", "## Configuration", "", f"- real data: `{meta.get('real')}`"]
+    out += [
+        f"- model: `{json.dumps(meta.get('model'))}`",
+        f"- baseline: `{json.dumps(meta.get('baseline'))}`",
+    ]
+    out.append(
+        f"- turns: {meta.get('turns')}, model requests: {meta.get('requests')}, "
+        f"cache hits: {meta.get('cache_hits')}, request errors: {meta.get('request_errors')}"
     )
-    for i, (name, points) in enumerate(series.items()):
-        color = COLORS[i % len(COLORS)]
-        coords = " ".join(f"{x(k):.1f},{y(v):.1f}" for k, v in sorted(points))
-        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{coords}"/>')
-        for k, v in points:
-            parts.append(f'<circle cx="{x(k):.1f}" cy="{y(v):.1f}" r="3" fill="{color}"/>')
-        ly = top + 16 * i + 10
-        parts.append(f'<rect x="{width - right + 10}" y="{ly - 8}" width="10" height="10" fill="{color}"/>')
-        parts.append(f'<text x="{width - right + 24}" y="{ly + 1}" font-size="11">{html.escape(name)}</text>')
-    return "\n".join(parts) + "\n</svg>"
-
-
-_CSS = """body{font-family:sans-serif;margin:2em;max-width:1400px}
-table{border-collapse:collapse;margin:.5em 0}
-td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}th{background:#f3f3f3}
-table.diff td{font-family:monospace;font-size:12px;white-space:pre-wrap;vertical-align:top}
-.diff_add{background:#aaffaa}.diff_chg{background:#ffff77}.diff_sub{background:#ffaaaa}
-.diff_next,.diff_header{background:#eee}"""
-
-
-def _html_table(header: list[str], body: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    rows = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in body)
-    return f"<table><tr>{head}</tr>{rows}</table>"
-
-
-def write_html(report: dict, path: Path, real_text: dict[tuple[str, int], str]) -> None:
-    meta, noise = report["meta"], report["noise_floor"]
-    out = ["<!doctype html><html><head><meta charset='utf-8'><title>Fidelity report</title>"]
-    out.append(f"<style>{_CSS}</style></head><body><h1>Sim-vs-real fidelity report</h1>")
-    out.append(f"<pre>{html.escape(json.dumps(meta, indent=2))}</pre>")
-    out.append("<h2>Noise floor (real vs real)</h2>")
-    if noise.get("skipped"):
-        out.append(f"<p>Skipped: {html.escape(noise['skipped'])}</p>")
-    else:
-        out.append(f"<pre>{html.escape(json.dumps(noise['summary'], indent=2))}</pre>")
-    for domain, header, body in _domain_tables(report):
-        out.append(f"<h2>{html.escape(domain)}</h2>{_html_table(header, body)}")
-    judged = _judge_table(report)
-    if judged:
-        out.append(f"<h2>LLM judge ((x-1)/4*100)</h2>{_html_table(*judged)}")
-    out.append("<h2>Similarity against turn index</h2>" + _svg_plot(report))
-    differ = difflib.HtmlDiff(wrapcolumn=100)
-    for label, row in report["examples"].items():
-        real = real_text.get((row["trajectory_id"], row["turn_idx"]), "")
-        predicted = row["prediction"] if row["prediction"] is not None else "[no predicted observation]"
-        title = (
-            f"{label} model turn: {row['trajectory_id']} turn {row['turn_idx']}, "
-            f"edit similarity {row['edit_similarity']:.3f}"
-        )
-        table = differ.make_table(real.split("\n"), predicted.split("\n"), "real", "predicted")
-        out.append(f"<h2>{html.escape(title)}</h2>{table}")
-    out.append("</body></html>")
-    path.write_text("\n".join(out), encoding="utf-8")
-
-
-def write_all(report: dict, out: Path, real_text: dict[tuple[str, int], str]) -> dict[str, Path]:
-    paths = {"json": out / "report.json", "md": out / "report.md", "html": out / "report.html"}
-    paths["json"].write_text(json.dumps(report, indent=2, default=str))
-    write_markdown(report, paths["md"])
-    write_html(report, paths["html"], real_text)
-    return paths
+    path.write_text("\n".join(out) + "\n")

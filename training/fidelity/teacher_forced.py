@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from tqdm import tqdm
 
 from schemas.records import Trajectory
-from schemas.render import chat_messages, extract_prediction
+from schemas.render import Prediction, chat_messages, parse_prediction
 from training.backends.base import GenerationConfig, WorldModelBackend
-from training.fidelity.metrics import Template, score_turn
+from training.fidelity.metrics import score_against
 from training.fidelity.noise_floor import NoiseFloor
 from training.judge import judge
 
@@ -40,14 +40,14 @@ def turns(trajectories: Iterable[Trajectory], max_turns: int | None) -> list[tup
 
 def predict(
     backend: WorldModelBackend, messages: list[dict], config: GenerationConfig
-) -> tuple[str, str | None, str]:
-    """(raw reply, extracted observation or None, request error). A failed request is scored like a
-    missing prediction and not cached, so a rerun asks again."""
+) -> tuple[str, Prediction, str]:
+    """(raw reply, what the public evaluator reads from it, request error). A failed request is
+    scored as an empty untagged reply and not cached, so a rerun asks again."""
     try:
         reply = backend.complete(messages, config)
     except Exception as exc:  # one failed request must not end an evaluation of thousands
-        return "", None, f"{type(exc).__name__}: {exc}"
-    return reply, extract_prediction(reply), ""
+        return "", Prediction("", False), f"{type(exc).__name__}: {exc}"
+    return reply, parse_prediction(reply), ""
 
 
 def scored_row(
@@ -55,23 +55,25 @@ def scored_row(
     mode: str,
     t: Trajectory,
     turn_idx: int,
-    prediction: str | None,
-    template: Template,
+    prediction: Prediction,
+    floor: NoiseFloor,
     *,
     reply: str = "",
     error: str = "",
 ) -> dict:
-    row = score_turn(t.domain, prediction, template).as_dict()
+    """One turn's scores against the noise floor's templates of that turn, with what was scored."""
+    row = score_against(t.domain, prediction.content, floor.templates_for(t, turn_idx), prediction.tagged)
     row.update(
         system=system,
         mode=mode,
         domain=t.domain,
         trajectory_id=t.trajectory_id,
         turn_idx=turn_idx,
-        prediction=prediction,
-        format_failure=prediction is None and not error,
+        prediction=prediction.content,
+        format_failure=not prediction.tagged and not error,
         error=error,
         reply_chars=len(reply),
+        volatile_share=floor.volatile_share(t, turn_idx),
     )
     return row
 
@@ -96,9 +98,7 @@ def teacher_forced(
 
     def one(t: Trajectory, k: int) -> dict:
         reply, prediction, error = predict(backend, chat_messages(t, k, fits=fits), settings.config)
-        return scored_row(
-            system, "teacher_forced", t, k, prediction, floor.template(t, k), reply=reply, error=error
-        )
+        return scored_row(system, "teacher_forced", t, k, prediction, floor, reply=reply, error=error)
 
     return run_concurrently(
         one, turns(trajectories, settings.max_turns), settings, f"{system} teacher-forced"
@@ -112,7 +112,7 @@ def repeat_previous(
     rows = []
     for t, k in turns(trajectories, max_turns):
         previous = t.steps[k - 2].observation.text if k > 1 else t.initial_observation.text
-        rows.append(scored_row("repeat_previous", "teacher_forced", t, k, previous, floor.template(t, k)))
+        rows.append(scored_row("repeat_previous", "teacher_forced", t, k, Prediction(previous, True), floor))
     return rows
 
 
@@ -125,19 +125,18 @@ def judge_rows(
 ) -> None:
     """Add the judge's five scores (or its failure) to each row, in place."""
     by_id = {t.trajectory_id: t for t in trajectories}
+    fits = fits_chars(settings.context_chars)
 
     def one(row: dict) -> dict:
         t = by_id[row["trajectory_id"]]
         k = row["turn_idx"]
-        previous = t.steps[k - 2].observation.text if k > 1 else t.initial_observation.text
-        step = t.steps[k - 1]
         result = judge(
             judge_backend,
             domain=t.domain,
-            action=step.action.text,
-            previous=previous,
-            reference=step.observation.text,
-            prediction=row["prediction"],
+            # The judge sees the prompt the model was sent, so it grades against what the model knew.
+            context=chat_messages(t, k, fits=fits),
+            reference=t.steps[k - 1].observation.text,
+            prediction=None if row["error"] else row["prediction"],  # a failed request has no reply
             max_chars=max_chars,
         )
         return result.as_dict()

@@ -2,8 +2,8 @@
 
 Nothing here imports Beam, so every rule is unit-testable on plain strings. The regular
 expressions are compiled once at import; each helper makes one pass over its text where it can,
-because these run on every observation of every trajectory. The redaction rules are in
-`beam_pipelines.redaction`.
+because these run on every observation of every trajectory. Redaction is in
+`beam_pipelines.secret_rules` (finding) and `beam_pipelines.redaction` (replacing).
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ from typing import Any
 import apache_beam as beam
 
 from beam_pipelines.dead_letter import count
-from beam_pipelines.redaction import Redactor, SecretFinder, kind_slug
+from beam_pipelines.redaction import Redactor
+from beam_pipelines.secret_rules import SecretFinder, kind_slug
 from beam_pipelines.text import is_screen
 from schemas import Observation, Step, Trajectory
 

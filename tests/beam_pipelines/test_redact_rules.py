@@ -1,10 +1,11 @@
-"""The pure redaction rules (beam_pipelines.redaction), on the forms terminals show."""
+"""The pure redaction rules (beam_pipelines.secret_rules and .redaction), on the forms terminals show."""
 
 from __future__ import annotations
 
 import pytest
 
-from beam_pipelines.redaction import Redactor, plausible_secret
+from beam_pipelines.redaction import Redactor
+from beam_pipelines.secret_rules import plausible_secret
 
 PASSWORD = "S3cure!Passw0rd-2024"
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
@@ -48,6 +49,8 @@ def redact_all(*texts: str, width: int = 0) -> list[str]:
         ),
         (f"$ mysql --password {PASSWORD} shop", PASSWORD, "password"),
         (f"$ curl -u admin:{PASSWORD} http://10.0.0.5/", PASSWORD, "password"),
+        (f"machine git.example.com login agent password {PASSWORD}", PASSWORD, "password"),
+        (f"machine git.example.com\n  login agent\n  password {PASSWORD}", PASSWORD, "password"),
     ],
 )
 def test_key_value_forms(text: str, secret: str, kind: str) -> None:

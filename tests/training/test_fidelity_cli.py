@@ -113,7 +113,8 @@ def test_untagged_replies_score_on_content_and_a_limit_stops_reading(
     model = report["systems"]["model/teacher_forced"]["overall"]
     assert report["meta"]["trajectories"] == 1 and model["turns"] == 2
     assert model["tagged"] == 0.0 and model["format_valid"] == 0.0
-    assert model["edit_similarity"] > 0.0 and model["line_recall"] >= 0.0
+    # The screens are plausible, not right: well above nothing, far below the real runs' ~0.97.
+    assert 0.05 < model["edit_similarity"] < 0.9
     turns = [json.loads(line) for line in (tmp_path / "report" / "turns.jsonl").read_text().splitlines()]
     assert all(t["prediction"] and "Environment Observation" not in t["prediction"] for t in turns)
     # No ceiling, said plainly: in the notes, on the console and at the top of the page.

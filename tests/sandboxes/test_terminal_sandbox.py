@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 import pytest
@@ -239,3 +240,29 @@ def test_reap_own_removes_what_an_unclosed_sandbox_holds(make_sandbox, backend: 
     while [r for r in held if resource_exists(r)] and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [r for r in held if resource_exists(r)]
+
+
+def _reset_into(sandbox, outcome: list[BaseException | None]) -> None:
+    try:
+        sandbox.reset(Task(id="second", setup=["sleep 0.3", "echo ready"]))
+        outcome.append(None)
+    except SandboxError as exc:
+        outcome.append(exc)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_close_from_another_thread_during_reset_leaves_nothing(make_sandbox, backend: str) -> None:
+    """A collector stopping on a signal closes sandboxes from its main thread while workers are
+    anywhere in reset: waiting for the spare to boot, swapping it in, running setup."""
+    for delay in (0.0, 0.02, 0.1, 0.3, 0.8):
+        sandbox = make_sandbox(backend)
+        sandbox.reset(Task(id="first"))
+        outcome: list[BaseException | None] = []
+        worker = threading.Thread(target=_reset_into, args=(sandbox, outcome))
+        worker.start()
+        time.sleep(delay)
+        sandbox.close()
+        worker.join(timeout=60)
+        assert outcome and not sandbox.alive, f"close after {delay} s"
+        time.sleep(0.5)  # a boot that close() missed would finish about now
+        assert reap_own() == {"containers": 0, "tmux_servers": 0}, f"close after {delay} s left these"

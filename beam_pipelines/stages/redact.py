@@ -91,15 +91,25 @@ def redact_all(t: Trajectory, redactor: Redactor) -> Trajectory:
 
 def _json(value: Any, redact: Redact, key: str = "") -> Any:
     """`value` with strings redacted, each with the key it is under (a list's items with the list's
-    key); the same object when nothing changed."""
+    key); the same object when nothing changed, and a copy made only when something did."""
     if isinstance(value, str):
         return redact(value, 0, key)
     if isinstance(value, dict):
-        items = {k: _json(item, redact, str(k)) for k, item in value.items()}
-        return value if all(items[k] is item for k, item in value.items()) else items
+        copied: dict | None = None
+        for k, item in value.items():
+            new = _json(item, redact, str(k))
+            if new is not item:
+                copied = dict(value) if copied is None else copied
+                copied[k] = new
+        return value if copied is None else copied
     if isinstance(value, list):
-        redacted = [_json(item, redact, key) for item in value]
-        return value if all(new is old for new, old in zip(redacted, value, strict=True)) else redacted
+        items: list | None = None
+        for i, item in enumerate(value):
+            new = _json(item, redact, key)
+            if new is not item:
+                items = list(value) if items is None else items
+                items[i] = new
+        return value if items is None else items
     return value
 
 

@@ -76,7 +76,11 @@ _USER_PASSWORD = re.compile(r"(?<![\w-])(?:-u|--user)[ \t]+[\"']?[^\s:\"']+:(?P<
 _NETRC = re.compile(
     r"^[ \t]*(?:machine|default)\b.*?[ \t]password[ \t]+(?P<bare>\S+)|^[ \t]*password[ \t]+(?P<alone>\S+)$"
 )
-_MAY_HOLD_KEYED = re.compile(r"pass|pwd|secret|token|key|auth|credential|signature|://|-u\b|--user")
+# SQL: CREATE USER ... PASSWORD 'x', ALTER ROLE ... WITH PASSWORD 'x', IDENTIFIED BY 'x'.
+_SQL_PASSWORD = re.compile(r"\b(?:password|identified[ \t]+by)[ \t]+'(?P<sq>[^'\n]+)'", re.IGNORECASE)
+_MAY_HOLD_KEYED = re.compile(
+    r"pass|pwd|secret|token|key|auth|credential|signature|identified|://|-u\b|--user"
+)
 # Lines worth handing to a detector such as detect-secrets (~50-100 us a line with all plugins),
 # matched against the lower-cased line: a keyword its keyword/auth plugins look for, credentials in
 # a URL, or a long token-like run.
@@ -214,6 +218,8 @@ def _keyed(line: str) -> Iterable[tuple[str, str]]:
             yield "url_credentials", token
     for match in _USER_PASSWORD.finditer(line):
         yield "password", match["bare"]
+    for match in _SQL_PASSWORD.finditer(line):
+        yield "password", match["sq"]
     match = _NETRC.search(line)
     if match:
         yield "password", match["bare"] or match["alone"]

@@ -50,6 +50,8 @@ def redact_all(*texts: str, width: int = 0) -> list[str]:
         (f"$ mysql --password {PASSWORD} shop", PASSWORD, "password"),
         (f"$ curl -u admin:{PASSWORD} http://10.0.0.5/", PASSWORD, "password"),
         (f"machine git.example.com login agent password {PASSWORD}", PASSWORD, "password"),
+        (f"shop=# CREATE USER app WITH PASSWORD '{PASSWORD}';", PASSWORD, "password"),
+        (f"mysql> CREATE USER 'app'@'%' IDENTIFIED BY '{PASSWORD}';", PASSWORD, "password"),
         (f"machine git.example.com\n  login agent\n  password {PASSWORD}", PASSWORD, "password"),
     ],
 )

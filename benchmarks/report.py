@@ -92,6 +92,12 @@ def _corpus(r: dict) -> list[str]:
     return lines
 
 
+def _redaction(r: dict) -> list[str]:
+    from benchmarks.redaction import markdown_lines  # imports Beam: only when this table is rendered
+
+    return markdown_lines(r)
+
+
 def _flat(prefix: str, value: object, out: list[str]) -> None:
     """Nested results as `| key.path | value |` rows (for the smaller benchmarks)."""
     if isinstance(value, dict):
@@ -131,6 +137,7 @@ RENDERERS = {
     "fleet": _fleet,
     "variety": _variety,
     "corpus": _corpus,
+    "redaction": _redaction,
     "training": _table,
     "simulator": _table,
     "fidelity_concurrency": _table,

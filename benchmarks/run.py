@@ -44,6 +44,12 @@ def _corpus() -> dict:
     return corpus_throughput.corpus_benchmark(int(os.environ.get("CORPUS_BENCH_N", "20000")))
 
 
+def _redaction() -> dict:
+    from benchmarks import redaction
+
+    return redaction.redaction_benchmark()
+
+
 def _training() -> dict:
     from benchmarks import training_throughput
 
@@ -82,6 +88,7 @@ BENCHES: dict[str, Callable[[], dict]] = {
     "fleet": _fleet,
     "variety": _variety,
     "corpus": _corpus,
+    "redaction": _redaction,
     "training": _training,
     "simulator": _simulator,
     "fidelity_concurrency": _fidelity_concurrency,

@@ -34,11 +34,13 @@ except OSError as exc:
     print("fork refused:", exc.strerror)
 print("forked", n)
 """
-BUSY = """import os, time
+# Spins until it has used argv[1] seconds of CPU time (at most 20 s of wall time): on a busy host a
+# fixed wall-clock loop could get too little CPU to reach a limit.
+BUSY = """import os, sys, time
 start = time.monotonic()
-while time.monotonic() - start < 2:
+while os.times().user < float(sys.argv[1]) and time.monotonic() - start < 20:
     pass
-print("cpu share %.2f" % (os.times().user / 2))
+print("cpu time %.2f" % os.times().user)
 """
 HOG = "python3 -c 'x = bytearray(400 << 20); print(\"allocated\")'"
 
@@ -90,17 +92,18 @@ def test_memory_is_capped(limited: TerminalSandbox) -> None:
 
 
 def test_cpu_is_capped(limited: TerminalSandbox) -> None:
-    text, code = run(limited, "python3 busy.py")
     if limited.describe().config["limits"] == "cgroup":
-        # 0.25 CPUs: the kernel throttled the 2-second busy loop (on a busy host its share alone
-        # would not prove anything).
+        # 0.25 CPUs: the kernel throttled the loop (on a busy host its share alone would prove
+        # nothing).
+        text, code = run(limited, "python3 busy.py 0.5")
         # resources() lists the booted spare's cgroups too; that one ran nothing.
         groups = [r[5:] for r in limited.resources() if r.startswith("path:/sys/fs/cgroup/")]
         stats = [_stat(f"{g}/cpu.stat") for g in groups if os.path.exists(f"{g}/cpu.stat")]
         assert code == 0 and max(int(s["nr_throttled"]) for s in stats) > 0, (text, stats)
     else:
         # 1 s of CPU time per process, then the kernel kills it.
-        assert code in (137, 152) and not re.search(r"^cpu share \d", text, re.M), text
+        text, code = run(limited, "python3 busy.py 2")
+        assert code in (137, 152) and not re.search(r"^cpu time \d", text, re.M), text
     assert run(limited, "echo alive")[1] == 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from beam_pipelines.stages.tokenise import ChatTokenizer, _content_tests, _template_env
+from schemas.chat_tokens import ChatTokenizer, _content_tests, _template_env
 from schemas.render import chat_messages, target_text
 
 

@@ -255,8 +255,8 @@ def score(judged: dict[str, dict]) -> dict:
 
 _COLUMNS = ("samples", "failed", "format_validity", *DIMENSIONS, "score", "strict")
 _LEGEND = """score: mean over the samples the judge scored (the public script); failed: samples it could not
-score; strict: failed samples count as the lowest score; format_validity: % of replies with the tags;
-overall: all samples together; macro: mean over domains (the public README's Overall)."""
+score; strict: failed samples count as the lowest score; format%: replies with the tags (format_validity
+in --json); overall: all samples together; macro: mean over domains (the public README's Overall)."""
 
 
 def format_table(table: dict) -> str:

@@ -1,4 +1,4 @@
-"""Short Markdown tables for the benchmark results."""
+"""Short Markdown tables for the benchmark results (the heavy benchmarks' own, imported when used)."""
 
 from __future__ import annotations
 
@@ -62,38 +62,13 @@ def _variety(r: dict) -> list[str]:
 
 
 def _corpus(r: dict) -> list[str]:
-    ours, ceiling, peer, mem = r["ours"], r["ceiling"], r["datatrove"], r["memory"]
-    gib = 1 << 30
-    met = {True: "met", False: "NOT met"}
-    load = r["load_average"]
-    lines = [
-        f"{r['trajectories']:,} trajectories (derived from real recordings, see benchmarks/corpus_data.py).",
-        "",
-        "| run | tokens | seconds | tokens/s | peak RSS GiB |",
-        "|---|---:|---:|---:|---:|",
-        f"| ours (build_corpus, end to end) | {ours['tokens']:,} | {ours['seconds']:.1f} "
-        f"| {ours['tokens_per_s']:,.0f} | {ours['peak_rss_bytes'] / gib:.2f} |",
-        f"| ceiling (encode_batch_fast over the written texts) | {ceiling['tokens']:,} "
-        f"| {ceiling['seconds']:.1f} | {ceiling['tokens_per_s']:,.0f} | - |",
-        f"| datatrove (read, exact dedup, tokenise, write) | {peer['tokens']:,} | {peer['seconds']:.1f} "
-        f"| {peer['tokens_per_s']:,.0f} | {peer['peak_rss_bytes'] / gib:.2f} |",
-        "",
-        f"- ours / ceiling: {r['ratio_to_ceiling']:.2f} (target >= {r['ceiling_target']}: "
-        f"{met[r['ceiling_met']]})",
-        f"- ours / datatrove: {r['ours_over_datatrove']:.2f} (target >= 1: {met[r['datatrove_met']]}); "
-        f"datatrove: {peer['config']}",
-        f"- peak RSS (process tree) at {mem['half_n']:,}: {mem['peak_rss_half_bytes'] / gib:.2f} GiB, at "
-        f"{r['trajectories']:,}: {mem['peak_rss_full_bytes'] / gib:.2f} GiB, "
-        f"growth {mem['growth'] * 100:.1f}% (target < {mem['target'] * 100:.0f}%: {met[mem['met']]})",
-        f"- determinism ({r['determinism']['trajectories']:,} trajectories, two runs): "
-        f"{r['determinism']['files']} files, identical: {r['determinism']['identical']}",
-        f"- load average (1 min) at start {load['start'][0]:.2f}, at end {load['end'][0]:.2f}",
-    ]
-    return lines
+    from benchmarks.corpus_throughput import markdown_lines
+
+    return markdown_lines(r)
 
 
 def _redaction(r: dict) -> list[str]:
-    from benchmarks.redaction import markdown_lines  # imports Beam: only when this table is rendered
+    from benchmarks.redaction import markdown_lines
 
     return markdown_lines(r)
 

@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from beam_pipelines.build_corpus import main
-from beam_pipelines.stages.tokenise import ChatTokenizer
 from schemas import read_trajectories
+from schemas.chat_tokens import ChatTokenizer
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.tmux]
 

@@ -285,26 +285,10 @@ def markdown_lines(r: dict) -> list[str]:
     ]
 
 
-def main(n: int) -> None:
-    """Run the benchmark and write benchmarks/results/corpus.json and corpus.md, as `benchmarks.run` does."""
-    import platform
-
-    started = time.time()
-    result = corpus_benchmark(n)
-    result["_meta"] = {
-        "host": platform.node(),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "duration_s": round(time.time() - started, 1),
-    }
-    results = ROOT / "benchmarks" / "results"
-    (results / "corpus.json").write_text(json.dumps(result, indent=2))
-    head = f"## corpus\n\n{result['_meta']['cpus']} CPUs, {result['_meta']['finished_at']}\n"
-    markdown = "\n".join([head, *markdown_lines(result), ""])
-    (results / "corpus.md").write_text(markdown)
-    print(markdown)
-
-
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 20_000)
+    # `python -m benchmarks.corpus_throughput N` is `CORPUS_BENCH_N=N python -m benchmarks.run corpus`
+    from benchmarks import run
+
+    if len(sys.argv) > 1:
+        os.environ["CORPUS_BENCH_N"] = sys.argv[1]
+    sys.exit(run.main(["corpus"]))

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import platform
 import re
 import sys
 import time
@@ -158,24 +156,7 @@ def markdown_lines(r: dict) -> list[str]:
     return lines
 
 
-def main() -> None:
-    """Run the benchmark and write benchmarks/results/redaction.json and .md, as `benchmarks.run` does."""
-    started = time.time()
-    result = redaction_benchmark()
-    result["_meta"] = {
-        "host": platform.node(),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "duration_s": round(time.time() - started, 1),
-    }
-    results = ROOT / "benchmarks" / "results"
-    (results / "redaction.json").write_text(json.dumps(result, indent=2) + "\n")
-    head = f"## redaction\n\n{result['_meta']['cpus']} CPUs, {result['_meta']['finished_at']}\n"
-    markdown = "\n".join([head, *markdown_lines(result), ""])
-    (results / "redaction.md").write_text(markdown)
-    print(markdown)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from benchmarks import run
+
+    sys.exit(run.main(["redaction"]))

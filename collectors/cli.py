@@ -109,9 +109,13 @@ def policy_factory(
     tasks: list[TaskSpec],
     parse_action: Callable[[str, dict], Action] | None = None,
     explorer_options: dict | None = None,
+    explorer: Callable[[], Policy] | None = None,
 ) -> tuple[Callable[[], Policy], list[TaskSpec], int | None]:
-    """(factory, tasks, default episodes): replay brings its own tasks and episode count."""
+    """(factory, tasks, default episodes): replay brings its own tasks and episode count.
+    `explorer` builds the domain's own explorer (collectors/<domain>/); the default is the terminal one."""
     name = args.policy
+    if name == "explorer" and explorer is not None:
+        return explorer, tasks, None
     if name == "scripted":
         return (lambda: make_policy("scripted", tasks=tasks, parse_action=parse_action)), tasks, None
     if name == "explorer":

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Prepare a Debian 12 machine for development, tests and the demo. Idempotent: every step checks
 # before it acts, so `make test` can call it on every run.
-#   - system packages: docker engine, bubblewrap, tmux, debootstrap
+#   - system packages: docker engine, bubblewrap, tmux, debootstrap, chromium, python3-doc, manpages
 #   - a running Docker engine (started here when none answers, e.g. in CI or a container)
 #   - the terminal sandbox image (built from the host's apt mirror; no registry needed)
 #   - .venv with the project and its dev extras
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-APT_PACKAGES=(docker.io bubblewrap tmux debootstrap procps)
+# chromium: the web sandbox's browser; python3-doc and manpages: real documents for the embedded
+# web site and search index
+APT_PACKAGES=(docker.io bubblewrap tmux debootstrap procps chromium python3-doc manpages man-db)
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 

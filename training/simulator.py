@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sandboxes.base import Sandbox, SandboxClosedError, SandboxError, StepResult
-from sandboxes.terminal.actions import parse_action as parse_terminal_action
+from sandboxes.domains import KNOWN_DOMAINS, DomainSpec, domain_spec
 from schemas.records import (
     Action,
     Environment,
@@ -32,11 +32,8 @@ from schemas.records import (
 )
 from schemas.render import chat_messages, extract_prediction, strip_think
 from training.backends.base import GenerationConfig, WorldModelBackend
+from training.fidelity.observations import observation_data
 
-# The observation format each real sandbox emits; a simulated observation must carry the same one.
-DOMAIN_FORMATS = {"terminal": "terminal_screen"}
-# What a fresh real sandbox shows before the first action (the terminal sandbox's first screen).
-DOMAIN_INITIAL_TEXT = {"terminal": "agent@sandbox:~$"}
 DEFAULT_GENERATION = GenerationConfig(max_new_tokens=1024)
 
 
@@ -55,10 +52,16 @@ def _observation_from(value: Any, fmt: str) -> Observation:
     raise ValueError(f"task metadata initial_observation must be an observation, dict or str, got {value!r}")
 
 
-def _canonical(domain: str, action: Action) -> Action:
+def _spec(domain: str) -> DomainSpec | None:
+    """The real sandbox's spec: its observation format, first observation and action parser. A domain
+    without a sandbox package yet is simulated with plain text and its actions taken as given."""
+    return domain_spec(domain) if domain in KNOWN_DOMAINS else None
+
+
+def _canonical(spec: DomainSpec | None, action: Action) -> Action:
     """Validate a domain's action and fix its text the way the real sandbox would record it."""
-    if domain == "terminal":
-        return parse_terminal_action(action.kind, action.arguments)  # raises InvalidActionError
+    if spec is not None:
+        return spec.parse_action(action.kind, action.arguments)  # raises InvalidActionError
     if action.text:
         return action
     return dataclasses.replace(action, text=f"{action.kind} {action.arguments}")
@@ -82,6 +85,7 @@ class SimulatedSandbox(Sandbox):
         observation_format: str | None = None,
     ) -> None:
         self.domain = domain
+        self.spec = _spec(domain)
         self.backend = backend
         self.generation = generation or DEFAULT_GENERATION
         self.history_budget_tokens = history_budget_tokens
@@ -89,7 +93,7 @@ class SimulatedSandbox(Sandbox):
         self.format = (
             observation_format
             or (initial_observation.format if initial_observation else "")
-            or DOMAIN_FORMATS.get(domain, "text")
+            or (self.spec.observation_format if self.spec else "text")
         )
         self._initial = initial_observation
         self._counter: Callable[[list[dict]], int] | None = None
@@ -111,7 +115,7 @@ class SimulatedSandbox(Sandbox):
         elif self._initial is not None:
             initial = copy.deepcopy(self._initial)
         else:
-            initial = Observation(format=self.format, text=DOMAIN_INITIAL_TEXT.get(self.domain, ""))
+            initial = Observation(format=self.format, text=self.spec.initial_text if self.spec else "")
         initial.data = {**initial.data, "simulated": True}
         stamp = datetime.now(UTC)
         # Only the fields the renderer reads matter; the collector writes the real trajectory.
@@ -133,7 +137,7 @@ class SimulatedSandbox(Sandbox):
             raise SandboxClosedError("simulated sandbox is closed; create a new one or call reset")
         if self._episode is None:
             raise SandboxClosedError("simulated sandbox has no episode yet; call reset first")
-        action = _canonical(self.domain, action)
+        action = _canonical(self.spec, action)
         pending = Step(
             index=len(self._episode.steps),
             action=action,
@@ -153,8 +157,11 @@ class SimulatedSandbox(Sandbox):
         predicted = extract_prediction(reply)
         failure = predicted is None
         data: dict[str, Any] = {"simulated": True, "format_failure": failure}
-        if failure:
+        if predicted is None:
             data["raw_reply"] = reply
+        else:
+            # What the real sandbox would put in `data` (url, title, results, ...), read from the text.
+            data.update(observation_data(self.domain, predicted))
         observation = Observation(
             format=self.format, text=strip_think(reply).strip() if failure else predicted, data=data
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 from collections import deque
 from typing import Any
 
@@ -18,21 +19,25 @@ import openai
 
 from collectors.policies.base import Policy, invalid_action
 from sandboxes.base import InvalidActionError
-from sandboxes.terminal.actions import parse_action
+from sandboxes.domains import KNOWN_DOMAINS, DomainSpec, domain_spec
+from schemas.prompts import DOMAIN_PROMPTS
 from schemas.records import Action, Observation, Task
 
-SYSTEM_PROMPT = """You are an agent operating a Linux terminal (a bash shell in tmux) to complete a task.
+SYSTEM_PROMPT = """You are an agent operating {environment} to complete a task.
 
 Task: {instruction}
 
-Each turn you see the current terminal screen. Reply with exactly one JSON object and nothing else:
-- run a one-line shell command and wait for it to finish (timeout in seconds is optional):
-  {{"command": "ls -la"}} or {{"command": "make", "timeout": 120}}
-- send raw keys (tmux key names such as C-c, Enter, Escape), each followed by a pause in seconds:
-  {{"keystrokes": [{{"keystrokes": "C-c", "duration": 0.5}}]}}
-- stop when the task is finished: {{"done": true}}"""
+Each turn you see what the environment shows now. Reply with exactly one JSON object and nothing else:
+{action_space}"""
 
-_ACTION_KEYS = ("command", "keystrokes", "done")
+DEFAULT_DOMAIN = "terminal"
+DONE = "done"
+ACTION = "action"
+# Commentary a model may put beside its action; never an argument of one.
+_COMMENTARY = ("thought",)
+# The first key of each example object in an action space: `{"command": ...}` shows a kind-keyed
+# reply, `{"action": "click", ...}` the generic one.
+_EXAMPLE_KEY = re.compile(r'(?<![\[{,:]\s)(?<![\[{,:])\{"(\w+)"\s*:')
 
 
 def first_json_object(text: str) -> dict[str, Any] | None:
@@ -51,25 +56,71 @@ def first_json_object(text: str) -> dict[str, Any] | None:
     return None
 
 
-def parse_reply(reply: str) -> Action | None:
-    """Turn a model reply into an Action, None for `done`, or an invalid Action with the reason."""
+def keyed_kinds(action_space: str) -> list[str]:
+    """The kinds an action space shows in kind-keyed form (`{"command": "ls"}`), in order, then `done`.
+
+    Read from the examples the model is shown, so the parser accepts exactly the shapes the prompt
+    teaches: a domain whose examples all read `{"action": ...}` has none.
+    """
+    found = [k for k in dict.fromkeys(_EXAMPLE_KEY.findall(action_space)) if k not in (ACTION, DONE)]
+    return [*found, DONE]
+
+
+def parse_reply(reply: str, spec: DomainSpec | None = None) -> Action | None:
+    """Turn a model reply into an Action, None for `done`, or an invalid Action with the reason.
+
+    A reply is `{"action": "<kind>", ...arguments}`, `{"done": true}`, or, where the domain's action
+    space shows it, the kind-keyed form `{"<kind>": <its main argument>, ...}` (the terminal's).
+    Keys beside the action (a "thought", say) are tolerated.
+    """
+    spec = spec or domain_spec(DEFAULT_DOMAIN)
     obj = first_json_object(reply)
     if obj is None:
         return invalid_action(reply, "no JSON object in reply")
-    present = [key for key in _ACTION_KEYS if key in obj]
+    if ACTION in obj:
+        if DONE in obj:
+            return invalid_action(reply, f"expected an action or 'done', got both: keys {sorted(obj)}")
+        kind = obj[ACTION]
+        if not isinstance(kind, str):
+            return invalid_action(reply, f"'action' must be the name of an action kind, got {kind!r}")
+        arguments = {k: v for k, v in obj.items() if k != ACTION and k not in _COMMENTARY}
+        return _parsed(reply, spec, kind, arguments)
+    keys = keyed_kinds(spec.action_space)
+    present = [key for key in keys if key in obj]
     if len(present) != 1:
-        return invalid_action(reply, f"expected exactly one of {list(_ACTION_KEYS)}, got keys {sorted(obj)}")
-    key = present[0]
-    if key == "done":
-        return None if obj[key] is True else invalid_action(reply, f"'done' must be true, got {obj[key]!r}")
-    # Keys beside the action (a "thought", say) are tolerated; only the action's own fields are checked.
-    arguments = {key: obj[key]}
-    if key == "command" and "timeout" in obj:
-        arguments["timeout"] = obj["timeout"]
+        expected = keys if len(keys) > 1 else [ACTION, DONE]
+        return invalid_action(reply, f"expected exactly one of {expected}, got keys {sorted(obj)}")
+    kind = present[0]
+    if kind == DONE:
+        return None if obj[kind] is True else invalid_action(reply, f"'done' must be true, got {obj[kind]!r}")
+    arguments = {k: v for k, v in obj.items() if k not in keys and k not in _COMMENTARY}
+    return _parsed(reply, spec, kind, {kind: obj[kind], **arguments})
+
+
+def _parsed(reply: str, spec: DomainSpec, kind: str, arguments: dict[str, Any]) -> Action:
     try:
-        return parse_action(key, arguments)
+        return spec.parse_action(kind, arguments)
     except InvalidActionError as exc:
         return invalid_action(reply, str(exc))
+
+
+def _with_done(action_space: str) -> str:
+    """The action space with the way to end the episode, which every domain's agent needs."""
+    if f'{{"{DONE}": true}}' in action_space:
+        return action_space
+    return f'{action_space}\n- stop when the task is finished: {{"{DONE}": true}}'
+
+
+def domain_of(observation: Observation) -> str:
+    """The domain whose sandboxes emit `observation.format`; the terminal when none does. Specs are
+    imported in order and the first match stops the search, so a terminal run imports no browser."""
+    for name in KNOWN_DOMAINS:
+        try:
+            if domain_spec(name).observation_format == observation.format:
+                return name
+        except ImportError:  # a domain whose optional dependencies are not installed
+            continue
+    return DEFAULT_DOMAIN
 
 
 class LLMPolicy(Policy):
@@ -87,8 +138,13 @@ class LLMPolicy(Policy):
         max_retries: int = 2,
         system_prompt: str = SYSTEM_PROMPT,
         json_mode: bool = False,
+        domain: str | None = None,
     ) -> None:
+        """`domain` fixes the action space and parser; by default each episode takes them from the
+        domain whose sandboxes emit its first observation's format (the terminal when none does)."""
         self.base_url = base_url
+        self.domain = domain
+        self._spec = domain_spec(domain or DEFAULT_DOMAIN)
         self.model = model
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -104,7 +160,12 @@ class LLMPolicy(Policy):
         self._rng = random.Random(0)
 
     def reset(self, task: Task, observation: Observation, rng: random.Random) -> None:
-        self._system = self.system_prompt.format(instruction=task.instruction or "(no instruction given)")
+        self._spec = domain_spec(self.domain or domain_of(observation))
+        self._system = self.system_prompt.format(
+            instruction=task.instruction or "(no instruction given)",
+            environment=DOMAIN_PROMPTS[self._spec.name].title,
+            action_space=_with_done(self._spec.action_space),
+        )
         self._history.clear()
         self._rng = rng
 
@@ -112,7 +173,7 @@ class LLMPolicy(Policy):
         screen = f"Current screen:\n{observation.text}"
         reply = self._complete(screen)
         self._history.append((screen, reply))
-        return parse_reply(reply)
+        return parse_reply(reply, self._spec)
 
     def messages(self, screen: str) -> list[dict[str, str]]:
         """The chat sent for `screen`: system prompt, the last `max_history` turns, then the screen."""

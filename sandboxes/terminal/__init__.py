@@ -16,11 +16,13 @@ from sandboxes.terminal.config import (
     TerminalConfig,
     make_backend,
 )
+from sandboxes.terminal.domain import DOMAIN
 from sandboxes.terminal.sandbox import TerminalSandbox
 
 __all__ = [
     "ACTION_KINDS",
     "COMMAND",
+    "DOMAIN",
     "KEYSTROKES",
     "BwrapBackend",
     "DockerBackend",

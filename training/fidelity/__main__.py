@@ -56,7 +56,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--backend",
         default="auto",
         choices=("auto", "bwrap", "docker"),
-        help="sandbox backend of replays (auto: each trajectory's own, with its recorded image and limits)",
+        help="sandbox backend of terminal replays (auto: each trajectory's own, with its recorded image and "
+        "limits); web and search replays run in a fresh browser or search sandbox like the recorded one",
     )
     p.add_argument(
         "--replay-attempts",

@@ -1,7 +1,8 @@
 """Real replays of recorded trajectories: the raw material of the noise floor (noise_floor.py).
 
-Each replay runs in its own fresh sandbox, built from the recording's own environment (backend, image,
-limits, screen size), so that what differs between the recording and a replay is volatility and not a
+Each replay runs in its own fresh sandbox, built by the domain's spec (sandboxes.domains) from the
+recording's own environment (for the terminal: backend, image, limits, screen size; for the web: the
+same embedded sites), so that what differs between the recording and a replay is volatility and not a
 different machine. A failed replay is tried again in another fresh sandbox, up to `attempts` times,
 and every try is counted. Finished replays are appended to a JSONL store: a rerun, or a run resumed
 after a kill, replays only what is missing or failed.
@@ -20,14 +21,16 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from sandboxes.terminal import TerminalConfig, TerminalSandbox, make_backend
-from sandboxes.terminal.config import DockerBackend
-from schemas.records import Action, Task, Trajectory
+from sandboxes.base import Sandbox
+from sandboxes.domains import KNOWN_DOMAINS, domain_spec
+from schemas.records import Action, Environment, Task, Trajectory
 
 log = logging.getLogger(__name__)
 
-REPLAYABLE_DOMAINS = ("terminal",)
-ISOLATED_BACKENDS = ("bwrap", "docker")
+REPLAYABLE_DOMAINS = KNOWN_DOMAINS
+# The environment config key a domain's replay_sandbox reads for a backend override ("auto": as
+# recorded); only the terminal has backends to choose from (sandboxes.terminal.domain).
+REPLAY_BACKEND = "replay_backend"
 
 
 @dataclass
@@ -42,10 +45,11 @@ class Replay:
         return dataclasses.asdict(self)
 
 
-def replay_actions(sandbox: TerminalSandbox, task: Task, actions: Sequence[Action]) -> tuple[list[str], str]:
+def replay_actions(sandbox: Sandbox, task: Task, actions: Sequence[Action]) -> tuple[list[str], str]:
     """Run `actions` after a reset to `task`: the observation texts, and an error that cut it short."""
     observations: list[str] = []
     try:
+        sandbox.start()
         sandbox.reset(task)
         for action in actions:
             observations.append(sandbox.step(action).observation.text)
@@ -54,23 +58,12 @@ def replay_actions(sandbox: TerminalSandbox, task: Task, actions: Sequence[Actio
     return observations, ""
 
 
-def recorded_config(trajectory: Trajectory, backend: str = "auto") -> TerminalConfig:
-    """The sandbox configuration the trajectory was recorded with. `backend` overrides the recorded
-    one ("auto" keeps it); a recording made on the host itself (`local`) or by an unknown backend is
-    replayed under bwrap, since replaying recorded actions must never touch the host."""
+def replay_environment(trajectory: Trajectory, backend: str = "auto") -> Environment:
+    """The recorded environment, with the backend override where one is given."""
     env = trajectory.environment
-    kind = env.backend if backend == "auto" else backend
-    if kind not in ISOLATED_BACKENDS:
-        kind = "bwrap"
-    cls = type(make_backend(kind))
-    options = {}
-    if kind == env.backend:  # another backend's limits do not carry over
-        names = {f.name for f in dataclasses.fields(cls)} - {"kind"}
-        options = {k: v for k, v in env.config.items() if k in names and v is not None}
-        if cls is DockerBackend and env.image:
-            options["image"] = env.image
-    screen = {k: int(env.config[k]) for k in ("width", "height") if env.config.get(k)}
-    return TerminalConfig(backend=make_backend(kind, **options), **screen)
+    if backend == "auto":
+        return env
+    return dataclasses.replace(env, config={**env.config, REPLAY_BACKEND: backend})
 
 
 class ReplayStore:
@@ -97,14 +90,22 @@ class ReplayStore:
 
 
 def replay_once(
-    trajectory: Trajectory, index: int, config: TerminalConfig, turns: int | None, attempts: int
+    trajectory: Trajectory, index: int, environment: Environment, turns: int | None, attempts: int
 ) -> Replay:
-    """One replay of `trajectory`, each try in a new sandbox that is closed before the next."""
+    """One replay of `trajectory`, each try in a new sandbox (the domain's replay_sandbox of
+    `environment`) that is closed before the next."""
     actions = [s.action for s in trajectory.steps[:turns]]
+    try:
+        spec = domain_spec(trajectory.domain)
+    except (ValueError, ImportError) as exc:  # no such domain, or its optional dependencies are missing
+        return Replay(trajectory.trajectory_id, index, [], f"{type(exc).__name__}: {exc}", 1)
     observations: list[str] = []
     error = ""
     for attempt in range(1, attempts + 1):
-        sandbox = TerminalSandbox(config)
+        try:
+            sandbox = spec.replay_sandbox(environment)
+        except Exception as exc:  # a config the sandbox refuses: no sandbox to retry with
+            return Replay(trajectory.trajectory_id, index, [], f"{type(exc).__name__}: {exc}", attempt)
         try:
             observations, error = replay_actions(sandbox, trajectory.task, actions)
         finally:
@@ -126,7 +127,8 @@ def run_replays(
     attempts: int = 3,
     progress: bool = True,
 ) -> dict[str, list[Replay]]:
-    """Replay each trajectory `replays` times; the replays (failed ones included) per trajectory id."""
+    """Replay each trajectory `replays` times; the replays (failed ones included) per trajectory id.
+    `backend` overrides where terminal replays run ("auto": each recording's own backend)."""
     jobs = [
         (t, r)
         for t in trajectories
@@ -136,7 +138,8 @@ def run_replays(
     ]
     with ThreadPoolExecutor(max(1, workers), thread_name_prefix="replay") as pool:
         futures = [
-            pool.submit(replay_once, t, r, recorded_config(t, backend), max_turns, attempts) for t, r in jobs
+            pool.submit(replay_once, t, r, replay_environment(t, backend), max_turns, attempts)
+            for t, r in jobs
         ]
         for future in tqdm(
             as_completed(futures), total=len(futures), desc="real replays", disable=not progress

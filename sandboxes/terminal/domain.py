@@ -1,0 +1,60 @@
+"""The terminal domain's spec for domain-agnostic code (sandboxes.domains): its action space as an LLM
+agent writes it, and a fresh sandbox like the one a recording was made in, for fidelity replays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sandboxes.domains import DomainSpec
+from sandboxes.terminal.actions import parse_action
+from sandboxes.terminal.config import DockerBackend, TerminalConfig, make_backend
+from sandboxes.terminal.sandbox import TerminalSandbox
+from schemas.records import Environment
+
+ACTION_SPACE = """- run a one-line shell command and wait for it to finish (timeout in seconds is optional):
+  {"command": "ls -la"} or {"command": "make", "timeout": 120}
+- send raw keys (tmux key names such as C-c, Enter, Escape), each followed by a pause in seconds:
+  {"keystrokes": [{"keystrokes": "C-c", "duration": 0.5}]}
+- stop when the task is finished: {"done": true}"""
+
+ISOLATED_BACKENDS = ("bwrap", "docker")
+# An environment config key a replay may set to run the recording under another backend ("auto"
+# keeps the recorded one); the fidelity command's --backend sets it.
+REPLAY_BACKEND = "replay_backend"
+
+
+def recorded_config(environment: Environment, backend: str = "auto") -> TerminalConfig:
+    """The sandbox configuration a trajectory was recorded with (its `environment`). `backend`
+    overrides the recorded one ("auto" keeps it); a recording made on the host itself (`local`) or by
+    an unknown backend is replayed under bwrap, since replaying recorded actions must never touch
+    the host."""
+    env = environment
+    kind = env.backend if backend == "auto" else backend
+    if kind not in ISOLATED_BACKENDS:
+        kind = "bwrap"
+    cls = type(make_backend(kind))
+    options = {}
+    if kind == env.backend:  # another backend's limits do not carry over
+        names = {f.name for f in dataclasses.fields(cls)} - {"kind"}
+        options = {k: v for k, v in env.config.items() if k in names and v is not None}
+        if cls is DockerBackend and env.image:
+            options["image"] = env.image
+    screen = {k: int(env.config[k]) for k in ("width", "height") if env.config.get(k)}
+    return TerminalConfig(backend=make_backend(kind, **options), **screen)
+
+
+def replay_sandbox(environment: Environment) -> TerminalSandbox:
+    """A fresh, not yet started sandbox like the recorded one, never on the host."""
+    backend = str(environment.config.get(REPLAY_BACKEND) or "auto")
+    return TerminalSandbox(recorded_config(environment, backend))
+
+
+DOMAIN = DomainSpec(
+    name="terminal",
+    observation_format="terminal_screen",
+    parse_action=parse_action,
+    action_space=ACTION_SPACE,
+    replay_sandbox=replay_sandbox,
+    initial_text="agent@sandbox:~$",
+)

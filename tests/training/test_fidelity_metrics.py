@@ -126,17 +126,15 @@ def test_terminal_format_needs_a_prompt_only_where_the_real_screen_had_one() -> 
     assert format_valid("terminal", "line 1\n:", "line 1\nline 2\n:")
 
 
-def test_json_tree_and_search_verifiers() -> None:
+def test_json_and_tree_verifiers() -> None:
     assert format_valid("mcp", '{"a": 1}', '{"b": 2}') and not format_valid("mcp", "{a: 1", '{"b": 2}')
     assert format_valid("mcp", "Error: no such tool", "Error: unknown tool x")
     assert format_valid("android", "<hierarchy><node/></hierarchy>", "<hierarchy/>")
     assert not format_valid("android", "<hierarchy><node></hierarchy>", "<hierarchy/>")
     assert not format_valid("android", "<root/>", "<hierarchy/>")
-    assert format_valid("web", "RootWebArea\n  button 'OK'\n    text", "RootWebArea")
-    assert not format_valid("web", "RootWebArea\n      button 'OK'", "RootWebArea\n  link 'a'")
-    assert format_valid("search", "1. Title\n   url", "1. A\n2. B") and not format_valid(
-        "search", "none", "1. A"
-    )
+    # Space-indented trees (desktop accessibility); the web and search forms: test_domain_metrics.py.
+    assert format_valid("os", "RootWebArea\n  button 'OK'\n    text", "RootWebArea")
+    assert not format_valid("os", "RootWebArea\n      button 'OK'", "RootWebArea\n  link 'a'")
 
 
 def test_aggregate_by_domain_and_turn() -> None:

@@ -21,12 +21,13 @@ from dataclasses import asdict, dataclass, field
 
 from rapidfuzz.distance import Levenshtein
 
+from training.fidelity.domain_metrics import DOMAIN_METRICS, domain_scores
+from training.fidelity.observations import is_tree_node, parse_results, parse_web
+
 # A token is a word, a whitespace run or one other character: the unit real runs are diffed in.
 _TOKEN_RE = re.compile(r"\w+|\s+|[^\w\s]")
 # user@host:dir$ / root@box:/# / plain "$ " "# " "> " "% " prompts, as the last screen line.
 _PROMPT_RE = re.compile(r"^(?:\(\S+\)\s*)?(?:\S+@\S+[:\s]\S*\s?)?[$#%>]\s*$")
-# Numbered search results: "1. Title", "2) Title", "[3] Title".
-_NUMBERED_RE = re.compile(r"^\s*(?:\d+[.)]|\[\d+\])\s+\S", re.MULTILINE)
 
 
 def tokens(text: str) -> list[str]:
@@ -105,9 +106,13 @@ class TurnScore:
     line_f1: float
     tagged: bool  # the reply held a <predicted_observation> block (the public format)
     format_valid: bool  # tagged, and the content passes the domain's rule verifier
+    # The domain's own metrics (domain_metrics.py: tree lines, result lists), flattened into as_dict.
+    domain_metrics: dict[str, float | None] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        row = asdict(self)
+        own = row.pop("domain_metrics")
+        return {**row, **own}
 
 
 def _match_volatile(template: Template, prediction: str) -> list[str] | None:
@@ -210,16 +215,39 @@ def _tree_valid(prediction: str, reference: str) -> bool:
     return all(b - a <= unit for a, b in zip(depths, depths[1:], strict=False))
 
 
+def _web_valid(prediction: str, reference: str) -> bool:
+    """The web sandbox's form: URL and Title header lines where the real page had them, then a tree
+    whose lines are nodes (or the truncation marker), starting at depth 0 and nesting one tab at a time."""
+    real, predicted = parse_web(reference), parse_web(prediction)
+    if real.has_header and not (
+        predicted.url and any(line.startswith("Title:") for line in prediction.split("\n"))
+    ):
+        return False
+    if not predicted.tree:
+        return not real.tree and bool(prediction.strip())
+    depths = [len(line) - len(line.lstrip("\t")) for line in predicted.tree]
+    if depths[0] != 0 or any(b - a > 1 for a, b in zip(depths, depths[1:], strict=False)):
+        return False
+    return all(is_tree_node(line.lstrip("\t")) or line.startswith("[... ") for line in predicted.tree)
+
+
 def _search_valid(prediction: str, reference: str) -> bool:
-    if _NUMBERED_RE.search(reference):
-        return bool(_NUMBERED_RE.search(prediction))
-    return bool(prediction.strip())
+    """Where the real turn listed results, numbered results with URLs, ranked one after another."""
+    if not parse_results(reference):
+        return bool(prediction.strip())
+    results = parse_results(prediction)
+    ranks = [r.rank for r in results]
+    return (
+        bool(results)
+        and ranks == list(range(ranks[0], ranks[0] + len(ranks)))
+        and all(r.url.startswith(("http://", "https://")) for r in results)
+    )
 
 
 _VERIFIERS = {
     "terminal": _terminal_valid,
     "mcp": _json_valid,
-    "web": _tree_valid,
+    "web": _web_valid,
     "os": _tree_valid,
     "android": _tree_valid,
     "search": _search_valid,
@@ -254,6 +282,7 @@ def score_turn(domain: str, content: str, template: Template, tagged: bool = Tru
         line_f1=f1,
         tagged=tagged,
         format_valid=tagged and format_valid(domain, content, reference),
+        domain_metrics=domain_scores(domain, content, reference),
     )
 
 
@@ -286,10 +315,12 @@ METRICS = (
 
 
 def mean_scores(rows: Iterable[dict]) -> dict[str, float | int | None]:
-    """Means of every metric over rows of TurnScore dicts (None values skipped), plus `turns`."""
+    """Means of every metric over rows of TurnScore dicts (None values skipped), plus `turns`; a
+    domain's own metrics where rows carry them."""
     rows = list(rows)
     out: dict[str, float | int | None] = {"turns": len(rows)}
-    for name in METRICS:
+    own = [m for ms in DOMAIN_METRICS.values() for m in ms if any(m in r for r in rows)]
+    for name in (*METRICS, *own):
         values = [float(r[name]) for r in rows if r.get(name) is not None]
         out[name] = sum(values) / len(values) if values else None
     return out

@@ -22,8 +22,14 @@ _FOCUSED_RE = re.compile(r"^\[([^\]]+)\]$")
 _NODE_RE = re.compile(r"^(\t*)(?:\[([^\]\s]+)\]\s+)?([A-Za-z][\w-]*)(?:\s+'((?:[^'\\]|\\.)*)')?")
 _BID_RE = re.compile(r"\[[^\]\s]+\]\s*")
 
-# Search: numbered results "[n] url", then its title, snippet and date lines.
+# Search (see sandboxes/search/render.py): a summary line, then per result "[n] url" and its
+# "Title: ", "Snippet: ", "Date: " lines; an extracted page opens with "Title: " and "URL: " lines.
 _RESULT_RE = re.compile(r"^\s*\[(\d+)\]\s+(\S+)\s*$")
+_FIELD_RE = re.compile(r"^(Title|Snippet|Date|URL):[ \t]?(.*)$")
+
+
+# Actions a domain's sandbox answers in another format than its first observation's.
+ACTION_FORMATS = {("search", "web_extractor"): "markdown"}
 
 
 @dataclass
@@ -101,9 +107,12 @@ class SearchResult:
     lines: list[str] = field(default_factory=list)  # title, snippet, date, as shown
 
     def as_dict(self) -> dict[str, Any]:
-        title = self.lines[0].strip() if self.lines else ""
-        snippet = " ".join(line.strip() for line in self.lines[1:])
-        return {"rank": self.rank, "url": self.url, "title": title, "snippet": snippet}
+        fields = {"title": "", "snippet": "", "date": ""}
+        for line in self.lines:
+            found = _FIELD_RE.match(line.strip())
+            if found and found.group(1).lower() in fields:
+                fields[found.group(1).lower()] = found.group(2).strip()
+        return {"rank": self.rank, "url": self.url, **fields}
 
 
 def parse_results(text: str) -> list[SearchResult]:
@@ -124,5 +133,19 @@ def observation_data(domain: str, text: str) -> dict[str, Any]:
         return parse_web(text).data()
     if domain == "search":
         results = parse_results(text)
-        return {"results": [r.as_dict() for r in results]} if results else {}
+        if results:
+            return {"results": [r.as_dict() for r in results]}
+        return _page_head(text)
     return {}
+
+
+def _page_head(text: str) -> dict[str, Any]:
+    """An extracted page's title and URL, from the lines above its text."""
+    head: dict[str, Any] = {}
+    for line in text.split("\n"):
+        found = _FIELD_RE.match(line)
+        if not found:
+            break
+        if found.group(1) in ("Title", "URL"):
+            head[found.group(1).lower()] = found.group(2).strip()
+    return head

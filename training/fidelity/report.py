@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from training.fidelity.domain_metrics import DOMAIN_METRICS
 from training.fidelity.metrics import METRICS, aggregate
 from training.judge import DIMENSIONS
 
@@ -156,17 +157,19 @@ def _series_order(name: str) -> tuple[int, str]:
 
 
 def domain_tables(report: dict) -> list[tuple[str, list[str], list[list[str]]]]:
-    """(domain, header, rows): every metric, one table per domain, one row per system."""
+    """(domain, header, rows): every metric, one table per domain, one row per system; a domain's
+    table adds its own metrics (tree lines for web, result lists for search)."""
     systems = report["systems"]
     domains = sorted({d for s in systems.values() for d in s["by_domain"]})
     tables = []
     for domain in [*domains, "overall"]:
+        shown = (*SHOWN, *DOMAIN_METRICS.get(domain, ()))
         body = []
         for name, agg in systems.items():
             stats = agg["overall"] if domain == "overall" else agg["by_domain"].get(domain)
             if stats:
-                body.append([name, *(fmt(stats.get(m)) for m in SHOWN)])
-        tables.append((domain, ["system", *SHOWN], body))
+                body.append([name, *(fmt(stats.get(m)) for m in shown)])
+        tables.append((domain, ["system", *shown], body))
     return tables
 
 

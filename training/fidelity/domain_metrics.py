@@ -1,0 +1,92 @@
+"""Metrics suited to a domain's observation form, beside the text metrics every domain gets (pure).
+
+- web: line F1 over the accessibility tree's node lines, with the `[bid]`s kept (a node must carry
+  the id the page gave it) and with them removed (the same nodes, whatever ids); whether the URL and
+  the title match.
+- search: for result lists, precision/recall/F1 of the result URLs as sets, overlap@k (the share of
+  the real top k that the predicted top k holds) and rank agreement (the share of the real top k
+  predicted at the same rank); for extracted pages (and error texts), line F1 over the non-empty lines.
+
+Every metric is scored against the recorded text, so a second real run (the noise floor) gets the
+same metrics: its scores are the ceiling these numbers are read against. A metric that does not
+apply to a turn is None and left out of the means.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+from training.fidelity.observations import parse_results, parse_web, without_bids
+
+TOP_K = 5
+
+WEB_METRICS = ("tree_f1", "tree_f1_no_bids", "url_match", "title_match")
+SEARCH_METRICS = ("result_precision", "result_recall", "result_f1", f"overlap_at_{TOP_K}", "rank_agreement")
+SEARCH_PAGE_METRICS = ("page_line_f1",)
+DOMAIN_METRICS: dict[str, tuple[str, ...]] = {
+    "web": WEB_METRICS,
+    "search": SEARCH_METRICS + SEARCH_PAGE_METRICS,
+}
+
+
+def multiset_f1(predicted: Sequence[str], real: Sequence[str]) -> float:
+    """F1 of the multiset overlap; two empty sequences agree completely."""
+    if not predicted and not real:
+        return 1.0
+    common = sum((Counter(predicted) & Counter(real)).values())
+    if not common:
+        return 0.0
+    p, r = common / len(predicted), common / len(real)
+    return 2 * p * r / (p + r)
+
+
+def web_scores(prediction: str, reference: str) -> dict[str, float | None]:
+    pred, real = parse_web(prediction), parse_web(reference)
+    scores: dict[str, float | None] = {
+        "tree_f1": multiset_f1(pred.tree, real.tree),
+        "tree_f1_no_bids": multiset_f1(
+            [without_bids(n) for n in pred.tree], [without_bids(n) for n in real.tree]
+        ),
+        "url_match": None,
+        "title_match": None,
+    }
+    if real.has_header:  # an error observation from the runner has no page to compare with
+        scores["url_match"] = float(pred.url == real.url)
+        scores["title_match"] = float(pred.title == real.title)
+    return scores
+
+
+def search_scores(prediction: str, reference: str) -> dict[str, float | None]:
+    scores: dict[str, float | None] = dict.fromkeys(SEARCH_METRICS + SEARCH_PAGE_METRICS)
+    real = [r.url for r in parse_results(reference)]
+    if not real:
+        lines = [line.rstrip() for line in prediction.split("\n") if line.strip()]
+        ref_lines = [line.rstrip() for line in reference.split("\n") if line.strip()]
+        scores["page_line_f1"] = multiset_f1(lines, ref_lines)
+        return scores
+    predicted = [r.url for r in parse_results(prediction)]
+    common = len(set(predicted) & set(real))
+    p = common / len(set(predicted)) if predicted else 0.0
+    r = common / len(set(real))
+    k = min(TOP_K, len(real))
+    scores.update(
+        result_precision=p,
+        result_recall=r,
+        result_f1=2 * p * r / (p + r) if p + r else 0.0,
+        rank_agreement=sum(1 for a, b in zip(predicted[:k], real[:k], strict=False) if a == b) / k,
+    )
+    scores[f"overlap_at_{TOP_K}"] = len(set(predicted[:k]) & set(real[:k])) / k
+    return scores
+
+
+_SCORERS: dict[str, Callable[[str, str], dict[str, float | None]]] = {
+    "web": web_scores,
+    "search": search_scores,
+}
+
+
+def domain_scores(domain: str, prediction: str, reference: str) -> dict[str, float | None]:
+    """The domain's own metrics of one turn ({} for a domain that has none beyond the text metrics)."""
+    scorer = _SCORERS.get(domain)
+    return scorer(prediction, reference) if scorer else {}

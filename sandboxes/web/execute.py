@@ -1,0 +1,159 @@
+"""Carrying out one parsed web action on a browser context.
+
+An action that cannot be done (a bid not in the last observation, a hidden element, a blocked or
+refused URL, a timeout) raises `ActionFailed` with the message the agent sees; the page stays as
+the action left it. Anything else a Playwright call raises (a dead browser, a closed context)
+propagates, for the sandbox to decide whether the browser crashed.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Callable
+
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import Locator, Page
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+from sandboxes.web.config import origin_of
+from schemas.records import Action
+
+ALLOWED_SCHEMES = ("http", "https")
+
+
+class ActionFailed(Exception):
+    """The action was well formed but could not be done; str(exc) is what the agent sees."""
+
+
+def check_url(url: str, allowed_origins: set[str]) -> None:
+    """Refuse URLs the task does not allow: other schemes (file://, chrome://) and other origins."""
+    if url == "about:blank":
+        return
+    scheme = urllib.parse.urlsplit(url).scheme.lower()
+    if scheme not in ALLOWED_SCHEMES:
+        raise ActionFailed(
+            f"cannot open {url!r}: only http and https URLs are allowed, not {scheme or 'none'!r}"
+        )
+    origin = origin_of(url)
+    if origin not in allowed_origins:
+        raise ActionFailed(f"cannot open {url!r}: origin {origin!r} is not allowed in this task")
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+class ActionRunner:
+    """Runs actions on the active page of a context; the sandbox owns tabs and observations."""
+
+    def __init__(
+        self,
+        active_page: Callable[[], Page],
+        known_refs: Callable[[], dict[str, str]],
+        allowed_origins: set[str],
+        timeout_ms: int,
+        navigation_timeout_ms: int,
+    ) -> None:
+        self.active_page = active_page
+        self.known_refs = known_refs
+        self.allowed_origins = allowed_origins
+        self.timeout_ms = timeout_ms
+        self.navigation_timeout_ms = max(1, navigation_timeout_ms)
+
+    def element(self, bid: str) -> Locator:
+        ref = self.known_refs().get(bid)
+        if ref is None:
+            raise ActionFailed(f"element with bid {bid!r} not found")
+        locator = self.active_page().locator(f"aria-ref={ref}")
+        if locator.count() == 0:
+            raise ActionFailed(f"element with bid {bid!r} not found")
+        return locator.first
+
+    def visible(self, bid: str) -> Locator:
+        locator = self.element(bid)
+        if not locator.is_visible():
+            raise ActionFailed(f"element with bid {bid!r} is not visible")
+        return locator
+
+    def run(self, action: Action) -> None:
+        """Do `action`; ActionFailed with the agent's error message if it cannot be done."""
+        handler = getattr(self, f"_do_{action.kind}", None)
+        if handler is None:
+            raise ActionFailed(f"action {action.kind!r} is not supported by this sandbox")
+        try:
+            handler(**action.arguments)
+        except PlaywrightTimeoutError as exc:
+            raise ActionFailed(f"{action.kind} timed out: {_first_line(exc)}") from exc
+        except PlaywrightError as exc:
+            message = _first_line(exc)
+            if "net::ERR_BLOCKED_BY_CLIENT" in message:
+                raise ActionFailed(
+                    f"navigation blocked: its origin is not allowed in this task ({message})"
+                ) from exc
+            if _is_action_problem(message):
+                raise ActionFailed(message) from exc
+            raise
+
+    def _do_noop(self, wait_ms: int = 0) -> None:
+        if wait_ms:
+            self.active_page().wait_for_timeout(wait_ms)
+
+    def _do_scroll(self, delta_x: float, delta_y: float) -> None:
+        self.active_page().mouse.wheel(delta_x, delta_y)
+
+    def _do_click(self, bid: str, button: str = "left", modifiers: list[str] | None = None) -> None:
+        self.visible(bid).click(button=button, modifiers=modifiers or None, timeout=self.timeout_ms)  # type: ignore[arg-type]
+
+    def _do_dblclick(self, bid: str, button: str = "left") -> None:
+        self.visible(bid).dblclick(button=button, timeout=self.timeout_ms)  # type: ignore[arg-type]
+
+    def _do_hover(self, bid: str) -> None:
+        self.visible(bid).hover(timeout=self.timeout_ms)
+
+    def _do_fill(self, bid: str, value: str) -> None:
+        self.visible(bid).fill(value, timeout=self.timeout_ms)
+
+    def _do_select_option(self, bid: str, options: str | list[str]) -> None:
+        self.visible(bid).select_option(options, timeout=self.timeout_ms)
+
+    def _do_clear(self, bid: str) -> None:
+        self.visible(bid).clear(timeout=self.timeout_ms)
+
+    def _do_focus(self, bid: str) -> None:
+        self.element(bid).focus(timeout=self.timeout_ms)
+
+    def _do_press(self, bid: str, key_comb: str) -> None:
+        self.visible(bid).press(key_comb, timeout=self.timeout_ms)
+
+    def _do_keyboard_press(self, key: str) -> None:
+        self.active_page().keyboard.press(key)
+
+    def _do_keyboard_type(self, text: str) -> None:
+        self.active_page().keyboard.type(text)
+
+    def _do_mouse_move(self, x: float, y: float) -> None:
+        self.active_page().mouse.move(x, y)
+
+    def _do_mouse_click(self, x: float, y: float, button: str = "left") -> None:
+        self.active_page().mouse.click(x, y, button=button)  # type: ignore[arg-type]
+
+    def _do_mouse_dblclick(self, x: float, y: float, button: str = "left") -> None:
+        self.active_page().mouse.dblclick(x, y, button=button)  # type: ignore[arg-type]
+
+    def _do_goto(self, url: str) -> None:
+        check_url(url, self.allowed_origins)
+        self.active_page().goto(url, wait_until="commit", timeout=self.navigation_timeout_ms)
+
+    def _do_go_back(self) -> None:
+        self.active_page().go_back(wait_until="commit", timeout=self.navigation_timeout_ms)
+
+    def _do_go_forward(self) -> None:
+        self.active_page().go_forward(wait_until="commit", timeout=self.navigation_timeout_ms)
+
+    # Tabs, messages: the sandbox handles them (they change which page is active or end nothing).
+
+
+def _is_action_problem(message: str) -> bool:
+    """Playwright errors that describe the action or the page, not a dead browser."""
+    fatal = ("has been closed", "Target closed", "Browser closed", "Connection closed", "crashed")
+    return not any(marker in message for marker in fatal)

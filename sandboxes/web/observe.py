@@ -1,0 +1,83 @@
+"""One observation of the browser: header lines, the accessibility tree, data, attachments."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from playwright.sync_api import BrowserContext, Page
+from playwright.sync_api import Error as PlaywrightError
+
+from sandboxes.web.config import WebConfig
+from sandboxes.web.settle import Settled
+from sandboxes.web.tree import render_tree
+from schemas.records import Attachment, Observation
+
+FORMAT = "a11y_tree"
+T = TypeVar("T")
+
+
+def _title(page: Page) -> str:
+    try:
+        return page.title()
+    except PlaywrightError as exc:
+        if "Execution context was destroyed" in str(exc):
+            return ""  # a navigation is replacing the document right now; the tree says what is there
+        raise
+
+
+def _retrying(page: Page, read: Callable[[], T], attempts: int = 3) -> T:
+    """Run `read()`; a navigation that replaces the document meanwhile gets a short wait and a retry."""
+    for attempt in range(attempts):
+        try:
+            return read()
+        except PlaywrightError as exc:
+            text = str(exc)
+            moving = "Execution context was destroyed" in text or "navigating" in text
+            if not moving or attempt == attempts - 1 or page.is_closed():
+                raise
+            page.wait_for_load_state("domcontentloaded", timeout=5000)
+    raise AssertionError("unreachable")
+
+
+def observe(
+    context: BrowserContext, page: Page, config: WebConfig, settled: Settled, error: str, message: str = ""
+) -> tuple[Observation, dict[str, str]]:
+    """The observation of `page` (the active tab), and its bids' aria refs."""
+    tabs = []
+    for index, tab in enumerate(context.pages):
+        tabs.append({"index": index, "url": tab.url, "title": _title(tab), "active": tab is page})
+    active = next((t for t in tabs if t["active"]), {"url": page.url, "title": ""})
+    snapshot = _retrying(page, lambda: page.aria_snapshot(mode="ai"))
+    tree = render_tree(snapshot, active["title"], config.max_tree_lines, config.max_name_chars)
+    tab_line = " | ".join(
+        f"[{t['index']}] {t['title'] or t['url']}" + (" (active)" if t["active"] else "") for t in tabs
+    )
+    header = [
+        f"URL: {active['url']}",
+        f"Title: {active['title']}",
+        f"Tabs: {tab_line}",
+        f"Focused: [{tree.focused_bid}]" if tree.focused_bid else "Focused: none",
+    ]
+    if error:
+        header.append(f"Error: {error}")
+    data = {
+        "url": active["url"],
+        "title": active["title"],
+        "tabs": tabs,
+        "focused_bid": tree.focused_bid,
+        "elements": tree.elements,
+        "settle": settled.as_data(),
+        "last_action_error": error,
+        "message": message,
+        "tree_nodes": tree.node_count,
+    }
+    attachments = [
+        Attachment(name="page.html", media_type="text/html", content=_retrying(page, page.content).encode())
+    ]
+    if config.screenshots:
+        attachments.append(
+            Attachment(name="screenshot.png", media_type="image/png", content=page.screenshot())
+        )
+    text = "\n".join(header) + "\n\n" + tree.text
+    return Observation(format=FORMAT, text=text, data=data, attachments=attachments), tree.refs

@@ -1,0 +1,263 @@
+"""The web sandbox: one headless Chromium per sandbox, a fresh browser context per episode.
+
+Playwright's sync API belongs to the thread that started it, so start, reset, step and close run
+on the worker thread that owns the sandbox; close() from any other thread (a runner aborting)
+kills the browser's processes instead, which is safe at any moment.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from playwright.sync_api import BrowserContext, Page, Route
+from playwright.sync_api import Error as PlaywrightError
+
+from sandboxes.base import Sandbox, SandboxClosedError, SandboxCrashedError, StepResult
+from sandboxes.checks import process_exists
+from sandboxes.http_server import LocalHTTPServer
+from sandboxes.web.actions import parse_action
+from sandboxes.web.browser import LaunchedBrowser, launch
+from sandboxes.web.config import DEFAULT_START_URL, WebConfig, origin_of
+from sandboxes.web.execute import ActionFailed, ActionRunner, check_url
+from sandboxes.web.observe import observe
+from sandboxes.web.settle import MUTATION_STAMP, NetworkActivity, Settled, settle
+from sandboxes.web.sites import start_sites_server
+from schemas.records import Action, Environment, Observation, Task
+
+TAB_KINDS = ("new_tab", "tab_focus", "tab_close")
+
+
+class WebSandbox(Sandbox):
+    domain = "web"
+
+    def __init__(self, config: WebConfig | None = None) -> None:
+        self.config = config or WebConfig()
+        self._owner = threading.get_ident()
+        self._browser: LaunchedBrowser | None = None
+        self._server: LocalHTTPServer | None = None
+        self._context: BrowserContext | None = None
+        self._network: NetworkActivity | None = None
+        self._active: Page | None = None
+        self._refs: dict[str, str] = {}
+        self._allowed: set[str] = set()
+        self._crashed = False
+        self._closed = False
+        self._blocked_navigations: list[str] = []
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._closed:
+            raise SandboxClosedError("the web sandbox was closed; make a new one")
+        if self._browser is not None:
+            return
+        self._owner = threading.get_ident()
+        port = self.config.sites_port
+        if port is None:
+            self._server = start_sites_server()
+            port = self._server.port
+        self._browser = launch(self.config, port)
+
+    @property
+    def alive(self) -> bool:
+        return (
+            self._browser is not None and not self._closed and not self._crashed and not self._browser.dead()
+        )
+
+    def resources(self) -> list[str]:
+        return [f"pid:{pid}" for pid in self._browser.pids()] if self._browser else []
+
+    def describe(self) -> Environment:
+        return Environment(name="web", backend="chromium", config=self.config.recorded())
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        browser = self._browser
+        if browser is not None:
+            if threading.get_ident() != self._owner:
+                browser.kill()  # Playwright's objects may only be touched by their own thread
+            else:
+                self._shut_down(browser)
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
+    def _shut_down(self, browser: LaunchedBrowser) -> None:
+        try:
+            if not browser.dead():
+                browser.browser.close()
+        except PlaywrightError:
+            pass  # already gone: the kill below makes sure
+        finally:
+            try:
+                browser.playwright.stop()
+            except PlaywrightError:
+                pass
+            browser.kill()
+            for pid in browser.pids():  # reap: they are our children only through the driver
+                _wait_gone(pid, timeout_s=5.0)
+
+    # -- episodes --------------------------------------------------------------------------------
+
+    def reset(self, task: Task) -> Observation:
+        browser = self._require()
+        metadata = task.metadata or {}
+        origins = metadata.get("allowed_origins") or self.config.allowed_origins
+        self._allowed = {origin_of(o) or o for o in origins}
+        start_url = metadata.get("start_url") or DEFAULT_START_URL
+        try:
+            check_url(start_url, self._allowed)
+        except ActionFailed as exc:
+            raise ValueError(f"task {task.id}: start_url {exc}") from exc
+        with self._crash_guard():
+            if self._context is not None:
+                self._context.close()
+            self._context = browser.browser.new_context(
+                viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
+                accept_downloads=False,
+                service_workers="block",  # every request must pass through the route below
+            )
+            self._context.add_init_script(MUTATION_STAMP)
+            self._context.route("**/*", self._route)
+            self._network = NetworkActivity(self._context)
+            self._context.on("page", self._on_new_page)
+            self._blocked_navigations = []
+            self._active = self._context.new_page()
+            self._refs = {}
+            error = ""
+            try:
+                self._runner().run(parse_action("goto", {"url": start_url}))
+            except ActionFailed as exc:
+                error = str(exc)
+            return self._observe(self._settle(), error)
+
+    def step(self, action: Action) -> StepResult:
+        self._require()
+        if self._context is None:
+            raise SandboxClosedError("reset() must be called before step()")
+        action = parse_action(action.kind, action.arguments)
+        with self._crash_guard():
+            self._blocked_navigations = []
+            pages_before = len(self._context.pages)
+            error, message = "", ""
+            try:
+                if action.kind in TAB_KINDS:
+                    self._tab_action(action)
+                elif action.kind in ("send_msg_to_user", "report_infeasible"):
+                    message = action.arguments.get("text") or action.arguments.get("reason") or ""
+                else:
+                    self._runner().run(action)
+            except ActionFailed as exc:
+                error = str(exc)
+            if len(self._context.pages) > pages_before and action.kind not in TAB_KINDS:
+                self._active = self._context.pages[-1]  # a popup the action opened takes the focus
+            settled = self._settle()
+            if not error and self._blocked_navigations:
+                blocked = self._blocked_navigations[0]
+                error = f"navigation to {blocked!r} blocked: its origin is not allowed in this task"
+            observation = self._observe(settled, error, message)
+        return StepResult(
+            observation, done=action.kind == "report_infeasible", info={"settle": settled.as_data()}
+        )
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _require(self) -> LaunchedBrowser:
+        if self._closed or self._browser is None:
+            raise SandboxClosedError("the web sandbox is closed or was never started")
+        if self._crashed or self._browser.dead():
+            self._crashed = True
+            raise SandboxCrashedError("the browser process is gone (crashed or killed)")
+        return self._browser
+
+    def _crash_guard(self) -> _CrashGuard:
+        return _CrashGuard(self)
+
+    def _runner(self) -> ActionRunner:
+        return ActionRunner(
+            active_page=self._page,
+            known_refs=lambda: self._refs,
+            allowed_origins=self._allowed,
+            timeout_ms=self.config.action_timeout_ms,
+            navigation_timeout_ms=self.config.settle_timeout_ms,
+        )
+
+    def _page(self) -> Page:
+        assert self._context is not None
+        if self._active is None or self._active.is_closed():
+            pages = self._context.pages
+            self._active = pages[-1] if pages else self._context.new_page()
+        return self._active
+
+    def _route(self, route: Route) -> None:
+        url = route.request.url
+        try:
+            check_url(url, self._allowed)
+        except ActionFailed:
+            if route.request.is_navigation_request():
+                self._blocked_navigations.append(url)
+            route.abort("blockedbyclient")
+            return
+        route.fallback()
+
+    def _on_new_page(self, page: Page) -> None:
+        page.on("crash", lambda _page: setattr(self, "_crashed", True))
+
+    def _tab_action(self, action: Action) -> None:
+        assert self._context is not None
+        if action.kind == "new_tab":
+            self._active = self._context.new_page()
+        elif action.kind == "tab_focus":
+            pages = self._context.pages
+            index = action.arguments["index"]
+            if index >= len(pages):
+                raise ActionFailed(f"no tab with index {index}: {len(pages)} tab(s) open")
+            self._active = pages[index]
+            self._active.bring_to_front()
+        else:
+            self._page().close()
+            self._active = None
+            self._page().bring_to_front()  # the last remaining tab, or a new blank one
+        self._refs = {}
+
+    def _settle(self) -> Settled:
+        assert self._network is not None
+        return settle(self._page(), self._network, self.config.settle_timeout_ms, self.config.quiet_ms)
+
+    def _observe(self, settled: Settled, error: str, message: str = "") -> Observation:
+        assert self._context is not None
+        observation, refs = observe(self._context, self._page(), self.config, settled, error, message)
+        self._refs = refs
+        return observation
+
+
+class _CrashGuard:
+    """Turns Playwright errors caused by a dead browser or renderer into SandboxCrashedError."""
+
+    def __init__(self, sandbox: WebSandbox) -> None:
+        self.sandbox = sandbox
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        sandbox = self.sandbox
+        if exc is None or not isinstance(exc, PlaywrightError):
+            return
+        browser = sandbox._browser
+        if sandbox._crashed or browser is None or browser.dead() or _looks_dead(str(exc)):
+            sandbox._crashed = True
+            raise SandboxCrashedError(f"the browser died: {str(exc).splitlines()[0]}") from exc
+
+
+def _looks_dead(message: str) -> bool:
+    return any(marker in message for marker in ("has been closed", "Target crashed", "Connection closed"))
+
+
+def _wait_gone(pid: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while process_exists(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)

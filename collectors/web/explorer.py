@@ -16,10 +16,10 @@ import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 from collectors.policies.base import Policy
 from collectors.web.form_values import field_value, page_words
+from sandboxes.web.config import origin_of
 from schemas.records import Action, Observation, Task
 
 Move = tuple[str, dict]
@@ -34,18 +34,6 @@ _SUBMIT = re.compile(
     re.IGNORECASE,
 )
 _DIALOG_LINE = re.compile(r"^\s*(\[[^\]]+\]\s+)?(alert)?dialog\b", re.MULTILINE)
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def origin_of(url: str) -> str:
-    """scheme://host[:port] in lower case, the default port left out; "" for URLs without a host."""
-    parts = urlsplit(url.strip())
-    if not parts.scheme or not parts.hostname:
-        return ""
-    scheme = parts.scheme.lower()
-    port = parts.port
-    netloc = parts.hostname.lower() + (f":{port}" if port and port != _DEFAULT_PORTS.get(scheme) else "")
-    return f"{scheme}://{netloc}"
 
 
 @dataclass

@@ -6,9 +6,10 @@ import random
 
 import pytest
 
-from collectors.web.explorer import WebExplorer, origin_of
+from collectors.web.explorer import WebExplorer
 from collectors.web.form_values import field_kind, field_value, page_words
 from sandboxes.web import parse_action
+from sandboxes.web.config import origin_of
 from schemas.records import Observation, Task
 
 SHOP = "http://shop.agentworld.test"
@@ -195,9 +196,3 @@ def test_episodes_end_after_the_minimum_with_the_given_probability() -> None:
 def test_a_page_without_elements_still_gets_a_move() -> None:
     moves = walk(13, 50, page=lambda: observation(elements=[]))
     assert {kind for kind, _ in moves} <= {"scroll", "noop", "goto", "go_back", "new_tab", "go_forward"}
-
-
-def test_origin_of() -> None:
-    assert origin_of("HTTP://Shop.AgentWorld.test:80/a?b") == SHOP
-    assert origin_of("https://x.test:8443/") == "https://x.test:8443"
-    assert origin_of("about:blank") == ""

@@ -1,0 +1,281 @@
+"""Web step latency (click a link, page settled, observation ready) on the embedded sites: our
+sandbox against raw Playwright and BrowserGym's `BrowserEnv.step`, in the same run, on the same
+pages, served by the same local server; plus tree extraction on the largest embedded page.
+
+- ours: `WebSandbox.step(click(bid))`: the click, the settle wait (navigation, network and DOM
+  quiet, bounded), the tree with bids, the data fields and the page.html attachment;
+- raw Playwright: `click()` inside `expect_navigation(wait_until="load")`, then
+  `page.locator("body").aria_snapshot()` (no bids, no settle beyond the load event);
+- BrowserGym 0.14.3 in its own venv (benchmarks/peers_web/), once with its defaults (the task's
+  `slow_mo` of 1000 ms, `pre_observation_delay` 0.5 s) and once with both at 0. Its observation
+  also carries a screenshot and a DOM snapshot, so ours is timed with screenshots on as well.
+  It runs with Playwright's `launch` patched at run time (Debian's Chromium and our flags): fine
+  for a benchmark, not for a product.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sandboxes.web import WebConfig, WebSandbox, parse_action
+from sandboxes.web.browser import browser_args
+from sandboxes.web.config import CHROMIUM, site_url
+from sandboxes.web.sites import start_sites_server
+from sandboxes.web.sites.docs import DOCS_ROOT
+from schemas.records import Observation, Task
+
+HERE = Path(__file__).resolve().parent
+BROWSERGYM_VENV = Path(os.environ.get("BROWSERGYM_VENV", "/var/tmp/agentworld-browsergym-venv"))
+
+
+# Pages and the links clicked in turn on them: nav links present on every page of the pair.
+SCENARIOS = {
+    "shop": (site_url("shop", "/"), ["Products", "Home"]),
+    "docs": (site_url("docs", "/library/string.html"), ["next", "previous"]),
+}
+TARGET_MEDIAN_MS = 150.0
+TARGET_OVER_BROWSERGYM = 0.5
+TARGET_OVER_RAW = 1.7
+
+
+def _ms(samples: list[float]) -> dict:
+    ordered = sorted(samples)
+    return {
+        "median_ms": statistics.median(ordered) * 1e3,
+        "p95_ms": ordered[int(0.95 * (len(ordered) - 1))] * 1e3,
+        "n": len(ordered),
+    }
+
+
+def _bid(observation: Observation, name: str) -> str:
+    for element in observation.data["elements"]:
+        if element["role"] == "link" and element["name"] == name:
+            return element["bid"]
+    raise RuntimeError(f"no link {name!r} on {observation.data['url']}")
+
+
+def ours(port: int, start_url: str, links: list[str], n: int, screenshots: bool = False) -> list[float]:
+    times = []
+    with WebSandbox(WebConfig(sites_port=port, screenshots=screenshots)) as sandbox:
+        observation = sandbox.reset(Task(id="bench", metadata={"start_url": start_url}))
+        for i in range(n + 2):  # two warm-up clicks
+            action = parse_action("click", {"bid": _bid(observation, links[i % len(links)])})
+            before = observation.data["url"]
+            t0 = time.perf_counter()
+            result = sandbox.step(action)
+            elapsed = time.perf_counter() - t0
+            observation = result.observation
+            if observation.data["last_action_error"] or observation.data["url"] == before:
+                raise RuntimeError(f"click did not navigate: {observation.text[:300]}")
+            if i >= 2:
+                times.append(elapsed)
+    return times
+
+
+def raw_playwright(port: int, start_url: str, links: list[str], n: int) -> list[float]:
+    from playwright.sync_api import sync_playwright
+
+    times = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=_flags(port))
+        page = browser.new_page()
+        page.goto(start_url)
+        for i in range(n + 2):
+            before = page.url
+            t0 = time.perf_counter()
+            with page.expect_navigation(wait_until="load"):
+                page.get_by_role("link", name=links[i % len(links)], exact=True).first.click()
+            snapshot = page.locator("body").aria_snapshot()
+            elapsed = time.perf_counter() - t0
+            if page.url == before or not snapshot:
+                raise RuntimeError(f"raw click did not navigate from {before}")
+            if i >= 2:
+                times.append(elapsed)
+        browser.close()
+    return times
+
+
+def _flags(port: int) -> list[str]:
+    return [a for a in browser_args(WebConfig(), port, "") if a]
+
+
+def browsergym(port: int, start_url: str, links: list[str], n: int, delays: bool) -> dict:
+    """BrowserGym in its venv (built on first use); {"error": ...} when it cannot run here."""
+    python = BROWSERGYM_VENV / "bin" / "python"
+    if not python.exists():
+        build = subprocess.run(
+            ["bash", str(HERE / "peers_web" / "make_venv.sh")], capture_output=True, text=True
+        )
+        if build.returncode != 0:
+            return {"error": f"cannot build the BrowserGym venv: {build.stderr.strip()[-500:]}"}
+    argv = [str(python), str(HERE / "peers_web" / "browsergym_step.py"), "--start-url", start_url]
+    argv += ["--links", json.dumps(links), "--steps", str(n), "--flags", json.dumps(_flags(port))]
+    if not delays:
+        argv += ["--slow-mo", "0", "--pre-observation-delay", "0"]
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    if run.returncode != 0:
+        return {"error": f"BrowserGym run failed: {run.stderr.strip()[-800:]}"}
+    result = json.loads(run.stdout)
+    if result["errors"]:
+        return {"error": f"BrowserGym actions failed: {result['errors'][:3]}"}
+    return {
+        "step": _ms(result["step_s"]),
+        "flatten_axtree": _ms(result["flatten_s"]),
+        "tree_chars": statistics.median(result["tree_chars"]),
+    }
+
+
+def step_latency(n: int = 30, browsergym_n: int = 12) -> dict:
+    results: dict[str, dict] = {}
+    with start_sites_server() as server:
+        for name, (url, links) in SCENARIOS.items():
+            rows: dict[str, dict] = {}
+            # Ours and raw twice, interleaved, so a burst of load on the shared machine hits both.
+            ours_times = ours(server.port, url, links, n // 2)
+            raw_times = raw_playwright(server.port, url, links, n // 2)
+            ours_times += ours(server.port, url, links, n - n // 2)
+            raw_times += raw_playwright(server.port, url, links, n - n // 2)
+            rows["ours"] = _ms(ours_times)
+            rows["ours_with_screenshots"] = _ms(ours(server.port, url, links, n // 2, screenshots=True))
+            rows["raw_playwright"] = _ms(raw_times)
+            rows["browsergym_no_delays"] = browsergym(server.port, url, links, browsergym_n, delays=False)
+            rows["browsergym_defaults"] = browsergym(server.port, url, links, max(4, browsergym_n // 3), True)
+            results[name] = {"start_url": url, "links": links, "latency": rows, **_verdict(rows)}
+    return results
+
+
+def _verdict(rows: dict[str, dict]) -> dict:
+    ours_ms = rows["ours"]["median_ms"]
+    ratios = {"ours_over_raw_playwright": ours_ms / rows["raw_playwright"]["median_ms"]}
+    for peer in ("browsergym_no_delays", "browsergym_defaults"):
+        if "step" in rows[peer]:
+            ratios[f"ours_over_{peer}"] = ours_ms / rows[peer]["step"]["median_ms"]
+    met = {
+        "median": ours_ms <= TARGET_MEDIAN_MS,
+        "vs_raw_playwright": ratios["ours_over_raw_playwright"] <= TARGET_OVER_RAW,
+    }
+    if "ours_over_browsergym_no_delays" in ratios:
+        met["vs_browsergym_no_delays"] = ratios["ours_over_browsergym_no_delays"] <= TARGET_OVER_BROWSERGYM
+    return {"ratios": ratios, "met": met}
+
+
+def largest_docs_page() -> str:
+    pages = sorted(DOCS_ROOT.rglob("*.html"), key=lambda p: p.stat().st_size, reverse=True)
+    return "/" + pages[0].relative_to(DOCS_ROOT).as_posix()
+
+
+def tree_extraction(repeats: int = 5) -> dict:
+    """Our observation of the largest docs page (a noop step on the settled page: the quiet check
+    and the extraction) against aria_snapshot and CDP getFullAXTree on the same page; tokens of
+    each text with the project's Qwen3 tokenizer."""
+    from playwright.sync_api import sync_playwright
+    from transformers import AutoTokenizer
+
+    from schemas.tokenizer_files import default_tokenizer_dir
+
+    tokenizer = AutoTokenizer.from_pretrained(default_tokenizer_dir(), local_files_only=True)
+    path = largest_docs_page()
+    url = site_url("docs", path)
+    with start_sites_server() as server:
+        with WebSandbox(WebConfig(sites_port=server.port)) as sandbox:
+            t0 = time.perf_counter()
+            first = sandbox.reset(Task(id="bench-tree", metadata={"start_url": url}))
+            load_s = time.perf_counter() - t0
+            noop = parse_action("noop", {})
+            times, observation = [], first
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                observation = sandbox.step(noop).observation
+                times.append(time.perf_counter() - t0)
+        ours_text = observation.text
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=_flags(server.port))
+            page = browser.new_page()
+            page.goto(url, wait_until="load")
+            snaps, snapshot = [], ""
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                snapshot = page.locator("body").aria_snapshot()
+                snaps.append(time.perf_counter() - t0)
+            cdp = page.context.new_cdp_session(page)
+            cdp_times, nodes = [], 0
+            for _ in range(max(2, repeats // 2)):
+                t0 = time.perf_counter()
+                nodes = len(cdp.send("Accessibility.getFullAXTree")["nodes"])
+                cdp_times.append(time.perf_counter() - t0)
+            browser.close()
+    return {
+        "page": url,
+        "html_bytes": (DOCS_ROOT / path.lstrip("/")).stat().st_size,
+        "ours_reset_with_load_ms": load_s * 1e3,
+        "ours_noop_step": _ms(times),
+        "ours_tree_lines": ours_text.count("\n") + 1,
+        "ours_truncated": "truncated" in ours_text.lower(),
+        "ours_tokens": len(tokenizer.encode(ours_text)),
+        "ours_chars": len(ours_text),
+        "aria_snapshot": _ms(snaps),
+        "aria_snapshot_tokens": len(tokenizer.encode(snapshot)),
+        "cdp_full_ax_tree": _ms(cdp_times),
+        "cdp_nodes": nodes,
+    }
+
+
+NOTES = [
+    "The machine is shared by several engineers (2 cores, busy): absolute times move with the load;"
+    " the ratios, measured in the same run against the same local server, are the figures to read.",
+    "BrowserGym runs with Playwright's launch patched at run time to use /usr/bin/chromium and our"
+    " flags (it rejects `args` and its chat window launches a second browser without a path).",
+    "BrowserGym's step also takes a screenshot and a DOM snapshot; `ours_with_screenshots` is the"
+    " closest like-for-like row.",
+]
+
+
+def web_latency() -> dict:
+    return {"step": step_latency(), "tree": tree_extraction(), "notes": NOTES}
+
+
+def markdown_lines(r: dict) -> list[str]:
+    lines = ["| site | system | median ms | p95 ms | ours / system |", "|---|---|---|---|---|"]
+    for site, v in r["step"].items():
+        ours_ms = v["latency"]["ours"]["median_ms"]
+        for system, row in v["latency"].items():
+            stats = row.get("step", row)
+            if "median_ms" not in stats:
+                lines.append(f"| {site} | {system} | unavailable: {row.get('error', '')[:120]} | | |")
+                continue
+            ratio = ours_ms / stats["median_ms"]
+            lines.append(
+                f"| {site} | {system} | {stats['median_ms']:.1f} | {stats['p95_ms']:.1f} | {ratio:.2f} |"
+            )
+    lines.append("")
+    for site, v in r["step"].items():
+        met = ", ".join(f"{k} {'met' if ok else 'NOT met'}" for k, ok in v["met"].items())
+        lines.append(
+            f"- {site}: targets median <= {TARGET_MEDIAN_MS:.0f} ms, <= {TARGET_OVER_BROWSERGYM}x BrowserGym "
+            f"without delays, <= {TARGET_OVER_RAW}x raw Playwright: {met}."
+        )
+    t = r["tree"]
+    lines += [
+        "",
+        f"Largest embedded page `{t['page']}` ({t['html_bytes'] / 1e6:.1f} MB HTML):",
+        "",
+        "| extraction | median ms | size |",
+        "|---|---|---|",
+        f"| ours (noop step: quiet check + tree + data) | {t['ours_noop_step']['median_ms']:.0f} "
+        f"| {t['ours_tokens']} tokens, {t['ours_tree_lines']} lines, truncated: {t['ours_truncated']} |",
+        f"| aria_snapshot | {t['aria_snapshot']['median_ms']:.0f} | {t['aria_snapshot_tokens']} tokens |",
+        f"| CDP getFullAXTree | {t['cdp_full_ax_tree']['median_ms']:.0f} | {t['cdp_nodes']} nodes |",
+        "",
+        *[f"- {note}" for note in r["notes"]],
+    ]
+    return lines
+
+
+if __name__ == "__main__":
+    json.dump(web_latency(), sys.stdout, indent=2)

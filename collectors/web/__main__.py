@@ -1,0 +1,139 @@
+"""Record web trajectories: `python -m collectors.web --browsers N --episodes M --out DIR`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from collectors.cli import (
+    CliError,
+    add_fleet_arguments,
+    load_task_specs,
+    main_guard,
+    open_output,
+    policy_factory,
+    run_cli,
+    validate_counts,
+)
+from collectors.tasks import TaskSpec, embedded_tasks
+from collectors.web.explorer import WebExplorer
+from collectors.web.start_urls import apply_allowed_origins, load_start_urls, parse_origin
+
+EPILOG = """examples:
+  # 2 browsers, 20 explorer episodes on the embedded shop and docs sites
+  python -m collectors.web --browsers 2 --episodes 20 --out data/web
+
+  # your own sites: one start URL per line; each may reach only its own origin unless allowed
+  python -m collectors.web --start-urls urls.txt --allow-origin https://cdn.example.com \\
+      --episodes 50 --out data/web-real
+
+  # with a screenshot attached to every observation (large)
+  python -m collectors.web --screenshots --episodes 5 --out data/web-shots
+
+  # an LLM agent behind an OpenAI-compatible server (vLLM, llama.cpp)
+  python -m collectors.web --policy llm --llm-base-url http://localhost:8000/v1 \\
+      --llm-model Qwen/Qwen3-8B --episodes 100 --browsers 4 --out data/web-llm
+
+Browsers reach only each task's allowed origins (request interception); the embedded sites are
+served on 127.0.0.1 by this process and reached as http://shop.agentworld.test/ and
+http://docs.agentworld.test/. Rerunning the same command resumes: committed episodes are skipped.
+SIGINT/SIGTERM stop cleanly. One collector per --out.
+"""
+
+SETUP_HINT = "install it with `apt-get install chromium` (or `make setup`); never `playwright install`"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m collectors.web",
+        description="Record web (accessibility-tree) trajectories with headless Chromium browsers.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_fleet_arguments(parser)
+    web = parser.add_argument_group("web sandbox")
+    web.add_argument(
+        "--browsers", type=int, metavar="N", help="parallel browsers, one per sandbox (same as --sandboxes)"
+    )
+    web.add_argument(
+        "--start-urls", metavar="FILE",
+        help="one start URL per line (# comments): a task each, instead of the embedded sites",
+    )  # fmt: skip
+    web.add_argument(
+        "--allow-origin", action="append", default=[], metavar="ORIGIN",
+        help="an origin (scheme://host[:port]) every task may also reach; repeatable",
+    )  # fmt: skip
+    web.add_argument("--screenshots", action="store_true", help="attach a PNG screenshot to each observation")
+    web.add_argument(
+        "--settle-timeout", type=int, default=3000, metavar="MS",
+        help="longest wait after an action for the page to settle (3000)",
+    )  # fmt: skip
+    web.add_argument("--chromium", default="/usr/bin/chromium", metavar="PATH", help="browser binary")
+    args = parser.parse_args(argv)
+    if args.browsers is not None:
+        args.sandboxes = args.browsers
+    if args.start_urls and args.tasks:
+        parser.error("--start-urls and --tasks are alternatives: give one")
+    validate_counts(parser, args)
+    return args
+
+
+def web_tasks(args: argparse.Namespace) -> list[TaskSpec]:
+    """The tasks of this run: --start-urls, else --tasks, else the embedded sites; plus --allow-origin."""
+    try:
+        extra = [parse_origin(origin) for origin in args.allow_origin]
+    except ValueError as exc:
+        raise CliError(f"--allow-origin: {exc}") from exc
+    if args.start_urls:
+        try:
+            tasks = load_start_urls(args.start_urls)
+        except OSError as exc:
+            raise CliError(f"cannot read --start-urls {args.start_urls}: {exc}") from exc
+        except ValueError as exc:
+            raise CliError(f"--start-urls {exc}") from exc
+    elif args.tasks:
+        tasks = load_task_specs(args, "web")
+    else:
+        tasks = embedded_tasks("web")
+    return apply_allowed_origins(tasks, extra)
+
+
+def check_browser(args: argparse.Namespace) -> None:
+    """Say how to get Chromium and Playwright instead of failing in every worker."""
+    if not os.path.isfile(args.chromium):
+        raise CliError(f"Chromium not found at {args.chromium}: {SETUP_HINT}")
+    try:
+        import playwright  # noqa: F401
+    except ImportError as exc:
+        raise CliError("the web collector needs Playwright: pip install 'agentworld-data[web]'") from exc
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+
+    def run() -> int:
+        check_browser(args)
+        from sandboxes.web import WebConfig, WebSandbox, parse_action, start_sites_server
+
+        with open_output(args.out) as lock:
+            tasks = web_tasks(args)
+            policy = policy_factory(
+                args, tasks, parse_action=parse_action, explorer=lambda: WebExplorer(parse_action)
+            )
+            # One server for the embedded sites, shared by every browser of the fleet: each
+            # episode's fresh browser context has its own cookies, so shop sessions never mix.
+            with start_sites_server() as server:
+                config = WebConfig(
+                    screenshots=args.screenshots,
+                    settle_timeout_ms=args.settle_timeout,
+                    sites_port=server.port,
+                    executable_path=args.chromium,
+                )
+                return run_cli(args, "web", lambda: WebSandbox(config), policy, lock)
+
+    return main_guard(run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -145,17 +145,20 @@ def man_page_files(root: str | Path) -> list[Path]:
     seen: set[str] = set()
     families: Counter[str] = Counter()
     found: list[Path] = []
-    for directory in sorted(base.glob("man[1-8]")):
-        for path in sorted(directory.iterdir()):
-            real = os.path.realpath(path)
-            family = path.name.split("_", 1)[0]
-            if not _MAN_FILE.match(path.name) or real in seen or not os.path.isfile(real):
+    for directory in sorted(str(d) for d in base.glob("man[1-8]")):
+        with os.scandir(directory) as entries:
+            listed = sorted(((e.name, e) for e in entries), key=lambda item: item[0])
+        for name, entry in listed:
+            family = name.split("_", 1)[0]
+            if families[family] >= MAN_PAGES_PER_FAMILY or not _MAN_FILE.match(name):
                 continue
-            if families[family] >= MAN_PAGES_PER_FAMILY:
+            # Only links need resolving (alternatives, .so-style aliases): most entries are files.
+            real = os.path.realpath(entry.path) if entry.is_symlink() else entry.path
+            if real in seen or not os.path.isfile(real):
                 continue
             seen.add(real)
             families[family] += 1
-            found.append(path)
+            found.append(Path(entry.path))
     return found
 
 

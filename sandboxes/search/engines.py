@@ -60,7 +60,7 @@ class TantivyEngine:
 
     def __init__(self, index_dir: str | Path, snippet_chars: int = 240) -> None:
         path = Path(index_dir) / INDEX_SUBDIR
-        if not tantivy.Index.exists(str(path)):
+        if not path.is_dir() or not tantivy.Index.exists(str(path)):
             raise FileNotFoundError(
                 f"no search index at {path}; build one with `python -m sandboxes.search build-index --out "
                 f"{index_dir}`"

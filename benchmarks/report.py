@@ -107,6 +107,18 @@ def _demo_fidelity(r: dict) -> list[str]:
     return lines
 
 
+def _web(r: dict) -> list[str]:
+    from benchmarks.web_latency import markdown_lines
+
+    return markdown_lines(r)
+
+
+def _web_fleet(r: dict) -> list[str]:
+    from benchmarks.web_fleet import markdown_lines
+
+    return markdown_lines(r)
+
+
 RENDERERS = {
     "terminal": _terminal,
     "fleet": _fleet,
@@ -117,6 +129,8 @@ RENDERERS = {
     "simulator": _table,
     "fidelity_concurrency": _table,
     "demo_fidelity": _demo_fidelity,
+    "web": _web,
+    "web_fleet": _web_fleet,
 }
 
 

@@ -83,6 +83,18 @@ def _demo_fidelity() -> dict:
     }
 
 
+def _web() -> dict:
+    from benchmarks import web_latency
+
+    return web_latency.web_latency()
+
+
+def _web_fleet() -> dict:
+    from benchmarks import web_fleet
+
+    return web_fleet.web_fleet()
+
+
 BENCHES: dict[str, Callable[[], dict]] = {
     "terminal": _terminal,
     "fleet": _fleet,
@@ -93,6 +105,8 @@ BENCHES: dict[str, Callable[[], dict]] = {
     "simulator": _simulator,
     "fidelity_concurrency": _fidelity_concurrency,
     "demo_fidelity": _demo_fidelity,
+    "web": _web,
+    "web_fleet": _web_fleet,
 }
 
 

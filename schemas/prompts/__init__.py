@@ -46,10 +46,19 @@ DOMAIN_PROMPTS: dict[str, DomainPrompt] = {
     "search": DomainPrompt(
         title="a web search engine",
         environment=(
-            "A search engine over a fixed collection of web pages. Observations are numbered result lists "
-            "(title, URL, snippet) or the text of an extracted page rendered as Markdown."
+            "A search engine over a fixed collection of web pages, which it can also fetch. A search "
+            'answers with a summary line (`Results 11-20 of about 1,234 for "query"`, or `No results for '
+            '"query".`), then one block per result, numbered by overall rank so page 2 continues where '
+            "page 1 stopped: `[n] url`, then `Title: ...`, `Snippet: ...` and `Date: ...` lines where "
+            "known. Reading a page answers with `Title: ...` and `URL: ...` lines, a blank line, and the "
+            "page's main text as Markdown, cut at a bounded length; a page that cannot be read answers "
+            "with one `Error: ...` line (e.g. a 404 Not Found). The first observation says that no "
+            "search has been made yet."
         ),
-        actions="`web_search(query, ...)` to search, `web_extractor(url)` to read a page.",
+        actions=(
+            "`web_search(query='...')`, with `num_results=N` (1-50, default 10) and `page=P` (1-based) "
+            "shown when not the default, to search; `web_extractor(url='...')` to read a page."
+        ),
     ),
     "mcp": DomainPrompt(
         title="a Model Context Protocol tool server",
@@ -63,12 +72,24 @@ DOMAIN_PROMPTS: dict[str, DomainPrompt] = {
     "web": DomainPrompt(
         title="a web browser",
         environment=(
-            "A Chromium browser showing one page. Observations are the page's accessibility tree, each "
-            "interactive element tagged with its `bid`, plus the current URL and title."
+            "A Chromium browser on web sites, with one or more tabs. Each observation starts with header "
+            "lines: `URL:` and `Title:` of the active tab, `Tabs:` (`[index] title` for each, the active "
+            "one marked `(active)`), `Focused:` (the focused element's `[bid]`, or `none`), and `Error:` "
+            "when the last action failed (the page is then unchanged, e.g. `element with bid '99' not "
+            "found`). After a blank line comes the page's accessibility tree, one node a line, indented "
+            "with one tab per level under `RootWebArea 'title'`: `role 'name'` followed by "
+            "comma-separated properties (focused, checked, disabled, level=2, value='...', "
+            "placeholder='...', url='...'), page text as `StaticText '...'` lines, and the element id in "
+            "square brackets first (`[12] link 'Cart (2)'`) on every element an action can target. A "
+            "long tree ends with a `[... N more nodes truncated ...]` line."
         ),
         actions=(
-            "BrowserGym actions keyed by element bid: click, fill, hover, select_option, goto, go_back, "
-            "scroll, keyboard_type, ..."
+            "BrowserGym calls keyed by element bid: `click('12')`, `dblclick`, `hover`, `focus`, "
+            "`fill('7', 'text')`, `clear`, `select_option('9', 'option')`, `press('7', 'Enter')`, "
+            "`keyboard_press('Control+a')`, `keyboard_type('text')`, `scroll(0, 400)`, `mouse_click(x, y)` "
+            "and other mouse calls by coordinates, `goto('url')`, `go_back()`, `go_forward()`, "
+            "`new_tab()`, `tab_focus(0)`, `tab_close()`, `noop()`, `send_msg_to_user('text')` and "
+            "`report_infeasible('reason')`."
         ),
     ),
     "os": DomainPrompt(

@@ -1,0 +1,110 @@
+"""`python -m collectors.web` as a user runs it: a subprocess, real Chromium, real local sites."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sandboxes.http_server import LocalHTTPServer, Request, Response
+from sandboxes.web import parse_action
+from sandboxes.web.config import origin_of
+from tests.collectors.conftest import ROOT, assert_exactly_once
+
+EMBEDDED = {"http://shop.agentworld.test", "http://docs.agentworld.test"}
+
+
+def run_web(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "collectors.web", "--no-progress", *args]
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def test_help_shows_examples_and_the_web_options() -> None:
+    result = run_web("--help")
+    assert result.returncode == 0
+    for text in ("--browsers", "--start-urls", "--allow-origin", "--screenshots", "examples:"):
+        assert text in result.stdout
+
+
+def test_a_bad_start_urls_file_names_its_lines(tmp_path: Path) -> None:
+    urls = tmp_path / "urls.txt"
+    urls.write_text("# my sites\nhttps://example.com/\nnot a url\n\nftp://files.example.com/x\n")
+    result = run_web("--start-urls", str(urls), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2
+    assert f"{urls}:3: 'not a url' is not an http(s) URL" in result.stderr
+    assert f"{urls}:5:" in result.stderr and "one http(s) URL per line" in result.stderr
+    missing = run_web("--start-urls", str(tmp_path / "nope.txt"), "--out", str(tmp_path / "out"))
+    assert missing.returncode == 2 and "cannot read --start-urls" in missing.stderr
+    empty = tmp_path / "empty.txt"
+    empty.write_text("# nothing yet\n")
+    result = run_web("--start-urls", str(empty), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2 and "holds no URLs" in result.stderr
+
+
+def test_a_bad_origin_and_a_missing_browser_say_what_to_do(tmp_path: Path) -> None:
+    result = run_web("--allow-origin", "https://example.com/path", "--out", str(tmp_path / "a"))
+    assert result.returncode == 2 and "scheme://host[:port] only" in result.stderr
+    result = run_web("--chromium", str(tmp_path / "no-chromium"), "--out", str(tmp_path / "b"))
+    assert result.returncode == 2
+    assert "Chromium not found" in result.stderr and "apt-get install chromium" in result.stderr
+
+
+@pytest.mark.chromium
+def test_embedded_defaults_write_valid_trajectories_and_a_rerun_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "web"
+    args = ("--browsers", "2", "--episodes", "3", "--max-steps", "4", "--seed", "5", "--out", str(out))
+    first = run_web(*args)
+    assert first.returncode == 0, first.stderr[-2000:]
+    found = assert_exactly_once(out, 3)
+    for trajectory in found:
+        assert trajectory.domain == "web" and trajectory.policy.name == "web-explorer"
+        assert trajectory.outcome.status in ("completed", "truncated"), trajectory.outcome
+        assert origin_of(trajectory.task.metadata["start_url"]) in EMBEDDED
+        observations = [trajectory.initial_observation] + [s.observation for s in trajectory.steps]
+        for observation in observations:
+            assert observation.format == "a11y_tree" and observation.text.startswith("URL: ")
+            assert "page.html" in [a.name for a in observation.attachments]
+            url = observation.data["url"]
+            assert url == "about:blank" or origin_of(url) in EMBEDDED, url
+        for step in trajectory.steps:
+            assert parse_action(step.action.kind, step.action.arguments).text == step.action.text
+    assert sum(len(t.steps) for t in found) >= 3
+    second = run_web(*args)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "trajectories written: 0 (skipped as already finished: 3" in second.stdout
+    assert_exactly_once(out, 3)
+
+
+def _site(request: Request) -> Response:
+    pages = {"/": ("Start", '<a href="/about">About us</a> <a href="/form">Form</a>')}
+    pages["/about"] = ("About", '<p>We make lamps.</p><a href="/">Start</a>')
+    pages["/form"] = ("Form", '<form action="/"><label>Email <input name="email" type="email"></label>'
+                      "<button>Send</button></form>")  # fmt: skip
+    title, body = pages.get(request.path, ("Missing", "<p>no such page</p>"))
+    html = (
+        f"<!DOCTYPE html><html><head><title>{title}</title></head><body><h1>{title}</h1>{body}</body></html>"
+    )
+    return Response(200 if request.path in pages else 404, html)
+
+
+@pytest.mark.chromium
+def test_start_urls_record_a_site_of_our_own_and_stay_on_its_origin(tmp_path: Path) -> None:
+    with LocalHTTPServer({"/": _site}) as server:
+        start = server.url("/")
+        urls = tmp_path / "urls.txt"
+        urls.write_text(f"# a real HTTP server on loopback\n{start}\n{start}\n")
+        out = tmp_path / "mine"
+        result = run_web("--start-urls", str(urls), "--episodes", "2", "--max-steps", "6", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    found = assert_exactly_once(out, 2)
+    origin = origin_of(start)
+    for trajectory in found:
+        assert trajectory.task.metadata["allowed_origins"] == [origin]
+        assert trajectory.initial_observation.data["title"] == "Start"
+        for step in trajectory.steps:
+            url = step.observation.data["url"]
+            assert url == "about:blank" or origin_of(url) == origin, url
+            if step.action.kind == "goto":
+                assert origin_of(step.action.arguments["url"]) == origin

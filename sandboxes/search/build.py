@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -30,6 +31,7 @@ from sandboxes.search.corpus import Page, man_pages, python_doc_pages
 from sandboxes.search.engines import INDEX_SUBDIR, build_schema
 
 MANIFEST = "manifest.json"
+TOPICS = "topics.txt"  # what the documents are about, one a line: seeds for explorer queries
 SITE_SUBDIR = "site"
 FORMAT_VERSION = 1
 DEFAULT_PYTHON_DOCS = "/usr/share/doc/python3.11/html"
@@ -143,6 +145,7 @@ def _build_into(work: Path, params: BuildParams, progress: bool) -> dict[str, An
     index = tantivy.Index(build_schema(), path=str(work / INDEX_SUBDIR))
     writer = index.writer(heap_size=128_000_000, num_threads=1)
     counts: Counter[str] = Counter()
+    topics: set[str] = set()
     pages = 0
     bar = tqdm(total=params.limit or None, unit="doc", desc="indexing", disable=not progress)
     with bar:
@@ -158,6 +161,7 @@ def _build_into(work: Path, params: BuildParams, progress: bool) -> dict[str, An
                     )
                 )
                 counts[doc.source] += 1
+                topics.add(_topic(doc.title))
             bar.update(len(page.docs))
     writer.commit()
     writer.wait_merging_threads()
@@ -171,5 +175,21 @@ def _build_into(work: Path, params: BuildParams, progress: bool) -> dict[str, An
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "build_s": round(time.monotonic() - started, 2),
     }
+    (work / TOPICS).write_text("".join(f"{topic}\n" for topic in sorted(topics) if topic))
     (work / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
+
+
+def _topic(title: str) -> str:
+    """What a title names: "asyncio.gather — Coroutines and Tasks — ..." -> "asyncio.gather",
+    "rmdir(1) — remove empty directories" -> "rmdir"."""
+    head = title.split(" \u2014 ", 1)[0]
+    return re.sub(r"\([0-9][a-z0-9]*\)$", "", head).strip()
+
+
+def load_topics(index_dir: str | Path) -> list[str]:
+    """The topics of an index built by build_index; [] for an index without them."""
+    try:
+        return (Path(index_dir) / TOPICS).read_text().splitlines()
+    except FileNotFoundError:
+        return []

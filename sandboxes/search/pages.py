@@ -19,6 +19,7 @@ from schemas.records import Observation
 
 MARKDOWN = "markdown"
 MAX_REDIRECTS = 5
+CACHED_PAGES = 64
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 _TEXT_TYPES = ("text/plain", "text/markdown", "application/json", "text/x-rst")
 
@@ -34,6 +35,7 @@ class PageFetcher:
         self.config = config
         self.local = local
         self.client = HttpClient(config.fetch, max_bytes=config.max_fetch_bytes)
+        self._cache: dict[str, Observation] = {}
 
     def _route(self, url: str) -> str | None:
         """The URL to request for `url`, or None when this sandbox may not reach its host."""
@@ -47,6 +49,20 @@ class PageFetcher:
         return None
 
     def fetch(self, url: str) -> Observation:
+        """The page at `url` as an observation; corpus pages are static, so their extraction
+        (seconds for the largest manual pages) is done once per sandbox and reused."""
+        key = urllib.parse.urldefrag(url).url
+        if (urllib.parse.urlsplit(url).hostname or "").lower() not in self.local:
+            return self._fetch(url)
+        cached = self._cache.pop(key, None)
+        if cached is None:
+            cached = self._fetch(key)
+        self._cache[key] = cached  # most recently used last
+        while len(self._cache) > CACHED_PAGES:
+            self._cache.pop(next(iter(self._cache)))
+        return Observation(cached.format, cached.text, {**cached.data, "url": url})
+
+    def _fetch(self, url: str) -> Observation:
         current = url
         for _ in range(MAX_REDIRECTS + 1):
             target = self._route(current)
@@ -81,6 +97,7 @@ class PageFetcher:
                 include_links=False,
                 include_comments=False,
                 favor_recall=True,
+                fast=True,  # no fallback extractors: several times faster on the largest pages
             )
             body = markdown or "(no main text could be extracted from this page)"
         elif media in _TEXT_TYPES:

@@ -1,14 +1,18 @@
-"""Starting Debian's Chromium under Playwright, and finding its processes for the leak check.
+"""Starting Debian's Chromium under Playwright, and finding its process for the leak check.
+
+Playwright's sync API allows one driver per thread, so the sandboxes of a thread share it (counted
+references; the last one out stops it) and each launches its own browser from it.
 
 Playwright does not expose the browser's process id. Each browser is launched with a switch that
 names it (`--agentworld-browser=<uuid>`, which Chromium ignores); its main process is the one
-carrying that switch whose parent does not, and that parent is Playwright's driver.
+carrying that switch whose parent does not.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 import uuid
 from dataclasses import dataclass
 
@@ -17,28 +21,57 @@ from playwright.sync_api import Browser, Playwright, sync_playwright
 from sandboxes.checks import process_exists
 from sandboxes.web.config import CHROMIUM_ARGS, SITE_DOMAIN, WebConfig
 
+_drivers = threading.local()
+
+
+def _acquire_driver() -> Playwright:
+    if getattr(_drivers, "playwright", None) is None:
+        _drivers.playwright = sync_playwright().start()
+        _drivers.users = 0
+    _drivers.users += 1
+    return _drivers.playwright
+
+
+def _release_driver() -> None:
+    _drivers.users -= 1
+    if _drivers.users == 0:
+        playwright, _drivers.playwright = _drivers.playwright, None
+        playwright.stop()
+
 
 @dataclass
 class LaunchedBrowser:
-    playwright: Playwright
     browser: Browser
     pid: int  # Chromium's main process
-    driver_pid: int  # Playwright's node driver, the browser's parent
+    released: bool = False
 
     def pids(self) -> list[int]:
-        return [pid for pid in (self.pid, self.driver_pid) if pid > 0]
+        return [self.pid] if self.pid > 0 else []
 
     def dead(self) -> bool:
         return not process_exists(self.pid) or not self.browser.is_connected()
 
     def kill(self) -> None:
-        """SIGKILL both processes: safe from any thread, unlike Playwright's own calls."""
-        for pid in self.pids():
-            if process_exists(pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        """SIGKILL the browser: safe from any thread, unlike Playwright's own calls."""
+        if self.pid > 0 and process_exists(self.pid):
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def release(self) -> None:
+        """Close the browser (from its own thread) and drop this browser's use of the driver."""
+        if self.released:
+            return
+        self.released = True
+        try:
+            if not self.dead():
+                self.browser.close()
+        except Exception:  # noqa: BLE001 - a browser that died meanwhile is killed below either way
+            pass
+        finally:
+            self.kill()
+            _release_driver()
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -88,7 +121,7 @@ def launch(config: WebConfig, sites_port: int) -> LaunchedBrowser:
             "(never `playwright install`, which downloads a browser)"
         )
     marker = f"--agentworld-browser={uuid.uuid4().hex}"
-    playwright = sync_playwright().start()
+    playwright = _acquire_driver()
     try:
         browser = playwright.chromium.launch(
             executable_path=config.executable_path,
@@ -97,7 +130,7 @@ def launch(config: WebConfig, sites_port: int) -> LaunchedBrowser:
             timeout=30_000,
         )
     except BaseException:
-        playwright.stop()
+        _release_driver()
         raise
-    pid, driver_pid = find_browser_pid(marker)
-    return LaunchedBrowser(playwright, browser, pid, driver_pid)
+    pid, _driver_pid = find_browser_pid(marker)
+    return LaunchedBrowser(browser, pid)

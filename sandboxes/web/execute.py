@@ -61,19 +61,23 @@ class ActionRunner:
         self.navigation_timeout_ms = max(1, navigation_timeout_ms)
 
     def element(self, bid: str) -> Locator:
+        """The element of the last observation with this bid. Its presence and visibility are
+        checked only when an action on it times out (see `_diagnose`): a check before every
+        action would cost two browser round trips on the common path."""
         ref = self.known_refs().get(bid)
         if ref is None:
             raise ActionFailed(f"element with bid {bid!r} not found")
+        return self.active_page().locator(f"aria-ref={ref}").first
+
+    def _diagnose(self, bid: str) -> str | None:
+        """Why an action on `bid` could not happen, if the element is gone or hidden."""
+        ref = self.known_refs().get(bid)
         locator = self.active_page().locator(f"aria-ref={ref}")
         if locator.count() == 0:
-            raise ActionFailed(f"element with bid {bid!r} not found")
-        return locator.first
-
-    def visible(self, bid: str) -> Locator:
-        locator = self.element(bid)
-        if not locator.is_visible():
-            raise ActionFailed(f"element with bid {bid!r} is not visible")
-        return locator
+            return f"element with bid {bid!r} not found"
+        if not locator.first.is_visible():
+            return f"element with bid {bid!r} is not visible"
+        return None
 
     def run(self, action: Action) -> None:
         """Do `action`; ActionFailed with the agent's error message if it cannot be done."""
@@ -83,7 +87,8 @@ class ActionRunner:
         try:
             handler(**action.arguments)
         except PlaywrightTimeoutError as exc:
-            raise ActionFailed(f"{action.kind} timed out: {_first_line(exc)}") from exc
+            reason = self._diagnose(action.arguments["bid"]) if "bid" in action.arguments else None
+            raise ActionFailed(reason or f"{action.kind} timed out: {_first_line(exc)}") from exc
         except PlaywrightError as exc:
             message = _first_line(exc)
             if "net::ERR_BLOCKED_BY_CLIENT" in message:
@@ -102,28 +107,28 @@ class ActionRunner:
         self.active_page().mouse.wheel(delta_x, delta_y)
 
     def _do_click(self, bid: str, button: str = "left", modifiers: list[str] | None = None) -> None:
-        self.visible(bid).click(button=button, modifiers=modifiers or None, timeout=self.timeout_ms)  # type: ignore[arg-type]
+        self.element(bid).click(button=button, modifiers=modifiers or None, timeout=self.timeout_ms)  # type: ignore[arg-type]
 
     def _do_dblclick(self, bid: str, button: str = "left") -> None:
-        self.visible(bid).dblclick(button=button, timeout=self.timeout_ms)  # type: ignore[arg-type]
+        self.element(bid).dblclick(button=button, timeout=self.timeout_ms)  # type: ignore[arg-type]
 
     def _do_hover(self, bid: str) -> None:
-        self.visible(bid).hover(timeout=self.timeout_ms)
+        self.element(bid).hover(timeout=self.timeout_ms)
 
     def _do_fill(self, bid: str, value: str) -> None:
-        self.visible(bid).fill(value, timeout=self.timeout_ms)
+        self.element(bid).fill(value, timeout=self.timeout_ms)
 
     def _do_select_option(self, bid: str, options: str | list[str]) -> None:
-        self.visible(bid).select_option(options, timeout=self.timeout_ms)
+        self.element(bid).select_option(options, timeout=self.timeout_ms)
 
     def _do_clear(self, bid: str) -> None:
-        self.visible(bid).clear(timeout=self.timeout_ms)
+        self.element(bid).clear(timeout=self.timeout_ms)
 
     def _do_focus(self, bid: str) -> None:
         self.element(bid).focus(timeout=self.timeout_ms)
 
     def _do_press(self, bid: str, key_comb: str) -> None:
-        self.visible(bid).press(key_comb, timeout=self.timeout_ms)
+        self.element(bid).press(key_comb, timeout=self.timeout_ms)
 
     def _do_keyboard_press(self, key: str) -> None:
         self.active_page().keyboard.press(key)

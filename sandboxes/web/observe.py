@@ -15,6 +15,10 @@ from schemas.records import Attachment, Observation
 
 FORMAT = "a11y_tree"
 T = TypeVar("T")
+_TITLE_AND_HTML = """() => {
+  const doctype = document.doctype ? new XMLSerializer().serializeToString(document.doctype) : '';
+  return [document.title, doctype + (document.documentElement ? document.documentElement.outerHTML : '')];
+}"""
 
 
 def _title(page: Page) -> str:
@@ -44,11 +48,14 @@ def observe(
     context: BrowserContext, page: Page, config: WebConfig, settled: Settled, error: str, message: str = ""
 ) -> tuple[Observation, dict[str, str]]:
     """The observation of `page` (the active tab), and its bids' aria refs."""
+    snapshot = _retrying(page, lambda: page.aria_snapshot(mode="ai"))
+    # The title and the HTML in one round trip (what page.title() and page.content() read).
+    title, html = _retrying(page, lambda: page.evaluate(_TITLE_AND_HTML))
     tabs = []
     for index, tab in enumerate(context.pages):
-        tabs.append({"index": index, "url": tab.url, "title": _title(tab), "active": tab is page})
-    active = next((t for t in tabs if t["active"]), {"url": page.url, "title": ""})
-    snapshot = _retrying(page, lambda: page.aria_snapshot(mode="ai"))
+        tab_title = title if tab is page else _title(tab)
+        tabs.append({"index": index, "url": tab.url, "title": tab_title, "active": tab is page})
+    active = {"url": page.url, "title": title}
     tree = render_tree(snapshot, active["title"], config.max_tree_lines, config.max_name_chars)
     tab_line = " | ".join(
         f"[{t['index']}] {t['title'] or t['url']}" + (" (active)" if t["active"] else "") for t in tabs
@@ -72,9 +79,7 @@ def observe(
         "message": message,
         "tree_nodes": tree.node_count,
     }
-    attachments = [
-        Attachment(name="page.html", media_type="text/html", content=_retrying(page, page.content).encode())
-    ]
+    attachments = [Attachment(name="page.html", media_type="text/html", content=html.encode())]
     if config.screenshots:
         attachments.append(
             Attachment(name="screenshot.png", media_type="image/png", content=page.screenshot())

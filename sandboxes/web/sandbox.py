@@ -72,33 +72,21 @@ class WebSandbox(Sandbox):
         return Environment(name="web", backend="chromium", config=self.config.recorded())
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
         browser = self._browser
-        if browser is not None:
-            if threading.get_ident() != self._owner:
-                browser.kill()  # Playwright's objects may only be touched by their own thread
-            else:
-                self._shut_down(browser)
+        if threading.get_ident() != self._owner:
+            # Playwright's objects belong to the owner thread: kill the browser, and let the owner's
+            # next call (which now fails) or its own close() release the rest.
+            self._closed = True
+            if browser is not None:
+                browser.kill()
+        else:
+            self._closed = True
+            if browser is not None:
+                browser.release()
+                _wait_gone(browser.pid, timeout_s=5.0)
         if self._server is not None:
             self._server.close()
             self._server = None
-
-    def _shut_down(self, browser: LaunchedBrowser) -> None:
-        try:
-            if not browser.dead():
-                browser.browser.close()
-        except PlaywrightError:
-            pass  # already gone: the kill below makes sure
-        finally:
-            try:
-                browser.playwright.stop()
-            except PlaywrightError:
-                pass
-            browser.kill()
-            for pid in browser.pids():  # reap: they are our children only through the driver
-                _wait_gone(pid, timeout_s=5.0)
 
     # -- episodes --------------------------------------------------------------------------------
 
@@ -152,9 +140,12 @@ class WebSandbox(Sandbox):
                     self._runner().run(action)
             except ActionFailed as exc:
                 error = str(exc)
-            if len(self._context.pages) > pages_before and action.kind not in TAB_KINDS:
-                self._active = self._context.pages[-1]  # a popup the action opened takes the focus
             settled = self._settle()
+            if len(self._context.pages) > pages_before and action.kind not in TAB_KINDS:
+                # A popup the action opened (its page event arrives while the opener settles)
+                # takes the focus, as it would for a person.
+                self._active = self._context.pages[-1]
+                settled = self._settle()
             if not error and self._blocked_navigations:
                 blocked = self._blocked_navigations[0]
                 error = f"navigation to {blocked!r} blocked: its origin is not allowed in this task"

@@ -37,7 +37,7 @@ def lab_app(request: Request) -> Response:
         return _page(
             "Lab",
             '<h1>Lab</h1><ul><li><a href="/slow?ms=2000">Slow page</a></li>'
-            '<li><a href="/timer?ms=300">Timer</a></li>'
+            '<li><a href="/timer?ms=1500">Timer</a></li>'
             '<li><a href="/refresh">Meta refresh</a></li><li><a href="/mutating">Mutating</a></li>'
             '<li><a href="/popup">Popup</a></li><li><a href="/file-link">Local file link</a></li></ul>',
         )
@@ -55,22 +55,22 @@ def lab_app(request: Request) -> Response:
         time.sleep(_delay_ms(request, 2000) / 1000)
         return _page("Slow document", "<h1>Slow document</h1><p>Finally here.</p>")
     if path == "/timer":  # navigates by itself after a JavaScript timer
-        ms = _delay_ms(request, 300)
+        ms = _delay_ms(request, 1500)
         script = f"<script>setTimeout(() => {{ location.href = '/landed?via=timer'; }}, {ms});</script>"
         return _page("Timer", f"<h1>Waiting for a timer</h1>{script}")
     if path == "/refresh":  # navigates by itself through a meta refresh
         return _page(
             "Refresh",
             "<h1>Refreshing soon</h1>",
-            '<meta http-equiv="refresh" content="0.3;url=/landed?via=refresh">',
+            '<meta http-equiv="refresh" content="1.5;url=/landed?via=refresh">',
         )
     if path == "/landed":
         via = (request.query.get("via") or ["link"])[0]
         return _page("Landed", f"<h1>Landed</h1><p>Arrived by {escape(via)}.</p>")
-    if path == "/mutating":  # the DOM changes every 10 ms, forever: settling must give up at its bound
+    if path == "/mutating":  # the DOM changes every 5 ms, forever: settling must give up at its bound
         script = (
             "<script>let n = 0; "
-            "setInterval(() => { document.getElementById('n').textContent = ++n; }, 10);</script>"
+            "setInterval(() => { document.getElementById('n').textContent = ++n; }, 5);</script>"
         )
         return _page("Mutating", f'<h1>Mutating</h1><p>Tick <span id="n">0</span></p>{script}')
     if path == "/popup":
@@ -91,7 +91,7 @@ WIDGETS = """<h1>Widgets</h1>
 <p><label>Name <input id="name" name="name"></label></p>
 <p><label>Colour <select id="colour"><option>Red</option><option>Green</option><option>Blue</option>
 </select></label></p>
-<p><label>Hover me <button id="hover" onmouseover="this.textContent='Hovered'">Hover me</button></label></p>
+<p><button id="hover" onmouseover="this.textContent='Hovered'">Hover me</button></p>
 <p><button id="dbl" ondblclick="this.textContent='Double-clicked'">Double-click me</button></p>
 <p><button id="right" oncontextmenu="event.preventDefault(); this.textContent='Right-clicked'">
 Right-click me</button></p>

@@ -1,0 +1,103 @@
+"""What a web episode may reach: the task's allowed origins only, never file://; and what happens
+when the browser dies under an episode."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from sandboxes.base import SandboxClosedError, SandboxCrashedError
+from sandboxes.checks import process_exists
+from sandboxes.http_server import LocalHTTPServer
+from sandboxes.web import WebConfig, WebSandbox, default_allowed_origins, site_url
+from tests.sandboxes.web.conftest import act, bid_of, lab, require_chromium, task
+
+pytestmark = pytest.mark.chromium
+
+
+def test_link_to_another_origin_is_blocked_with_an_error(
+    sandbox: WebSandbox, external_server: LocalHTTPServer
+) -> None:
+    target = external_server.url("/secret")
+    obs = sandbox.reset(task(lab(f"/link?to={target}")))
+    obs = sandbox.step(act("click", bid=bid_of(obs, "Follow the link"))).observation
+    expected = f"navigation to {target!r} blocked: its origin is not allowed in this task"
+    assert obs.data["last_action_error"] == expected
+    assert "External site" not in obs.text
+
+
+def test_goto_another_origin_is_refused(sandbox: WebSandbox, external_server: LocalHTTPServer) -> None:
+    sandbox.reset(task(site_url("shop", "/")))
+    obs = sandbox.step(act("goto", url=external_server.url("/"))).observation
+    origin = external_server.url("").rstrip("/")
+    assert obs.data["last_action_error"] == (
+        f"cannot open {external_server.url('/')!r}: origin {origin!r} is not allowed in this task"
+    )
+    assert obs.data["url"] == site_url("shop", "/")
+
+
+def test_a_task_that_allows_an_origin_reaches_it(
+    sandbox: WebSandbox, external_server: LocalHTTPServer
+) -> None:
+    target = external_server.url("/welcome")
+    allowed = [*default_allowed_origins(), external_server.url("")]
+    obs = sandbox.reset(task(lab(f"/link?to={target}"), allowed=allowed))
+    obs = sandbox.step(act("click", bid=bid_of(obs, "Follow the link"))).observation
+    assert obs.data["last_action_error"] == ""
+    assert obs.data["url"] == target
+    assert "StaticText 'You asked for /welcome'" in obs.text
+    # The next episode is back to the default: the task's allowance does not leak.
+    sandbox.reset(task(site_url("shop", "/")))
+    obs = sandbox.step(act("goto", url=target)).observation
+    assert "is not allowed in this task" in obs.data["last_action_error"]
+
+
+def test_file_urls_are_refused(sandbox: WebSandbox) -> None:
+    sandbox.reset(task(site_url("shop", "/")))
+    obs = sandbox.step(act("goto", url="file:///etc/passwd")).observation
+    assert obs.data["last_action_error"] == (
+        "cannot open 'file:///etc/passwd': only http and https URLs are allowed, not 'file'"
+    )
+    assert "root:" not in obs.text
+    obs = sandbox.reset(task(lab("/file-link")))
+    obs = sandbox.step(act("click", bid=bid_of(obs, "Local file"))).observation
+    assert obs.data["url"] == lab("/file-link")
+    assert "root:" not in obs.text
+    with pytest.raises(ValueError, match="only http and https"):
+        sandbox.reset(task("file:///etc/passwd"))
+
+
+def test_downloads_are_off(sandbox: WebSandbox) -> None:
+    sandbox.reset(task(site_url("shop", "/")))
+    assert sandbox._context is not None
+    page = sandbox._page()
+    with page.expect_download(timeout=5000) as started:
+        page.evaluate(
+            "() => { const a = document.createElement('a'); a.href = 'data:text/plain,hi';"
+            " a.download = 'hi.txt'; document.body.append(a); a.click(); }"
+        )
+    download = started.value
+    assert "accept_downloads" in (download.failure() or "")  # the browser did not save it
+
+
+def test_killed_browser_raises_crashed_and_is_not_alive() -> None:
+    require_chromium()
+    sandbox = WebSandbox(WebConfig())
+    sandbox.start()
+    try:
+        sandbox.reset(task(site_url("shop", "/")))
+        pid = int(sandbox.resources()[0].split(":")[1])
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(SandboxCrashedError):
+            sandbox.step(act("noop"))
+        assert not sandbox.alive
+        with pytest.raises(SandboxCrashedError):
+            sandbox.reset(task(site_url("shop", "/")))
+    finally:
+        held = sandbox.resources()
+        sandbox.close()
+    assert not any(process_exists(int(r.split(":")[1])) for r in held)
+    with pytest.raises(SandboxClosedError):
+        sandbox.step(act("noop"))

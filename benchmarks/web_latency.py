@@ -60,7 +60,16 @@ def _bid(observation: Observation, name: str) -> str:
     raise RuntimeError(f"no link {name!r} on {observation.data['url']}")
 
 
-def ours(port: int, start_url: str, links: list[str], n: int, screenshots: bool = False) -> list[float]:
+def ours(
+    port: int,
+    start_url: str,
+    links: list[str],
+    n: int,
+    screenshots: bool = False,
+    failures: list | None = None,
+) -> list[float]:
+    """Timed clicks; a click that reports an error or does not navigate is kept out of the timings
+    and appended to `failures` (reported in the results), and the walk goes on from where it is."""
     times = []
     with WebSandbox(WebConfig(sites_port=port, screenshots=screenshots)) as sandbox:
         observation = sandbox.reset(Task(id="bench", metadata={"start_url": start_url}))
@@ -71,8 +80,12 @@ def ours(port: int, start_url: str, links: list[str], n: int, screenshots: bool 
             result = sandbox.step(action)
             elapsed = time.perf_counter() - t0
             observation = result.observation
-            if observation.data["last_action_error"] or observation.data["url"] == before:
-                raise RuntimeError(f"click did not navigate: {observation.text[:300]}")
+            error = observation.data["last_action_error"]
+            if error or observation.data["url"] == before:
+                if failures is not None:
+                    failures.append(f"{action.text} on {before}: {error or 'no navigation'}")
+                observation = sandbox.reset(Task(id="bench", metadata={"start_url": start_url}))
+                continue
             if i >= 2:
                 times.append(elapsed)
     return times
@@ -135,18 +148,29 @@ def step_latency(n: int = 30, browsergym_n: int = 12) -> dict:
     results: dict[str, dict] = {}
     with start_sites_server() as server:
         for name, (url, links) in SCENARIOS.items():
+            steps = n if name == "shop" else n // 2  # a docs page costs several times a shop page
+            failures: list[str] = []
             rows: dict[str, dict] = {}
             # Ours and raw twice, interleaved, so a burst of load on the shared machine hits both.
-            ours_times = ours(server.port, url, links, n // 2)
-            raw_times = raw_playwright(server.port, url, links, n // 2)
-            ours_times += ours(server.port, url, links, n - n // 2)
-            raw_times += raw_playwright(server.port, url, links, n - n // 2)
+            ours_times = ours(server.port, url, links, steps // 2, failures=failures)
+            raw_times = raw_playwright(server.port, url, links, steps // 2)
+            ours_times += ours(server.port, url, links, steps - steps // 2, failures=failures)
+            raw_times += raw_playwright(server.port, url, links, steps - steps // 2)
             rows["ours"] = _ms(ours_times)
-            rows["ours_with_screenshots"] = _ms(ours(server.port, url, links, n // 2, screenshots=True))
+            shots = ours(server.port, url, links, steps // 2, screenshots=True, failures=failures)
+            rows["ours_with_screenshots"] = _ms(shots)
             rows["raw_playwright"] = _ms(raw_times)
-            rows["browsergym_no_delays"] = browsergym(server.port, url, links, browsergym_n, delays=False)
-            rows["browsergym_defaults"] = browsergym(server.port, url, links, max(4, browsergym_n // 3), True)
-            results[name] = {"start_url": url, "links": links, "latency": rows, **_verdict(rows)}
+            bg_n = browsergym_n if name == "shop" else browsergym_n // 2
+            rows["browsergym_no_delays"] = browsergym(server.port, url, links, bg_n, delays=False)
+            rows["browsergym_defaults"] = browsergym(server.port, url, links, max(4, bg_n // 3), True)
+            verdict = _verdict(rows)
+            results[name] = {
+                "start_url": url,
+                "links": links,
+                "latency": rows,
+                **verdict,
+                "ours_failed_clicks": failures,
+            }
     return results
 
 
@@ -256,6 +280,11 @@ def markdown_lines(r: dict) -> list[str]:
     lines.append("")
     for site, v in r["step"].items():
         met = ", ".join(f"{k} {'met' if ok else 'NOT met'}" for k, ok in v["met"].items())
+        failed = v.get("ours_failed_clicks", [])
+        if failed:
+            lines.append(
+                f"- {site}: {len(failed)} of our clicks failed (kept out of the timings): {failed[:2]}"
+            )
         lines.append(
             f"- {site}: targets median <= {TARGET_MEDIAN_MS:.0f} ms, <= {TARGET_OVER_BROWSERGYM}x BrowserGym "
             f"without delays, <= {TARGET_OVER_RAW}x raw Playwright: {met}."

@@ -108,3 +108,12 @@ def test_start_urls_record_a_site_of_our_own_and_stay_on_its_origin(tmp_path: Pa
             assert url == "about:blank" or origin_of(url) == origin, url
             if step.action.kind == "goto":
                 assert origin_of(step.action.arguments["url"]) == origin
+
+
+def test_browsers_is_the_fleet_size_and_sandboxes_still_works() -> None:
+    from collectors.web.__main__ import parse_args
+
+    assert parse_args(["--browsers", "3", "--out", "x"]).sandboxes == 3
+    assert parse_args(["--sandboxes", "2", "--out", "x"]).sandboxes == 2
+    with pytest.raises(SystemExit):
+        parse_args(["--browsers", "0", "--out", "x"])

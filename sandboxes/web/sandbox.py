@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 
-from playwright.sync_api import BrowserContext, Page, Route
+from playwright.sync_api import BrowserContext, Page
 from playwright.sync_api import Error as PlaywrightError
 
 from sandboxes.base import Sandbox, SandboxClosedError, SandboxCrashedError, StepResult
@@ -20,6 +20,7 @@ from sandboxes.web.actions import parse_action
 from sandboxes.web.browser import LaunchedBrowser, launch
 from sandboxes.web.config import DEFAULT_START_URL, WebConfig, origin_of
 from sandboxes.web.execute import ActionFailed, ActionRunner, check_url
+from sandboxes.web.guard import OriginGuard
 from sandboxes.web.observe import observe
 from sandboxes.web.settle import MUTATION_STAMP, NetworkActivity, Settled, settle
 from sandboxes.web.sites import start_sites_server
@@ -43,7 +44,7 @@ class WebSandbox(Sandbox):
         self._allowed: set[str] = set()
         self._crashed = False
         self._closed = False
-        self._blocked_navigations: list[str] = []
+        self._guard = OriginGuard(set(), self.config.settle_timeout_ms)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -109,10 +110,10 @@ class WebSandbox(Sandbox):
                 service_workers="block",  # every request must pass through the route below
             )
             self._context.add_init_script(MUTATION_STAMP)
-            self._context.route("**/*", self._route)
+            self._guard = OriginGuard(self._allowed, self.config.settle_timeout_ms)
+            self._context.route("**/*", self._guard)
             self._network = NetworkActivity(self._context)
             self._context.on("page", self._on_new_page)
-            self._blocked_navigations = []
             self._active = self._context.new_page()
             self._refs = {}
             error = ""
@@ -128,7 +129,7 @@ class WebSandbox(Sandbox):
             raise SandboxClosedError("reset() must be called before step()")
         action = parse_action(action.kind, action.arguments)
         with self._crash_guard():
-            self._blocked_navigations = []
+            self._guard.blocked_navigations.clear()
             pages_before = len(self._context.pages)
             error, message = "", ""
             try:
@@ -146,8 +147,8 @@ class WebSandbox(Sandbox):
                 # takes the focus, as it would for a person.
                 self._active = self._context.pages[-1]
                 settled = self._settle()
-            if not error and self._blocked_navigations:
-                blocked = self._blocked_navigations[0]
+            if not error and self._guard.blocked_navigations:
+                blocked = self._guard.blocked_navigations[0]
                 error = f"navigation to {blocked!r} blocked: its origin is not allowed in this task"
             observation = self._observe(settled, error, message)
         return StepResult(
@@ -182,17 +183,6 @@ class WebSandbox(Sandbox):
             pages = self._context.pages
             self._active = pages[-1] if pages else self._context.new_page()
         return self._active
-
-    def _route(self, route: Route) -> None:
-        url = route.request.url
-        try:
-            check_url(url, self._allowed)
-        except ActionFailed:
-            if route.request.is_navigation_request():
-                self._blocked_navigations.append(url)
-            route.abort("blockedbyclient")
-            return
-        route.fallback()
 
     def _on_new_page(self, page: Page) -> None:
         page.on("crash", lambda _page: setattr(self, "_crashed", True))

@@ -36,6 +36,8 @@ def external_server() -> Iterator[LocalHTTPServer]:
     """A second server standing in for a site outside the embedded ones (another origin)."""
 
     def app(request: Request) -> Response:
+        if request.path == "/hop":  # redirects wherever ?to= says
+            return Response(302, "", headers={"Location": request.query["to"][0]})
         return Response(
             200,
             "<!DOCTYPE html><html><head><title>External</title></head>"

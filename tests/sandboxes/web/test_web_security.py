@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import signal
+import urllib.parse
 
 import pytest
 
 from sandboxes.base import SandboxClosedError, SandboxCrashedError
 from sandboxes.checks import process_exists
-from sandboxes.http_server import LocalHTTPServer
+from sandboxes.http_server import LocalHTTPServer, Request, Response
 from sandboxes.web import WebConfig, WebSandbox, default_allowed_origins, site_url
 from tests.sandboxes.web.conftest import act, bid_of, lab, require_chromium, task
 
@@ -52,6 +53,29 @@ def test_a_task_that_allows_an_origin_reaches_it(
     sandbox.reset(task(site_url("shop", "/")))
     obs = sandbox.step(act("goto", url=target)).observation
     assert "is not allowed in this task" in obs.data["last_action_error"]
+
+
+def test_redirect_to_a_disallowed_origin_is_blocked(
+    sandbox: WebSandbox, external_server: LocalHTTPServer
+) -> None:
+    hits: list[str] = []
+
+    def third_party(request: Request) -> Response:
+        hits.append(request.path)
+        return Response(200, "<title>Third</title><p>Third party</p>")
+
+    with LocalHTTPServer({"/": third_party}) as third:
+        hop = external_server.url(f"/hop?to={third.url('/tracked')}")
+        allowed = [*default_allowed_origins(), external_server.url("")]
+        obs = sandbox.reset(task(lab(f"/link?to={urllib.parse.quote(hop)}"), allowed=allowed))
+        obs = sandbox.step(act("click", bid=bid_of(obs, "Follow the link"))).observation
+        assert hits == []
+        assert obs.data["last_action_error"].startswith(f"navigation to {third.url('/tracked')!r} blocked")
+        # A redirect within the allowed origins is followed as usual.
+        inner = external_server.url(f"/hop?to={external_server.url('/arrived')}")
+        obs = sandbox.step(act("goto", url=inner)).observation
+        assert obs.data["url"] == external_server.url("/arrived") and obs.data["last_action_error"] == ""
+        assert "StaticText 'You asked for /arrived'" in obs.text
 
 
 def test_file_urls_are_refused(sandbox: WebSandbox) -> None:

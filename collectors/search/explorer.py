@@ -20,7 +20,7 @@ from collectors.policies.base import Policy
 from sandboxes.search.actions import extract_action, search_action
 from schemas.records import Action, Observation, Task
 
-_WORD = re.compile(r"[A-Za-z][\w.\-]{2,30}")
+_WORD = re.compile(r"[A-Za-z][\w.\-]+")
 _IDENTIFIER = re.compile(r"\b[a-z_][a-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+\b|(?<!\w)--[a-z][a-z0-9-]{2,}")
 _STOP = frozenset(
     "the and for with that this from are was were you your can will not but all any use used using "
@@ -37,6 +37,7 @@ class _Session:
     rng: random.Random
     queries: list[str]
     steps: int = 0
+    last_text: str = ""
     query: str = ""
     page: int = 1
     num_results: int = 10
@@ -50,7 +51,7 @@ class _Session:
 
 def _words(text: str) -> list[str]:
     found = (w.strip(".-") for w in _WORD.findall(text))
-    return [w for w in found if len(w) > 2 and w.lower() not in _STOP]
+    return [w for w in found if 2 < len(w) <= 40 and w.lower() not in _STOP]
 
 
 def seed_queries(task: Task) -> list[str]:
@@ -94,18 +95,23 @@ class SearchExplorer(Policy):
         if s.steps > self.min_steps and s.rng.random() < self.stop_probability:
             return None
         moves = [(w, move) for w, move, ready in self._moves(s) if ready]
-        move = s.rng.choices([m for _, m in moves], weights=[w for w, _ in moves])[0]
-        return move()
+        for _ in range(3):  # an agent rarely sends the very same call twice in a row
+            action = s.rng.choices([m for _, m in moves], weights=[w for w, _ in moves])[0]()
+            if action.text != s.last_text:
+                break
+        s.last_text = action.text
+        return action
 
     def _moves(self, s: _Session) -> list[tuple[float, Callable[[], Action], bool]]:
-        unread = [r for r in s.results if r["url"] not in s.read]
+        # One page holds many section results: prefer pages not read yet.
+        unread = [r for r in s.results if urllib.parse.urldefrag(r["url"]).url not in s.read]
         more = s.total is not None and s.total > s.page * s.num_results and len(s.results) == s.num_results
         return [
             (35, lambda: self._read(unread), bool(unread)),
             (10, lambda: self._search(s.query, page=s.page + 1, num_results=s.num_results), more),
             (18, self._refine, bool(s.query and s.title_words)),
-            (14, lambda: self._search(s.queries.pop(0)), bool(s.queries)),
-            (12, self._topic, bool(self.topics)),
+            (18, lambda: self._search(s.queries.pop(0)), bool(s.queries)),
+            (6, self._topic, bool(self.topics)),
             (10, lambda: self._search(s.rng.choice(s.identifiers)), bool(s.identifiers)),
             (4, lambda: self._search(s.query, num_results=s.rng.choice((5, 20))), bool(s.query)),
             (3, self._syntax, bool(s.query)),
@@ -126,7 +132,7 @@ class SearchExplorer(Policy):
         assert s is not None
         # Agents open the top results far more often than the tenth.
         chosen = s.rng.choices(unread, weights=[1.0 / (i + 1) for i in range(len(unread))])[0]
-        s.read.add(chosen["url"])
+        s.read.add(urllib.parse.urldefrag(chosen["url"]).url)
         return extract_action(chosen["url"])
 
     def _refine(self) -> Action:
@@ -175,6 +181,7 @@ class SearchExplorer(Policy):
             titles = " ".join(str(r.get("title", "")).split(" \u2014 ")[0] for r in s.results)
             s.title_words = sorted(set(_words(titles)))[:60] or s.title_words
         elif observation.format == "markdown" and data.get("status") == 200:
-            found = sorted(set(_IDENTIFIER.findall(observation.text[:6000])))
+            body = observation.text.partition("\n\n")[2]  # after the Title/URL head
+            found = sorted(set(_IDENTIFIER.findall(body[:6000])))
             if found:
                 s.identifiers = found[:40]

@@ -27,7 +27,7 @@ Move = tuple[str, dict]
 CLICKABLE = {"link", "button", "menuitem", "tab", "treeitem", "option", "summary"}
 CHECKABLE = {"checkbox", "radio", "switch", "menuitemcheckbox", "menuitemradio"}
 FILLABLE = {"textbox", "searchbox", "spinbutton", "combobox"}
-_CLOSE = re.compile(r"^(close|cancel|dismiss|ok|got it|done|no thanks|×|x|✕)\b", re.IGNORECASE)
+_CLOSE = re.compile(r"^(close|cancel|dismiss|keep|ok|got it|done|no thanks|×|x|✕)\b", re.IGNORECASE)
 _SUBMIT = re.compile(
     r"\b(submit|search|sign ?in|log ?in|send|save|continue|apply|check ?out|place order|register"
     r"|subscribe|add to cart|update|go|next)\b",

@@ -119,6 +119,12 @@ def _web_fleet(r: dict) -> list[str]:
     return markdown_lines(r)
 
 
+def _search(r: dict) -> list[str]:
+    from benchmarks.search_latency import markdown_lines
+
+    return markdown_lines(r)
+
+
 RENDERERS = {
     "terminal": _terminal,
     "fleet": _fleet,
@@ -131,6 +137,7 @@ RENDERERS = {
     "demo_fidelity": _demo_fidelity,
     "web": _web,
     "web_fleet": _web_fleet,
+    "search": _search,
 }
 
 

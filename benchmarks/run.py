@@ -95,6 +95,12 @@ def _web_fleet() -> dict:
     return web_fleet.web_fleet()
 
 
+def _search() -> dict:
+    from benchmarks import search_latency
+
+    return search_latency.search_latency()
+
+
 BENCHES: dict[str, Callable[[], dict]] = {
     "terminal": _terminal,
     "fleet": _fleet,
@@ -107,6 +113,7 @@ BENCHES: dict[str, Callable[[], dict]] = {
     "demo_fidelity": _demo_fidelity,
     "web": _web,
     "web_fleet": _web_fleet,
+    "search": _search,
 }
 
 

@@ -224,3 +224,17 @@ def test_each_reset_is_a_fresh_visitor(sandbox: WebSandbox) -> None:
     assert "link 'Cart (1)'" in obs.text
     obs = sandbox.reset(task(site_url("shop", "/cart")))
     assert "Your cart is empty." in obs.text
+
+
+def test_docs_site_and_screenshots(sandbox: WebSandbox) -> None:
+    sandbox.config.screenshots = True
+    try:
+        obs = sandbox.reset(task(site_url("docs", "/library/index.html")))
+    finally:
+        sandbox.config.screenshots = False
+    assert obs.data["title"].startswith("The Python Standard Library")
+    (shot,) = [a for a in obs.attachments if a.name == "screenshot.png"]
+    assert shot.media_type == "image/png" and shot.content and shot.content.startswith(b"\x89PNG")
+    obs = sandbox.step(act("click", bid=bid_of(obs, "Built-in Functions", "link"))).observation
+    assert obs.data["url"] == site_url("docs", "/library/functions.html")
+    assert "heading 'Built-in Functions" in obs.text

@@ -16,6 +16,10 @@ from typing import Protocol
 import tantivy
 
 INDEX_SUBDIR = "index"
+# The snippet generator tokenises all the text it is given, and a manual page can hold 400 kB:
+# it gets a window around the first place a query word (its first letters, so inflections match)
+# occurs. Tantivy still picks and cuts the best fragment inside the window.
+SNIPPET_WINDOW = 4000
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -99,13 +103,17 @@ class TantivyEngine:
         result = self.searcher.search(parsed, limit=num_results, offset=offset, count=True)
         generator = tantivy.SnippetGenerator.create(self.searcher, parsed, self.schema, "body")
         generator.set_max_num_chars(self.snippet_chars)
-        hits = [self._hit(address, generator) for _score, address in result.hits]
+        terms = [word[:5] for word in plain_words(query).split() if len(word) > 2]
+        hits = [self._hit(address, generator, terms) for _score, address in result.hits]
         return SearchPage(hits, result.count, note)
 
-    def _hit(self, address: tantivy.DocAddress, generator: tantivy.SnippetGenerator) -> SearchHit:
+    def _hit(
+        self, address: tantivy.DocAddress, generator: tantivy.SnippetGenerator, terms: list[str]
+    ) -> SearchHit:
         doc = self.searcher.doc(address)
         body = doc.get_first("body") or ""
-        snippet = generator.snippet_from_doc(doc).fragment().strip()
+        window = tantivy.Document(body=_window(body, terms))
+        snippet = generator.snippet_from_doc(window).fragment().strip()
         if not snippet:  # the words matched only the title: show the page's opening instead
             snippet = _opening(body, self.snippet_chars)
         return SearchHit(
@@ -124,3 +132,12 @@ def _opening(body: str, limit: int) -> str:
         return body
     cut = body[:limit].rsplit(" ", 1)[0]
     return cut + " ..."
+
+
+def _window(body: str, terms: list[str]) -> str:
+    if len(body) <= SNIPPET_WINDOW:
+        return body
+    lowered = body.lower()
+    found = [at for at in (lowered.find(term) for term in terms) if at >= 0]
+    start = max(0, min(found) - SNIPPET_WINDOW // 4) if found else 0
+    return body[start : start + SNIPPET_WINDOW]

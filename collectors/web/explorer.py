@@ -151,6 +151,8 @@ class WebExplorer(Policy):
             return self._recover(view)
         if view.dialog and state.rng.random() < self.close_dialog_probability:
             return self._close_dialog(view)
+        if view.elements and state.rng.random() < self.missing_bid_probability:
+            return _click_missing(view, state.rng)
         moves = self._candidates(view)
         weights = [weight for weight, _ in moves]
         _, build = state.rng.choices(moves, weights=weights)[0]
@@ -189,7 +191,6 @@ class WebExplorer(Policy):
             moves.append((1.5, lambda: _click(rng.choice(checks))))
         if view.elements:
             moves.append((0.5, lambda: ("hover", {"bid": str(rng.choice(view.elements)["bid"])})))
-            moves.append((self.missing_bid_probability * 50, lambda: _click_missing(view, rng)))
         if any(e["bid"] == view.focused_bid and e.get("editable") for e in view.elements):
             moves.append((0.5, lambda: ("keyboard_type", {"text": rng.choice((" more", "2", " please"))})))
         if len(state.visited) > 1:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sandboxes.base import InvalidActionError, SandboxClosedError
+from sandboxes.base import InvalidActionError, SandboxClosedError, SandboxCrashedError
 from sandboxes.checks import check_sandbox
 from sandboxes.domains import domain_spec
 from sandboxes.search import (
@@ -234,3 +234,13 @@ def test_build_index_cli(tmp_path: Path) -> None:
     assert queried.returncode == 0 and queried.stdout.startswith("Results 1-10 of about ")
     missing = cli("query", "--index", str(tmp_path / "nothing"), "the")
     assert missing.returncode == 2 and "build-index" in missing.stderr
+
+
+def test_a_dead_page_server_is_a_crash_not_an_observation(index_dir: Path) -> None:
+    box = SearchSandbox(SearchConfig(backend=TantivyBackend(index_dir=str(index_dir))))
+    with box:
+        box.reset(Task(id="crash"))
+        box._server.close()  # type: ignore[union-attr]  # the server thread dies under the sandbox
+        assert not box.alive
+        with pytest.raises(SandboxCrashedError, match="page server stopped"):
+            box.step(search_action(COMMON))

@@ -50,8 +50,9 @@ def dig(data: Any, path: str) -> Any:
 
 
 class SearxngEngine:
-    """GET {url}/search?q=..&format=json&pageno=..; SearXNG pages are its own fixed size, so a
-    request for more results than one of its pages holds reads the following pages too."""
+    """GET {url}/search?q=..&format=json&pageno=..; an instance's page size is its own (it merges
+    several engines), so the results of (num_results, page) are read from its pages 1, 2, ... in
+    turn, at most 10 of them."""
 
     def __init__(self, backend: SearxngBackend) -> None:
         self.backend = backend

@@ -7,6 +7,7 @@ refused connection, a blocked host, a PDF) becomes the observation the agent wou
 
 from __future__ import annotations
 
+import ipaddress
 import urllib.parse
 from typing import Any
 
@@ -29,7 +30,8 @@ def _error(url: str, message: str, **data: Any) -> Observation:
 
 
 class PageFetcher:
-    """`local` maps corpus host names to the loopback base URL that serves them."""
+    """`local` maps corpus host names to the loopback base URL that serves them. Other hosts are
+    fetched when `config.fetch_hosts` names them, or holds "*" and they are not internal."""
 
     def __init__(self, config: SearchConfig, local: dict[str, str]) -> None:
         self.config = config
@@ -44,7 +46,7 @@ class PageFetcher:
         if host in self.local:
             path = parts.path or "/"
             return self.local[host] + path + (f"?{parts.query}" if parts.query else "")
-        if "*" in self.config.fetch_hosts or host in self.config.fetch_hosts:
+        if host in self.config.fetch_hosts or ("*" in self.config.fetch_hosts and not _internal(host)):
             return urllib.parse.urlunsplit(parts._replace(fragment=""))
         return None
 
@@ -132,3 +134,15 @@ def _title(html: str) -> str:
     except (ValueError, lxml.etree.ParserError):
         return ""
     return " ".join((found or "").split())
+
+
+def _internal(host: str) -> bool:
+    """Loopback, private and link-local addresses: "*" does not open them, only naming them does,
+    so an agent on the open web cannot reach services on the collector's own host or network."""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local or address.is_unspecified

@@ -257,3 +257,20 @@ def test_extractor_fetches_allowed_hosts_and_follows_redirects() -> None:
 def test_searxng_sandbox_passes_check_sandbox(searxng: tuple[FakeSearxngService, LocalHTTPServer]) -> None:
     _service, server = searxng
     check_sandbox(_sandbox(server), Task(id="check"), [search_action("q"), search_action("q", page=2)])
+
+
+def test_any_host_still_excludes_internal_addresses(
+    searxng: tuple[FakeSearxngService, LocalHTTPServer],
+) -> None:
+    _service, server = searxng
+    with _sandbox(server, fetch_hosts=("*",)) as box:
+        box.reset(Task(id="ssrf"))
+        for url in (
+            "http://127.0.0.1:9/",
+            "http://localhost/",
+            "http://10.1.2.3/",
+            "http://[::1]/",
+            "http://169.254.169.254/",
+        ):
+            observation = box.step(extract_action(url)).observation
+            assert observation.text.endswith("is not reachable from this sandbox"), (url, observation.text)

@@ -65,6 +65,8 @@ class WebConfig:
     quiet_ms: int = 40
     # How long an element action (click, fill, ...) may wait for its element to become actionable.
     action_timeout_ms: int = 1500
+    # The bound on reading one observation (the largest docs page takes about 1 s on a quiet machine).
+    observe_timeout_ms: int = 20_000
     max_tree_lines: int = 2000  # longer trees end with a truncation marker line
     max_name_chars: int = 200  # longer accessible names are cut
     # Origins an episode may reach when its task does not list its own (task.metadata["allowed_origins"]).

@@ -48,7 +48,7 @@ def observe(
     context: BrowserContext, page: Page, config: WebConfig, settled: Settled, error: str, message: str = ""
 ) -> tuple[Observation, dict[str, str]]:
     """The observation of `page` (the active tab), and its bids' aria refs."""
-    snapshot = _retrying(page, lambda: page.aria_snapshot(mode="ai"))
+    snapshot = _retrying(page, lambda: page.aria_snapshot(mode="ai", timeout=config.observe_timeout_ms))
     # The title and the HTML in one round trip (what page.title() and page.content() read).
     title, html = _retrying(page, lambda: page.evaluate(_TITLE_AND_HTML))
     tabs = []
@@ -81,8 +81,7 @@ def observe(
     }
     attachments = [Attachment(name="page.html", media_type="text/html", content=html.encode())]
     if config.screenshots:
-        attachments.append(
-            Attachment(name="screenshot.png", media_type="image/png", content=page.screenshot())
-        )
+        shot = page.screenshot(timeout=config.observe_timeout_ms)
+        attachments.append(Attachment(name="screenshot.png", media_type="image/png", content=shot))
     text = "\n".join(header) + "\n\n" + tree.text
     return Observation(format=FORMAT, text=text, data=data, attachments=attachments), tree.refs

@@ -111,7 +111,7 @@ class WebSandbox(Sandbox):
             )
             self._context.add_init_script(MUTATION_STAMP)
             self._guard = OriginGuard(self._allowed, self.config.settle_timeout_ms)
-            self._context.route("**/*", self._guard)
+            self._context.route(self._guard.pattern(), self._guard)
             self._network = NetworkActivity(self._context)
             self._context.on("page", self._on_new_page)
             self._active = self._context.new_page()

@@ -150,10 +150,11 @@ def _build_into(work: Path, params: BuildParams, progress: bool) -> dict[str, An
     bar = tqdm(total=params.limit or None, unit="doc", desc="indexing", disable=not progress)
     with bar:
         for page in _interleave(_sources(params), params.limit):
-            path = site / page.site_path
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(page.html)
-            pages += 1
+            if page.html is not None:
+                path = site / page.site_path
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(page.html)
+                pages += 1
             for doc in page.docs:
                 writer.add_document(
                     tantivy.Document(

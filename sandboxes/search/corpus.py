@@ -32,6 +32,7 @@ MANDOC_TIMEOUT_S = 20.0
 # Some packages ship thousands of generated pages (gcloud has 16,000 `gcloud_*` pages); keep a few
 # of each family, so the corpus reads like a whole system's manual.
 MAN_PAGES_PER_FAMILY = 25
+FIRST_PASS_DOCS = 3
 
 _SKIP_DIRS = {"_sources", "_static", "_images", "_downloads"}
 _SKIP_PAGES = re.compile(r"^(genindex.*|search|py-modindex|contents|bugs|copyright|license)\.html$")
@@ -55,7 +56,7 @@ class Page:
     """One served file (its path under the site root) and the documents cut from it."""
 
     site_path: str
-    html: bytes
+    html: bytes | None  # None: served by an earlier Page with the same site_path
     docs: list[Doc] = field(default_factory=list)
 
 
@@ -80,7 +81,12 @@ def _shuffled(paths: list[Path], seed: int) -> list[Path]:
 
 
 def python_doc_pages(root: str | Path, seed: int = 0) -> Iterator[Page]:
-    """Pages of a Sphinx-built Python manual (python3-doc) with their section and API documents."""
+    """Pages of a Sphinx-built Python manual (python3-doc) with their section and API documents.
+
+    Two passes, so that a `--limit` covers the whole manual rather than a few pages in depth:
+    first every page with its leading FIRST_PASS_DOCS documents (the page's own section first),
+    then the rest of each page's documents (those Pages carry no HTML: it is already written).
+    """
     base = Path(root)
     if not base.is_dir():
         raise FileNotFoundError(
@@ -93,12 +99,17 @@ def python_doc_pages(root: str | Path, seed: int = 0) -> Iterator[Page]:
         for p in base.rglob("*.html")
         if not _SKIP_DIRS.intersection(p.relative_to(base).parts) and not _SKIP_PAGES.match(p.name)
     ]
+    rest: list[Page] = []
     for path in _shuffled(paths, seed):
         relative = path.relative_to(base).as_posix()
         html = path.read_bytes()
         docs = _python_docs(html, f"http://{PYTHON_HOST}/{version}/{relative}")
         if docs:
-            yield Page(f"{PYTHON_HOST}/{version}/{relative}", html, docs)
+            site_path = f"{PYTHON_HOST}/{version}/{relative}"
+            yield Page(site_path, html, docs[:FIRST_PASS_DOCS])
+            if len(docs) > FIRST_PASS_DOCS:
+                rest.append(Page(site_path, None, docs[FIRST_PASS_DOCS:]))
+    yield from rest
 
 
 def _python_docs(html: bytes, url: str) -> list[Doc]:

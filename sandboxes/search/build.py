@@ -33,7 +33,8 @@ from sandboxes.search.engines import INDEX_SUBDIR, build_schema
 MANIFEST = "manifest.json"
 TOPICS = "topics.txt"  # what the documents are about, one a line: seeds for explorer queries
 SITE_SUBDIR = "site"
-FORMAT_VERSION = 1
+# Bumped whenever the same BuildParams would cut a different corpus: cached indexes then rebuild.
+FORMAT_VERSION = 2
 DEFAULT_PYTHON_DOCS = "/usr/share/doc/python3.11/html"
 DEFAULT_MAN_PAGES = "/usr/share/man"
 DEFAULT_LIMIT = 2000
@@ -49,7 +50,8 @@ class BuildParams:
     seed: int = 0
 
     def key(self) -> str:
-        return hashlib.sha256(json.dumps(dataclasses.asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+        recipe = {**dataclasses.asdict(self), "format": FORMAT_VERSION}
+        return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def cache_root() -> Path:
@@ -74,7 +76,11 @@ def load_manifest(index_dir: str | Path) -> dict[str, Any] | None:
 def ensure_index(out: str | Path, params: BuildParams, progress: bool = False) -> dict[str, Any]:
     """The manifest of the index at `out`, building it first unless one with `params` is there."""
     manifest = load_manifest(out)
-    if manifest is not None and manifest.get("build") == dataclasses.asdict(params):
+    if (
+        manifest is not None
+        and manifest.get("build") == dataclasses.asdict(params)
+        and manifest.get("format") == FORMAT_VERSION
+    ):
         return manifest
     return build_index(out, params, progress=progress, force=manifest is not None)
 

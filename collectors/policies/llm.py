@@ -33,10 +33,11 @@ Each turn you see what the environment shows now. Reply with exactly one JSON ob
 DEFAULT_DOMAIN = "terminal"
 DONE = "done"
 ACTION = "action"
-# Commentary a model may put beside its action; never an argument of one.
-_COMMENTARY = ("thought",)
-# The first key of each example object in an action space: `{"command": ...}` shows a kind-keyed
-# reply, `{"action": "click", ...}` the generic one.
+# Commentary models put beside their action; no domain has an argument of these names.
+_COMMENTARY = ("thought", "thoughts", "reasoning", "explanation", "comment", "note", "plan")
+# The first key of each example object in an action space, skipping objects nested in a list or
+# another object (after `[`, `{`, `,` or `:`): `{"command": ...}` shows a kind-keyed reply,
+# `{"action": "click", ...}` the generic one.
 _EXAMPLE_KEY = re.compile(r'(?<![\[{,:]\s)(?<![\[{,:])\{"(\w+)"\s*:')
 
 

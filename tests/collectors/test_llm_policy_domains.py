@@ -59,9 +59,11 @@ def test_bad_replies_are_invalid_with_the_domains_reason(spec, reply: str, reaso
 def test_kind_keyed_replies_only_where_the_action_space_shows_them() -> None:
     assert keyed_kinds(domain_spec("terminal").action_space) == ["command", "keystrokes", "done"]
     assert keyed_kinds(WEB.action_space) == keyed_kinds(SEARCH.action_space) == ["done"]
-    # The terminal also takes the generic form.
+    # The terminal also takes the generic form; commentary beside the action is no argument.
     action = parse_reply('{"action": "command", "command": "ls"}')
     assert action is not None and (action.kind, action.text) == ("command", "ls")
+    action = parse_reply('{"command": "ls", "explanation": "look around", "timeout": 5}')
+    assert action is not None and action.arguments == {"command": "ls", "timeout": 5.0}
 
 
 def test_the_domain_comes_from_the_first_observation() -> None:

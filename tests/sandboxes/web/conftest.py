@@ -9,7 +9,7 @@ import pytest
 
 from sandboxes.checks import resource_exists
 from sandboxes.http_server import LocalHTTPServer, Request, Response
-from sandboxes.web import WebConfig, WebSandbox, site_url
+from sandboxes.web import WebConfig, WebSandbox, site_url, start_sites_server
 from schemas.records import Action, Observation, Task
 
 
@@ -20,13 +20,16 @@ def require_chromium() -> None:
 
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[WebSandbox]:
-    """One started sandbox (with its own embedded-sites server) for the whole module."""
+    """One started sandbox for the whole module, on a sites server it shares, as a collector's
+    browsers do (test_check_sandbox_passes covers a sandbox starting its own)."""
     require_chromium()
-    made = WebSandbox(WebConfig())
+    server = start_sites_server()
+    made = WebSandbox(WebConfig(sites_port=server.port))
     made.start()
     held = set(made.resources())
     yield made
     made.close()
+    server.close()
     leaked = sorted(r for r in held if resource_exists(r))
     assert not leaked, f"browser processes survived close(): {leaked}"
 

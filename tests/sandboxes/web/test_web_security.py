@@ -41,8 +41,8 @@ def test_a_task_that_allows_an_origin_reaches_it(
     allowed = [*default_allowed_origins(), external_server.url("")]
     obs = sandbox.reset(task(lab(f"/link?to={target}"), allowed=allowed))
     obs = sandbox.step(act("click", bid=bid_of(obs, "Follow the link"))).observation
-    assert obs.data["last_action_error"] == ""
-    assert obs.data["url"] == target
+    assert obs.data["last_action_error"] == "", obs.text
+    assert obs.data["url"] == target, (obs.data["settle"], obs.text)
     assert "StaticText 'You asked for /welcome'" in obs.text
     # The next episode is back to the default: the task's allowance does not leak.
     sandbox.reset(task(site_url("shop", "/")))

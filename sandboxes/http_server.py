@@ -71,12 +71,20 @@ class LocalHTTPServer:
     def port(self) -> int:
         return self._server.server_address[1]
 
+    @property
+    def alive(self) -> bool:
+        """True while the serving thread runs (started and not closed)."""
+        return self._thread is not None and self._thread.is_alive()
+
     def url(self, path: str = "/") -> str:
         return f"http://127.0.0.1:{self.port}{path}"
 
     def start(self) -> LocalHTTPServer:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="http")
+            # A short poll interval: close() waits for the serving loop's next poll.
+            self._thread = threading.Thread(
+                target=self._server.serve_forever, args=(0.05,), daemon=True, name="http"
+            )
             self._thread.start()
         return self
 

@@ -112,12 +112,8 @@ class SearchSandbox(Sandbox):
     def _check_running(self) -> None:
         if self._closed or self._engine is None:
             raise SandboxClosedError("the search sandbox is not started (or was closed)")
-        if self._server is not None and not self._server_alive():
+        if self._server is not None and not self._server.alive:
             raise SandboxCrashedError("the sandbox's page server stopped")
-
-    def _server_alive(self) -> bool:
-        thread = self._server._thread if self._server is not None else None
-        return thread is not None and thread.is_alive()
 
     def _stop_server(self) -> None:
         if self._server is not None:
@@ -136,7 +132,7 @@ class SearchSandbox(Sandbox):
     def alive(self) -> bool:
         if self._closed or self._engine is None:
             return False
-        return self._server is None or self._server_alive()
+        return self._server is None or self._server.alive
 
     def describe(self) -> Environment:
         config = config_to_dict(self.config)

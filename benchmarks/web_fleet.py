@@ -28,7 +28,7 @@ def _tree_memory(root: psutil.Process, with_pss: bool) -> dict:
     for proc in root.children(recursive=True):
         try:
             name = proc.name()
-            bucket = chromium if "chrom" in name else drivers if name == "node" else None
+            bucket = chromium if "chrom" in name else drivers if name.startswith("node") else None
             if bucket is None:
                 continue
             bucket["rss"] += proc.memory_info().rss

@@ -90,19 +90,22 @@ def _site(request: Request) -> Response:
 
 
 @pytest.mark.chromium
-def test_start_urls_record_a_site_of_our_own_and_stay_on_its_origin(tmp_path: Path) -> None:
+def test_start_urls_record_a_site_of_our_own_with_screenshots_and_stay_on_its_origin(tmp_path: Path) -> None:
     with LocalHTTPServer({"/": _site}) as server:
         start = server.url("/")
         urls = tmp_path / "urls.txt"
         urls.write_text(f"# a real HTTP server on loopback\n{start}\n{start}\n")
         out = tmp_path / "mine"
-        result = run_web("--start-urls", str(urls), "--episodes", "2", "--max-steps", "6", "--out", str(out))
+        args = ("--start-urls", str(urls), "--episodes", "2", "--max-steps", "6", "--screenshots")
+        result = run_web(*args, "--out", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
     found = assert_exactly_once(out, 2)
     origin = origin_of(start)
     for trajectory in found:
         assert trajectory.task.metadata["allowed_origins"] == [origin]
         assert trajectory.initial_observation.data["title"] == "Start"
+        names = [a.name for a in trajectory.initial_observation.attachments]
+        assert "screenshot.png" in names and "page.html" in names
         for step in trajectory.steps:
             url = step.observation.data["url"]
             assert url == "about:blank" or origin_of(url) == origin, url

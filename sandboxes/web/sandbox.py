@@ -12,6 +12,7 @@ import time
 
 from playwright.sync_api import BrowserContext, Page
 from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from sandboxes.base import Sandbox, SandboxClosedError, SandboxCrashedError, StepResult
 from sandboxes.checks import process_exists
@@ -142,6 +143,8 @@ class WebSandbox(Sandbox):
             except ActionFailed as exc:
                 error = str(exc)
             settled = self._settle()
+            if settled.popup and len(self._context.pages) == pages_before:
+                self._wait_for_popup(settled)
             if len(self._context.pages) > pages_before and action.kind not in TAB_KINDS:
                 # A popup the action opened (its page event arrives while the opener settles)
                 # takes the focus, as it would for a person.
@@ -203,6 +206,18 @@ class WebSandbox(Sandbox):
             self._active = None
             self._page().bring_to_front()  # the last remaining tab, or a new blank one
         self._refs = {}
+
+    def _wait_for_popup(self, settled: Settled) -> None:
+        """The page opened a tab that Playwright has not reported yet: wait for it, within what is
+        left of the settle bound."""
+        assert self._context is not None
+        left_ms = self.config.settle_timeout_ms - settled.waited_ms
+        if left_ms <= 0:
+            return
+        try:
+            self._context.wait_for_event("page", timeout=left_ms)
+        except PlaywrightTimeoutError:
+            pass  # a popup the browser blocked, or one still opening: the observation shows the opener
 
     def _settle(self) -> Settled:
         assert self._network is not None

@@ -15,13 +15,25 @@ from dataclasses import dataclass
 from playwright.sync_api import BrowserContext, Page, Request
 from playwright.sync_api import Error as PlaywrightError
 
-# Installed in every document before its own scripts: stamps each DOM mutation's time.
+# Installed in every document before its own scripts: stamps each DOM mutation's time, and notes
+# when the page opens a new tab (a link or form with a target, window.open), whose page event
+# reaches Playwright later than the opener settles.
 MUTATION_STAMP = """(() => {
   if (window.__agentworldSettle) return;
-  const state = {last: performance.now()};
+  const state = {last: performance.now(), popup: false};
   Object.defineProperty(window, '__agentworldSettle', {value: state});
   new MutationObserver(() => { state.last = performance.now(); })
     .observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+  document.addEventListener('click', event => {
+    const owner = event.target instanceof Element && event.target.closest('a[target], area[target]');
+    if (owner && !['', '_self', '_parent', '_top'].includes(owner.target)) state.popup = true;
+  }, true);
+  document.addEventListener('submit', event => {
+    const target = event.target.target;
+    if (target && !['_self', '_parent', '_top'].includes(target)) state.popup = true;
+  }, true);
+  const open = window.open;
+  window.open = function (...args) { state.popup = true; return open.apply(this, args); };
 })();"""
 
 # Resolves when the document has loaded and its DOM has been quiet for `quiet` ms, or at `budget`.
@@ -39,11 +51,18 @@ _PROBE = """async ({quiet, budget}) => {
   for (;;) {
     const idle = state ? performance.now() - state.last : quiet;
     const loaded = document.readyState === 'complete';
-    if (loaded && idle >= quiet) return {settled: true};
+    if (loaded && idle >= quiet) {
+      const popup = Boolean(state && state.popup);
+      if (state) state.popup = false;
+      return {settled: true, popup};
+    }
     if (left() <= 0) return {settled: false, loaded};
     await sleep(Math.min(loaded ? quiet - idle : quiet, left()));
   }
 }"""
+
+
+STREAMING = frozenset({"eventsource", "websocket"})
 
 
 class NetworkActivity:
@@ -57,6 +76,8 @@ class NetworkActivity:
         context.on("requestfailed", self._ended)
 
     def _started(self, request: Request) -> None:
+        if request.resource_type in STREAMING:
+            return  # open for the life of the page: waiting for it to end would always time out
         self.in_flight.add(request)
         self.last_event = time.monotonic()
 
@@ -73,6 +94,7 @@ class NetworkActivity:
 class Settled:
     waited_ms: int
     timed_out: bool
+    popup: bool = False  # the page opened a new tab meanwhile
 
     def as_data(self) -> dict:
         return {"waited_ms": self.waited_ms, "timed_out": self.timed_out}
@@ -85,8 +107,10 @@ def settle(page: Page, network: NetworkActivity, timeout_ms: int, quiet_ms: int)
     deadline = started + timeout_ms / 1000
     quiet = quiet_ms / 1000
 
+    popup = False
+
     def result(timed_out: bool) -> Settled:
-        return Settled(int((time.monotonic() - started) * 1000), timed_out)
+        return Settled(int((time.monotonic() - started) * 1000), timed_out, popup)
 
     while True:
         left = deadline - time.monotonic()
@@ -102,6 +126,7 @@ def settle(page: Page, network: NetworkActivity, timeout_ms: int, quiet_ms: int)
             continue
         if not probe.get("settled"):
             continue  # the probe used up the budget; the loop reports the timeout
+        popup = popup or bool(probe.get("popup"))
         network_quiet = network.quiet_for()
         if network_quiet >= quiet:
             return result(False)

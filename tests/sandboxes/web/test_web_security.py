@@ -99,3 +99,23 @@ def test_downloads_are_off(sandbox: WebSandbox) -> None:
         )
     download = started.value
     assert "accept_downloads" in (download.failure() or "")  # the browser did not save it
+
+
+def test_a_task_can_narrow_the_embedded_sites(sandbox: WebSandbox) -> None:
+    only_shop = [site_url("shop", "")]
+    sandbox.reset(task(site_url("shop", "/"), allowed=only_shop))
+    obs = sandbox.step(act("goto", url=site_url("docs", "/"))).observation
+    assert "origin 'http://docs.agentworld.test' is not allowed" in obs.data["last_action_error"]
+    # The page itself cannot reach the other site either: the guard aborts the request (an opaque
+    # no-cors fetch would resolve if the request had gone through).
+    fetched = sandbox._page().evaluate(
+        "() => fetch('http://docs.agentworld.test/index.html', {mode: 'no-cors'})"
+        ".then(() => 'reached', () => 'blocked')"
+    )
+    assert fetched == "blocked"
+    sandbox.reset(task(site_url("shop", "/")))  # with the default origins the same fetch goes through
+    reached = sandbox._page().evaluate(
+        "() => fetch('http://docs.agentworld.test/index.html', {mode: 'no-cors'})"
+        ".then(() => 'reached', () => 'blocked')"
+    )
+    assert reached == "reached"

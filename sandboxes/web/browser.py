@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from playwright.sync_api import Browser, Playwright, sync_playwright
 
+from sandboxes.base import SandboxError
 from sandboxes.checks import process_exists
 from sandboxes.web.config import CHROMIUM_ARGS, SITE_DOMAIN, WebConfig
 
@@ -91,14 +92,10 @@ def _parent(pid: int) -> int:
     return int(stat[stat.rindex(")") + 2 :].split()[1])
 
 
-def find_browser_pid(marker: str) -> tuple[int, int]:
-    """(browser pid, its parent's pid) of the Chromium launched with `marker`; (0, 0) if none."""
+def find_browser_pid(marker: str) -> int:
+    """The main process of the Chromium launched with `marker`; 0 if there is none."""
     marked = {int(p) for p in os.listdir("/proc") if p.isdigit() and marker in _cmdline(int(p))}
-    for pid in marked:
-        parent = _parent(pid)
-        if parent not in marked:
-            return pid, parent
-    return 0, 0
+    return next((pid for pid in marked if _parent(pid) not in marked), 0)
 
 
 def browser_args(config: WebConfig, sites_port: int, marker: str) -> list[str]:
@@ -114,7 +111,7 @@ def browser_args(config: WebConfig, sites_port: int, marker: str) -> list[str]:
 
 
 def launch(config: WebConfig, sites_port: int) -> LaunchedBrowser:
-    """Start Playwright's driver and one headless Chromium; never downloads a browser."""
+    """Start one headless Chromium from this thread's Playwright driver; never downloads a browser."""
     if not os.path.exists(config.executable_path):
         raise FileNotFoundError(
             f"Chromium not found at {config.executable_path}: install it with `apt-get install chromium` "
@@ -132,5 +129,11 @@ def launch(config: WebConfig, sites_port: int) -> LaunchedBrowser:
     except BaseException:
         _release_driver()
         raise
-    pid, _driver_pid = find_browser_pid(marker)
+    pid = find_browser_pid(marker)
+    if pid == 0:  # without its pid the sandbox could neither check nor clean up after it
+        try:
+            browser.close()
+        finally:
+            _release_driver()
+        raise SandboxError(f"Chromium started but its process (marked {marker}) was not found in /proc")
     return LaunchedBrowser(browser, pid)

@@ -241,7 +241,7 @@ class SecretFinder:
     the key/value rules.
     """
 
-    def __init__(self, detector: Detector | None = None, memo_lines: int = 100_000) -> None:
+    def __init__(self, detector: Detector | None = None, memo_lines: int = 20_000) -> None:
         self._detector = detector
         self._memo: dict[str, tuple[Finding, ...]] = {}
         self._memo_lines = memo_lines

@@ -270,7 +270,9 @@ class _FastRender:
     Anything else (other message keys, tools) goes through the template itself.
     """
 
-    def __init__(self, source: str, memo: int = 50_000) -> None:
+    # Contents repeat within one trajectory's samples (each repeats the history before it), so a
+    # memo of a few thousand serves; a larger one holds whole observations twice for nothing.
+    def __init__(self, source: str, memo: int = 4096) -> None:
         tested, self.usable = _content_tests(_template_env().parse(source))
         self._unsafe = re.compile("|".join(map(re.escape, sorted(tested, key=len, reverse=True))) or "(?!)")
         self._layouts: dict[tuple, list[str] | None] = {}

@@ -5,6 +5,7 @@ the reference to a parked trajectory, and the output-shard arithmetic. A leaf: i
 from __future__ import annotations
 
 import hashlib
+import pickle
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -50,6 +51,16 @@ class Parked(NamedTuple):
     offset: int
     length: int
     digest: bytes  # of the parked bytes: picks one record among several with the same id
+
+    def packed(self) -> bytes:
+        """The reference as one bytes value, the form it crosses a shuffle in: FnApiRunner holds what
+        it groups as decoded Python objects, and a named tuple is eight of them (about 600 bytes
+        here), a bytes value one (about 200)."""
+        return pickle.dumps(tuple(self), protocol=pickle.HIGHEST_PROTOCOL)
+
+    @classmethod
+    def unpacked(cls, data: bytes) -> Parked:
+        return cls(*pickle.loads(data))
 
 
 def shard_of(key: str, n: int) -> int:

@@ -6,12 +6,17 @@ sketched here and dropped, and nothing larger than an id, a hash, a MinHash sign
 reference crosses a shuffle:
 
     Sketch -> GroupByKey(domain, sha256 of dedup_key_text)           exact clusters
-           -> GroupByKey(domain, band, band bytes of the signature)   LSH buckets of ids
+           -> GroupByKey(domain, band, bucket group)                  LSH buckets of ids, packed
            -> CoGroupByKey with the signatures, by candidate, then by representative: similarity
            -> CombinePerKey(min) of the decisions per id -> CoGroupByKey with the references
 
 A bucket holds ids only: each signature is shuffled into `bands` buckets, so carrying it there would
 multiply the largest value of the stage by `bands`; it is joined to the few candidate pairs instead.
+And bucket entries travel packed, many to a bytes value: there are `bands` of them per trajectory,
+and FnApiRunner holds a grouped element as Python objects (a key, a list, a value: a few hundred
+bytes) where a packed entry costs its own bytes, about fifty. Each grouped value is a blob of
+entries (band bytes, id) for one bucket group of one band; the worker that reads a group forms
+its buckets, so a bucket is exactly the trajectories whose band bytes are equal, as before.
 
 The output is the kept trajectories' references; `BuildShards` reads the trajectories back.
 
@@ -22,9 +27,13 @@ itself is dropped against A; the result is still deterministic.
 
 from __future__ import annotations
 
+import struct
+import zlib
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindows
 
 from beam_pipelines.dead_letter import DEAD_LETTER, OK, DeadLetter, count
 from beam_pipelines.stages.common import Parked
@@ -41,8 +50,13 @@ _SIGNATURE = "signature"
 Sketch = tuple[str, bytes]
 Decision = tuple[str, str, float]
 # Masked lines remembered per worker: lines repeat across screens and across a task's trajectories.
-_MASK_MEMO_LINES = 100_000
-BandKey = tuple[str, int, bytes]  # domain, band number, the band's bytes of the signature
+_MASK_MEMO_LINES = 20_000
+BandGroup = tuple[str, int, int]  # domain, band number, bucket group (a hash of the band's bytes)
+# Bucket groups per band: a group's entries are matched in one worker call, so this bounds that
+# call's memory to 1/(bands * groups) of a domain's entries.
+BAND_GROUPS = 64
+_PACKED_BYTES = 1 << 20  # entries a worker holds before it sends them on
+_ENTRY_HEAD = struct.Struct("<II")  # band length, id length; then the band, then the id (UTF-8)
 
 
 class _MakeSketch(beam.DoFn):
@@ -61,7 +75,7 @@ class _MakeSketch(beam.DoFn):
         exact = exact_key(text)
         signature = self._hasher.signature(shingle_hashes(text, self._shingle_words))
         yield beam.pvalue.TaggedOutput(_SKETCH, ((t.domain, exact), (t.trajectory_id, signature)))
-        yield t.trajectory_id, ref
+        yield t.trajectory_id, ref.packed()
 
 
 def _unique_sorted(members: Iterable[Sketch]) -> list[Sketch]:
@@ -78,18 +92,59 @@ class _PickExact(beam.DoFn):
         yield domain, (kept, signature)
 
 
-def _band_keys(unique: tuple[str, Sketch], band_count: int) -> Iterator[tuple[BandKey, str]]:
-    domain, (trajectory_id, signature) = unique
-    for i, band in enumerate(bands(signature, band_count)):
-        yield (domain, i, band), trajectory_id
+class _PackBandEntries(beam.DoFn):
+    """(domain, (id, signature)) -> ((domain, band, bucket group), packed entries of many trajectories)."""
+
+    def __init__(self, band_count: int) -> None:
+        self._band_count = band_count
+
+    def start_bundle(self) -> None:
+        self._packed: dict[BandGroup, bytearray] = defaultdict(bytearray)
+        self._size = 0
+
+    def process(self, unique: tuple[str, Sketch]) -> Iterator[tuple[BandGroup, bytes]]:
+        domain, (trajectory_id, signature) = unique
+        name = trajectory_id.encode()
+        for i, band in enumerate(bands(signature, self._band_count)):
+            entry = _ENTRY_HEAD.pack(len(band), len(name)) + band + name
+            self._packed[(domain, i, zlib.crc32(band) % BAND_GROUPS)] += entry
+            self._size += len(entry)
+        if self._size >= _PACKED_BYTES:
+            yield from self._flush()
+
+    def finish_bundle(self) -> Iterator[object]:
+        for element in self._flush():
+            yield GlobalWindows.windowed_value(element)
+
+    def _flush(self) -> Iterator[tuple[BandGroup, bytes]]:
+        packed, self._packed, self._size = self._packed, defaultdict(bytearray), 0
+        for group in sorted(packed):
+            yield group, bytes(packed[group])
 
 
-def _candidates(bucket: tuple[BandKey, Iterable[str]]) -> Iterator[tuple[str, str]]:
-    """(candidate, representative): every member of a bucket against its smallest id."""
-    _, members = bucket
-    kept, *others = sorted(set(members))
-    for other in others:
-        yield other, kept
+def _unpack(packed: bytes) -> Iterator[tuple[bytes, str]]:
+    at = 0
+    while at < len(packed):
+        band_length, name_length = _ENTRY_HEAD.unpack_from(packed, at)
+        at += _ENTRY_HEAD.size
+        band, at = packed[at : at + band_length], at + band_length
+        yield band, packed[at : at + name_length].decode()
+        at += name_length
+
+
+def _candidates(group: tuple[BandGroup, Iterable[bytes]]) -> Iterator[tuple[str, str]]:
+    """(candidate, representative): in every bucket of the group (the ids with equal band bytes), each
+    member against the bucket's smallest id."""
+    _, packs = group
+    buckets: dict[bytes, set[str]] = defaultdict(set)
+    for packed in packs:
+        for band, trajectory_id in _unpack(packed):
+            buckets[band].add(trajectory_id)
+    for members in buckets.values():
+        if len(members) > 1:
+            kept, *others = sorted(members)
+            for other in others:
+                yield other, kept
 
 
 def _to_representative(joined: tuple[str, dict[str, list]]) -> Iterator[tuple[str, Sketch]]:
@@ -116,7 +171,7 @@ class _Route(beam.DoFn):
         trajectory_id, groups = joined
         # Several records under one id are one record read twice, or a corrupt dataset: keep one,
         # chosen by content hash so the choice does not depend on arrival order.
-        copies = sorted(groups[_REFS], key=lambda ref: ref.digest)
+        copies = sorted(map(Parked.unpacked, groups[_REFS]), key=lambda ref: ref.digest)
         for _ in copies[1:]:
             count(STAGE, "duplicate_id")
             detail = "another record with the same trajectory_id was kept"
@@ -175,7 +230,7 @@ class Deduplicate(beam.PTransform):
         signatures = exact[OK] | "Signatures" >> beam.MapTuple(lambda _, sketch: sketch)
         candidates = (
             exact[OK]
-            | "BandKeys" >> beam.FlatMap(_band_keys, self._bands)
+            | "PackBandEntries" >> beam.ParDo(_PackBandEntries(self._bands))
             | "GroupBands" >> beam.GroupByKey()
             | "Candidates" >> beam.FlatMap(_candidates)
         )

@@ -86,11 +86,11 @@ class _BuildShard(beam.DoFn):
         self._formatter = Formatter(self._emit, self._tokenizer, self._seq_len, self._shards)
         self._tok = shared_tokenizer(self._tokenizer) if {SFT, CPT} & set(self._emit) else None
 
-    def process(self, element: tuple[ShardGroup, Iterable[Parked]]) -> Iterator[object]:
-        group, refs = element
+    def process(self, element: tuple[ShardGroup, Iterable[bytes]]) -> Iterator[object]:
+        group, packed = element
         split = group[0]
         # one record per id (dedup guarantees it; a direct caller may not), in id order
-        ordered = sorted({r.trajectory_id: r for r in refs}.values())
+        ordered = sorted({r.trajectory_id: r for r in map(Parked.unpacked, packed)}.values())
         shard = _Shard(self._root, group, self._seq_len)
         reader = ParkedReader()
         try:
@@ -138,7 +138,7 @@ class BuildShards(beam.PTransform):
     def expand(self, refs):
         results = (
             refs
-            | "KeyByShard" >> beam.Map(lambda r, n: (shard_group(r, n), r), self._args[4])
+            | "KeyByShard" >> beam.Map(lambda r, n: (shard_group(r, n), r.packed()), self._args[4])
             | "GroupShards" >> beam.GroupByKey()
             | "FormatTokenisePackWrite"
             >> beam.ParDo(_BuildShard(*self._args)).with_outputs(dead_letter.DEAD_LETTER, main=dead_letter.OK)

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import apache_beam as beam
+import numpy as np
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
 from beam_pipelines.dead_letter import DEAD_LETTER, OK
+from beam_pipelines.stages import dedup
 from beam_pipelines.stages.dedup import Deduplicate
 from beam_pipelines.stages.park import ParkTrajectories
 from tests.beam_pipelines.conftest import ids, pipeline, variant
@@ -73,3 +75,25 @@ def test_rejects_inconsistent_parameters():
         Deduplicate(num_perm=64, bands=10)
     with pytest.raises(ValueError, match="threshold"):
         Deduplicate(threshold=0)
+
+
+def test_bucket_entries_cross_the_shuffle_packed_many_to_a_value(monkeypatch):
+    """FnApiRunner holds every grouped element as Python objects: the LSH shuffle gets at most one
+    element per (band, bucket group) and bundle, not one per band and trajectory, and the worker
+    that reads a group still finds exactly the trajectories whose band bytes are equal."""
+    monkeypatch.setattr(dedup, "BAND_GROUPS", 2)
+    rng = np.random.default_rng(0)
+    signatures = {f"t{i:03d}": rng.integers(0, 2**31, 64, dtype=np.uint32).tobytes() for i in range(40)}
+    # band 0 of 16 is the first 4 values (16 bytes): t005 shares only that band with t001
+    signatures["t005"] = signatures["t001"][:16] + signatures["t005"][16:]
+    signatures["t009"] = signatures["t002"]  # every band equal
+    sketches = [("terminal", item) for item in sorted(signatures.items())]
+
+    def few(counts: list[int]) -> None:
+        assert counts[0] <= 16 * 2, counts  # of 40 x 16 entries
+
+    with pipeline() as p:
+        packed = p | beam.Create(sketches) | beam.ParDo(dedup._PackBandEntries(16))
+        assert_that(packed | beam.combiners.Count.Globally(), few, label="FewElements")
+        candidates = packed | beam.GroupByKey() | beam.FlatMap(dedup._candidates) | beam.Distinct()
+        assert_that(candidates, equal_to([("t005", "t001"), ("t009", "t002")]), label="Candidates")

@@ -28,6 +28,10 @@ from sandboxes.web.sites import start_sites_server
 from schemas.records import Action, Environment, Observation, Task
 
 TAB_KINDS = ("new_tab", "tab_focus", "tab_close")
+# How long the origin guard waits for a response it fetches for the browser (sites outside the
+# embedded ones). Longer than the settle bound on purpose: a slow site is reported as not settled
+# and keeps loading, as it would in a browser, instead of failing.
+FETCH_TIMEOUT_MS = 30_000
 
 
 class WebSandbox(Sandbox):
@@ -45,7 +49,7 @@ class WebSandbox(Sandbox):
         self._allowed: set[str] = set()
         self._crashed = False
         self._closed = False
-        self._guard = OriginGuard(set(), self.config.settle_timeout_ms)
+        self._guard = OriginGuard(set(), FETCH_TIMEOUT_MS)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -111,7 +115,7 @@ class WebSandbox(Sandbox):
                 service_workers="block",  # every request must pass through the route below
             )
             self._context.add_init_script(MUTATION_STAMP)
-            self._guard = OriginGuard(self._allowed, self.config.settle_timeout_ms)
+            self._guard = OriginGuard(self._allowed, FETCH_TIMEOUT_MS)
             self._context.route(self._guard.pattern(), self._guard)
             self._network = NetworkActivity(self._context)
             self._context.on("page", self._on_new_page)

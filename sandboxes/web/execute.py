@@ -25,6 +25,13 @@ class ActionFailed(Exception):
     """The action was well formed but could not be done; str(exc) is what the agent sees."""
 
 
+class NavigationTimedOut(ActionFailed):
+    """A navigation did not commit within the settle bound; the page may still be loading."""
+
+
+NAVIGATIONS = ("goto", "go_back", "go_forward")
+
+
 def check_url(url: str, allowed_origins: set[str]) -> None:
     """Refuse URLs the task does not allow: other schemes (file://, chrome://) and other origins."""
     if url == "about:blank":
@@ -87,6 +94,12 @@ class ActionRunner:
         try:
             handler(**action.arguments)
         except PlaywrightTimeoutError as exc:
+            if action.kind in NAVIGATIONS:
+                raise NavigationTimedOut(f"{action.kind} timed out: {_first_line(exc)}") from exc
+            if _performed(exc):
+                raise NavigationTimedOut(
+                    f"{action.kind} started a navigation that did not load in time"
+                ) from exc
             reason = self._diagnose(action.arguments["bid"]) if "bid" in action.arguments else None
             raise ActionFailed(reason or f"{action.kind} timed out: {_first_line(exc)}") from exc
         except PlaywrightError as exc:
@@ -156,6 +169,13 @@ class ActionRunner:
         self.active_page().go_forward(wait_until="commit", timeout=self.navigation_timeout_ms)
 
     # Tabs, messages: the sandbox handles them (they change which page is active or end nothing).
+
+
+def _performed(exc: BaseException) -> bool:
+    """Whether Playwright's call log says the input went through and a navigation it started was
+    still pending when the time ran out."""
+    log = [line.strip() for line in str(exc).splitlines() if line.strip().startswith("- ")]
+    return bool(log) and log[-1].startswith("- waiting for scheduled navigations")
 
 
 def _is_action_problem(message: str) -> bool:

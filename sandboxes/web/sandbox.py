@@ -20,7 +20,7 @@ from sandboxes.http_server import LocalHTTPServer
 from sandboxes.web.actions import parse_action
 from sandboxes.web.browser import LaunchedBrowser, launch
 from sandboxes.web.config import DEFAULT_START_URL, WebConfig, origin_of
-from sandboxes.web.execute import ActionFailed, ActionRunner, check_url
+from sandboxes.web.execute import ActionFailed, ActionRunner, NavigationTimedOut, check_url
 from sandboxes.web.guard import OriginGuard
 from sandboxes.web.observe import observe
 from sandboxes.web.settle import MUTATION_STAMP, NetworkActivity, Settled, settle
@@ -122,8 +122,11 @@ class WebSandbox(Sandbox):
             self._active = self._context.new_page()
             self._refs = {}
             error = ""
+            started = time.monotonic()
             try:
                 self._runner().run(parse_action("goto", {"url": start_url}))
+            except NavigationTimedOut as exc:
+                return self._observe(self._unsettled(started), str(exc))
             except ActionFailed as exc:
                 error = str(exc)
             return self._observe(self._settle(), error)
@@ -137,6 +140,7 @@ class WebSandbox(Sandbox):
             self._guard.blocked_navigations.clear()
             pages_before = len(self._context.pages)
             error, message = "", ""
+            started = time.monotonic()
             try:
                 if action.kind in TAB_KINDS:
                     self._tab_action(action)
@@ -144,6 +148,13 @@ class WebSandbox(Sandbox):
                     message = action.arguments.get("text") or action.arguments.get("reason") or ""
                 else:
                     self._runner().run(action)
+            except NavigationTimedOut as exc:
+                if not self._commits_in_time(started):
+                    message = (
+                        f"{exc} (the settle bound is {self.config.settle_timeout_ms} ms); loading stopped"
+                    )
+                    observation = self._observe(self._unsettled(started), message)
+                    return StepResult(observation, info={"settle": observation.data["settle"]})
             except ActionFailed as exc:
                 error = str(exc)
             settled = self._settle()
@@ -222,6 +233,30 @@ class WebSandbox(Sandbox):
             self._context.wait_for_event("page", timeout=left_ms)
         except PlaywrightTimeoutError:
             pass  # a popup the browser blocked, or one still opening: the observation shows the opener
+
+    def _commits_in_time(self, started: float) -> bool:
+        """An element action's navigation outlived the action timeout: give it what is left of the
+        settle bound to commit (goto and history moves had the whole bound already)."""
+        page = self._page()
+        left_ms = self.config.settle_timeout_ms - (time.monotonic() - started) * 1000
+        if left_ms <= 0:
+            return False
+        try:
+            page.wait_for_event("framenavigated", lambda frame: frame == page.main_frame, timeout=left_ms)
+        except PlaywrightTimeoutError:
+            return False
+        return True
+
+    def _unsettled(self, started: float) -> Settled:
+        """The bound went by while a navigation was pending: stop it, as a person would press Esc,
+        because until it commits the page cannot be read (Playwright's reads wait for it)."""
+        page = self._page()
+        session = page.context.new_cdp_session(page)
+        try:
+            session.send("Page.stopLoading")
+        finally:
+            session.detach()
+        return Settled(int((time.monotonic() - started) * 1000), timed_out=True)
 
     def _settle(self) -> Settled:
         assert self._network is not None

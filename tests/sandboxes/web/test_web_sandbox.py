@@ -177,6 +177,45 @@ def test_slow_page_hits_the_settle_bound_and_says_so(sandbox: WebSandbox) -> Non
     assert obs.data["settle"]["timed_out"] is False
 
 
+def test_slow_document_times_out_the_navigation_and_says_so(sandbox: WebSandbox) -> None:
+    sandbox.reset(task(lab("/landed")))
+    sandbox.config.settle_timeout_ms = 600
+    try:
+        result = sandbox.step(act("goto", url=lab("/slow-document?ms=2500")))
+    finally:
+        sandbox.config.settle_timeout_ms = WebConfig().settle_timeout_ms
+    obs = result.observation
+    assert obs.data["settle"]["timed_out"] is True and result.info["settle"]["timed_out"] is True
+    assert obs.data["settle"]["waited_ms"] < 2000  # not the document's 2.5 s: the load was stopped
+    assert obs.data["last_action_error"].startswith("goto timed out")
+    assert obs.data["url"] == lab("/landed") and "StaticText 'Arrived by link.'" in obs.text
+    # A link to the same slow document: the click happens, its navigation is stopped at the bound.
+    obs = sandbox.reset(task(lab("/link?to=/slow-document%3Fms%3D2500")))
+    sandbox.config.action_timeout_ms, sandbox.config.settle_timeout_ms = 300, 600
+    try:
+        obs = sandbox.step(act("click", bid=bid_of(obs, "Follow the link"))).observation
+    finally:
+        default = WebConfig()
+        sandbox.config.action_timeout_ms, sandbox.config.settle_timeout_ms = (
+            default.action_timeout_ms,
+            default.settle_timeout_ms,
+        )
+    assert obs.data["last_action_error"] == (
+        "click started a navigation that did not load in time (the settle bound is 600 ms); loading stopped"
+    )
+    assert obs.data["settle"]["timed_out"] is True and obs.data["settle"]["waited_ms"] < 2000
+    assert obs.data["url"].startswith(lab("/link"))
+    # Slower than the action timeout but within the settle bound: the navigation is waited for.
+    obs = sandbox.reset(task(lab("/link?to=/slow-document%3Fms%3D800")))
+    sandbox.config.action_timeout_ms = 300
+    try:
+        obs = sandbox.step(act("click", bid=bid_of(obs, "Follow the link"))).observation
+    finally:
+        sandbox.config.action_timeout_ms = WebConfig().action_timeout_ms
+    assert obs.data["last_action_error"] == "" and obs.data["settle"]["timed_out"] is False
+    assert obs.data["url"] == lab("/slow-document?ms=800") and "StaticText 'Finally here.'" in obs.text
+
+
 def test_busy_dom_hits_the_settle_bound(sandbox: WebSandbox) -> None:
     # A DOM changing every 5 ms is never quiet for 200 ms, even when a loaded machine delays timers.
     sandbox.config.settle_timeout_ms, sandbox.config.quiet_ms = 500, 200

@@ -135,9 +135,11 @@ def browsergym(port: int, start_url: str, links: list[str], n: int, delays: bool
     if run.returncode != 0:
         return {"error": f"BrowserGym run failed: {run.stderr.strip()[-800:]}"}
     result = json.loads(run.stdout)
-    if result["errors"]:
-        return {"error": f"BrowserGym actions failed: {result['errors'][:3]}"}
+    if not result["step_s"]:
+        return {"error": f"no BrowserGym click navigated: {result['failed'][:3]}"}
     return {
+        "failed_clicks": result["failed"],
+        "timeouts_after_navigating": len(result["errors_after_navigating"]),
         "step": _ms(result["step_s"]),
         "flatten_axtree": _ms(result["flatten_s"]),
         "tree_chars": statistics.median(result["tree_chars"]),
@@ -304,7 +306,8 @@ def markdown_lines(r: dict) -> list[str]:
         for system, row in v["latency"].items():
             stats = row.get("step", row)
             if "median_ms" not in stats:
-                lines.append(f"| {site} | {system} | unavailable: {row.get('error', '')[:120]} | | |")
+                error = " ".join(row.get("error", "").split())[:160]
+                lines.append(f"| {site} | {system} | unavailable: {error} | | |")
                 continue
             ratio = ours_ms / stats["median_ms"]
             lines.append(
@@ -313,6 +316,15 @@ def markdown_lines(r: dict) -> list[str]:
     lines.append("")
     for site, v in r["step"].items():
         met = ", ".join(f"{k} {'met' if ok else 'NOT met'}" for k, ok in v["met"].items())
+        for system in ("browsergym_no_delays", "browsergym_defaults"):
+            row = v["latency"][system]
+            if row.get("failed_clicks") or row.get("timeouts_after_navigating"):
+                timed_out = row.get("timeouts_after_navigating", 0)
+                failed = len(row.get("failed_clicks", []))
+                lines.append(
+                    f"- {site}, {system}: {timed_out} clicks navigated but reported BrowserGym's 500 ms"
+                    f" action timeout (timed); {failed} did not navigate (not timed)."
+                )
         failed = v.get("ours_failed_clicks", [])
         if failed:
             lines.append(

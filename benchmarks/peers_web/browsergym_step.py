@@ -33,7 +33,7 @@ def patch_launch(executable: str, flags: list[str]) -> None:
 def bid_of_link(page: object, name: str) -> str:
     """The bid BrowserGym marked on the link, read from the DOM outside the timed step."""
     link = page.get_by_role("link", name=name, exact=True).first  # type: ignore[attr-defined]
-    bid = link.get_attribute("bid")
+    bid = link.get_attribute("bid", timeout=60_000)  # a loaded machine: the lookup is not timed
     if not bid:
         raise SystemExit(f"BrowserGym marked no bid on link {name!r} at {page.url}")  # type: ignore[attr-defined]
     return bid
@@ -63,18 +63,25 @@ def main() -> int:
         options["pre_observation_delay"] = args.pre_observation_delay
     env = BrowserEnv(task_entrypoint=OpenEndedTask, task_kwargs={"start_url": args.start_url}, **options)
     links = json.loads(args.links)
-    steps, flatten, tree_chars, errors = [], [], [], []
+    steps, flatten, tree_chars, errors, failed = [], [], [], [], []
     try:
         env.reset(seed=0)
         for n in range(args.warmup + args.steps):
+            before = env.page.url
             action = f"click('{bid_of_link(env.page, links[n % len(links)])}')"
             t0 = time.perf_counter()
             obs, *_ = env.step(action)
             t1 = time.perf_counter()
             text = flatten_axtree_to_str(obs["axtree_object"])
             t2 = time.perf_counter()
+            # BrowserGym's actions carry a 500 ms timeout that also covers "waiting for scheduled
+            # navigations to finish": on a loaded machine a click that did navigate can report a
+            # TimeoutError. Such a step did its work and is timed; a click that did not navigate is not.
+            if env.page.url == before:
+                failed.append(obs["last_action_error"] or "no navigation")
+                continue
             if obs["last_action_error"]:
-                errors.append(obs["last_action_error"])
+                errors.append(obs["last_action_error"].splitlines()[0])
             if n >= args.warmup:
                 steps.append(t1 - t0)
                 flatten.append(t2 - t1)
@@ -86,7 +93,8 @@ def main() -> int:
             "step_s": steps,
             "flatten_s": flatten,
             "tree_chars": tree_chars,
-            "errors": errors,
+            "errors_after_navigating": errors,
+            "failed": [f.splitlines()[0] for f in failed],
             "slow_mo": args.slow_mo,
             "pre_observation_delay": args.pre_observation_delay,
         },

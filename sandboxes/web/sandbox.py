@@ -23,7 +23,7 @@ from sandboxes.web.config import DEFAULT_START_URL, WebConfig, origin_of
 from sandboxes.web.execute import ActionFailed, ActionRunner, NavigationTimedOut, check_url
 from sandboxes.web.guard import OriginGuard
 from sandboxes.web.observe import observe
-from sandboxes.web.settle import MUTATION_STAMP, NetworkActivity, Settled, settle
+from sandboxes.web.settle import MUTATION_STAMP, NetworkActivity, Settled, settle, stop_loading
 from sandboxes.web.sites import start_sites_server
 from schemas.records import Action, Environment, Observation, Task
 
@@ -248,14 +248,8 @@ class WebSandbox(Sandbox):
         return True
 
     def _unsettled(self, started: float) -> Settled:
-        """The bound went by while a navigation was pending: stop it, as a person would press Esc,
-        because until it commits the page cannot be read (Playwright's reads wait for it)."""
-        page = self._page()
-        session = page.context.new_cdp_session(page)
-        try:
-            session.send("Page.stopLoading")
-        finally:
-            session.detach()
+        """The bound went by while a navigation was pending: stop it (see settle.stop_loading)."""
+        stop_loading(self._page())
         return Settled(int((time.monotonic() - started) * 1000), timed_out=True)
 
     def _settle(self) -> Settled:

@@ -1,10 +1,11 @@
 """Waiting for a page to settle after an action: navigation committed and loaded, no request in
 flight, the DOM unchanged, all for a short quiet window, within an upper bound.
 
-No fixed sleeps: an init script stamps the time of the document's last mutation, a probe in the
-page waits (with its own timers) until the load event and a quiet window have passed, and the
-network side counts requests from Playwright's events. Whatever is still moving when the bound
-is reached is reported (`timed_out`), and the observation is taken anyway.
+No fixed sleeps: an init script stamps the time of the document's last mutation, Playwright polls
+the page (every 10 ms, in the page) until the load event and a quiet window have passed, and the
+network side counts requests from Playwright's events. When the bound is reached, loading is
+stopped (a pending navigation would otherwise block reading the page), the observation is taken
+anyway and reports `timed_out`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 from playwright.sync_api import BrowserContext, Page, Request
 from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 # Installed in every document before its own scripts: stamps each DOM mutation's time, and notes
 # when the page opens a new tab (a link or form with a target, window.open), whose page event
@@ -36,30 +38,33 @@ MUTATION_STAMP = """(() => {
   window.open = function (...args) { state.popup = true; return open.apply(this, args); };
 })();"""
 
-# Resolves when the document has loaded and its DOM has been quiet for `quiet` ms, or at `budget`.
-_PROBE = """async ({quiet, budget}) => {
-  const started = performance.now();
-  const left = () => budget - (performance.now() - started);
-  const sleep = ms => new Promise(resolve => setTimeout(resolve, Math.max(0, ms)));
-  if (document.readyState !== 'complete') {
-    await new Promise(resolve => {
-      window.addEventListener('load', resolve, {once: true});
-      setTimeout(resolve, Math.max(0, left()));
-    });
-  }
+# True once the document has loaded and its DOM has been quiet for `quiet` ms. Polled by Playwright's
+# wait_for_function, whose timeout holds even while a navigation is pending (a plain evaluate would
+# wait for that navigation to commit, however long the server takes).
+_SETTLED = """quiet => {
+  if (document.readyState !== 'complete') return false;
   const state = window.__agentworldSettle;
-  for (;;) {
-    const idle = state ? performance.now() - state.last : quiet;
-    const loaded = document.readyState === 'complete';
-    if (loaded && idle >= quiet) {
-      const popup = Boolean(state && state.popup);
-      if (state) state.popup = false;
-      return {settled: true, popup};
-    }
-    if (left() <= 0) return {settled: false, loaded};
-    await sleep(Math.min(loaded ? quiet - idle : quiet, left()));
-  }
+  return !state || performance.now() - state.last >= quiet;
 }"""
+
+# Whether the page opened a tab since the last call (and forget it).
+_TAKE_POPUP = """() => {
+  const state = window.__agentworldSettle;
+  const popup = Boolean(state && state.popup);
+  if (state) state.popup = false;
+  return popup;
+}"""
+POLL_MS = 10
+
+
+def stop_loading(page: Page) -> None:
+    """Stop a pending navigation and the loads in flight, as a person would press Esc: until a
+    navigation commits, the page cannot be read."""
+    session = page.context.new_cdp_session(page)
+    try:
+        session.send("Page.stopLoading")
+    finally:
+        session.detach()
 
 
 STREAMING = frozenset({"eventsource", "websocket"})
@@ -101,46 +106,39 @@ class Settled:
 
 
 def settle(page: Page, network: NetworkActivity, timeout_ms: int, quiet_ms: int) -> Settled:
-    """Wait until `page` has settled or `timeout_ms` passed; Playwright errors other than a
-    navigation replacing the document propagate (a closed page, a dead browser)."""
+    """Wait until `page` has settled or `timeout_ms` passed (then stop its loading); Playwright
+    errors other than a navigation replacing the document propagate (a closed page, a dead browser)."""
     started = time.monotonic()
     deadline = started + timeout_ms / 1000
     quiet = quiet_ms / 1000
 
-    popup = False
-
     def result(timed_out: bool) -> Settled:
-        return Settled(int((time.monotonic() - started) * 1000), timed_out, popup)
-
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return result(True)
+        if timed_out:
+            stop_loading(page)
+            return Settled(int((time.monotonic() - started) * 1000), True)
         try:
-            probe = page.evaluate(_PROBE, {"quiet": quiet_ms, "budget": int(left * 1000)})
+            popup = bool(page.evaluate(_TAKE_POPUP))
         except PlaywrightError as exc:
             if page.is_closed() or "Execution context was destroyed" not in str(exc):
                 raise
-            # A navigation replaced the document mid-probe: wait for the new one to parse.
-            _wait_for_document(page, deadline)
-            continue
-        if not probe.get("settled"):
-            continue  # the probe used up the budget; the loop reports the timeout
-        popup = popup or bool(probe.get("popup"))
+            popup = False  # a new document: the opener's flag went with the old one
+        return Settled(int((time.monotonic() - started) * 1000), False, popup)
+
+    while True:
+        left_ms = (deadline - time.monotonic()) * 1000
+        if left_ms <= 0:
+            return result(True)
+        try:
+            page.wait_for_function(_SETTLED, arg=quiet_ms, polling=POLL_MS, timeout=left_ms)
+        except PlaywrightTimeoutError:
+            return result(True)
+        except PlaywrightError as exc:
+            if page.is_closed() or "Execution context was destroyed" not in str(exc):
+                raise
+            continue  # a navigation replaced the document mid-poll: poll the new one
         network_quiet = network.quiet_for()
         if network_quiet >= quiet:
             return result(False)
         # Requests are still moving: let Playwright deliver their events for a moment, then
         # check the document again (a response may have changed it).
         page.wait_for_timeout(max(1.0, min(quiet - network_quiet, deadline - time.monotonic()) * 1000))
-
-
-def _wait_for_document(page: Page, deadline: float) -> None:
-    left_ms = (deadline - time.monotonic()) * 1000
-    if left_ms <= 0:
-        return
-    try:
-        page.wait_for_load_state("domcontentloaded", timeout=left_ms)
-    except PlaywrightError as exc:
-        if page.is_closed() or "Timeout" not in str(exc):
-            raise

@@ -54,9 +54,11 @@ def lab_app(request: Request) -> Response:
     if path == "/slow-document":  # the server takes its time before the first byte
         time.sleep(_delay_ms(request, 2000) / 1000)
         return _page("Slow document", "<h1>Slow document</h1><p>Finally here.</p>")
-    if path == "/timer":  # navigates by itself after a JavaScript timer
+    if path == "/timer":  # navigates by itself after a JavaScript timer (?slow=N: to a slow document)
         ms = _delay_ms(request, 1500)
-        script = f"<script>setTimeout(() => {{ location.href = '/landed?via=timer'; }}, {ms});</script>"
+        slow = (request.query.get("slow") or [""])[0]
+        target = f"/slow-document?ms={int(slow)}" if slow.isdigit() else "/landed?via=timer"
+        script = f"<script>setTimeout(() => {{ location.href = '{target}'; }}, {ms});</script>"
         return _page("Timer", f"<h1>Waiting for a timer</h1>{script}")
     if path == "/refresh":  # navigates by itself through a meta refresh
         return _page(

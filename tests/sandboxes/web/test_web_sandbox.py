@@ -216,6 +216,17 @@ def test_slow_document_times_out_the_navigation_and_says_so(sandbox: WebSandbox)
     assert obs.data["url"] == lab("/slow-document?ms=800") and "StaticText 'Finally here.'" in obs.text
 
 
+def test_page_navigating_by_itself_to_a_slow_document_is_stopped_at_the_bound(sandbox: WebSandbox) -> None:
+    sandbox.config.settle_timeout_ms = 700
+    try:
+        obs = sandbox.reset(task(lab("/timer?ms=50&slow=3000")))
+    finally:
+        sandbox.config.settle_timeout_ms = WebConfig().settle_timeout_ms
+    assert obs.data["settle"]["timed_out"] is True
+    assert obs.data["settle"]["waited_ms"] < 2500  # the document would have taken 3 s
+    assert obs.data["url"] == lab("/timer?ms=50&slow=3000")
+
+
 def test_busy_dom_hits_the_settle_bound(sandbox: WebSandbox) -> None:
     # A DOM changing every 5 ms is never quiet for 200 ms, even when a loaded machine delays timers.
     sandbox.config.settle_timeout_ms, sandbox.config.quiet_ms = 500, 200

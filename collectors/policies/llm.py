@@ -23,11 +23,11 @@ from sandboxes.domains import KNOWN_DOMAINS, DomainSpec, domain_spec
 from schemas.prompts import DOMAIN_PROMPTS
 from schemas.records import Action, Observation, Task
 
+# The domain's action space says what the agent sees and how to reply (one JSON object per turn).
 SYSTEM_PROMPT = """You are an agent operating {environment} to complete a task.
 
 Task: {instruction}
 
-Each turn you see what the environment shows now. Reply with exactly one JSON object and nothing else:
 {action_space}"""
 
 DEFAULT_DOMAIN = "terminal"
@@ -164,7 +164,7 @@ class LLMPolicy(Policy):
         self._spec = domain_spec(self.domain or domain_of(observation))
         self._system = self.system_prompt.format(
             instruction=task.instruction or "(no instruction given)",
-            environment=DOMAIN_PROMPTS[self._spec.name].title,
+            environment=DOMAIN_PROMPTS[self._spec.name].agent_title,
             action_space=_with_done(self._spec.action_space),
         )
         self._history.clear()

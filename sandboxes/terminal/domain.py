@@ -12,11 +12,14 @@ from sandboxes.terminal.config import DockerBackend, TerminalConfig, make_backen
 from sandboxes.terminal.sandbox import TerminalSandbox
 from schemas.records import Environment
 
-ACTION_SPACE = """- run a one-line shell command and wait for it to finish (timeout in seconds is optional):
+ACTION_SPACE = (
+    "Each turn you see the current terminal screen. Reply with exactly one JSON object and nothing else:\n"
+    + """- run a one-line shell command and wait for it to finish (timeout in seconds is optional):
   {"command": "ls -la"} or {"command": "make", "timeout": 120}
 - send raw keys (tmux key names such as C-c, Enter, Escape), each followed by a pause in seconds:
   {"keystrokes": [{"keystrokes": "C-c", "duration": 0.5}]}
 - stop when the task is finished: {"done": true}"""
+)
 
 ISOLATED_BACKENDS = ("bwrap", "docker")
 # An environment config key a replay may set to run the recording under another backend ("auto"

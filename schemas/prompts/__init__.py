@@ -14,6 +14,11 @@ class DomainPrompt:
     title: str  # "an interactive Linux terminal"
     environment: str  # what the environment is and what its observations look like
     actions: str  # the action space, as the action texts in the turns are written
+    agent: str = ""  # how an agent's prompt (collectors/policies/llm.py) names it, where not the title
+
+    @property
+    def agent_title(self) -> str:
+        return self.agent or self.title
 
 
 DOMAIN_PROMPTS: dict[str, DomainPrompt] = {
@@ -30,6 +35,7 @@ DOMAIN_PROMPTS: dict[str, DomainPrompt] = {
             'waited after each, e.g. `"python3" (0.1s); Enter (1s)` or `C-c (0.5s)`. Key names follow tmux '
             "(Enter, Tab, Escape, C-c, C-d, Up, ...); quoted strings are typed literally."
         ),
+        agent="a Linux terminal (a bash shell in tmux)",
     ),
     "swe": DomainPrompt(
         title="a software-engineering workspace",

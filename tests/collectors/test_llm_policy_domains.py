@@ -80,6 +80,13 @@ def test_the_domain_comes_from_the_first_observation() -> None:
     system = policy.messages("x")[0]["content"]
     assert "a web search engine" in system and '"action": "web_extractor"' in system
     assert system.count('{"done": true}') == 1, "the way to stop is added once, where the space lacks it"
+    terminal = LLMPolicy("http://127.0.0.1:9/v1", "m", max_retries=0)
+    terminal.reset(
+        Task(id="t", instruction="List files."), Observation("terminal_screen", "$"), random.Random(0)
+    )
+    prompt = terminal.messages("x")[0]["content"]
+    assert prompt.startswith("You are an agent operating a Linux terminal (a bash shell in tmux) to complete")
+    assert prompt.endswith(domain_spec("terminal").action_space) and prompt.count('{"done": true}') == 1
     fixed = LLMPolicy("http://127.0.0.1:9/v1", "m", domain="web")
     fixed.reset(Task(id="t"), Observation(format="terminal_screen", text="$"), random.Random(0))
     assert '"action": "click"' in fixed.messages("x")[0]["content"]

@@ -6,6 +6,10 @@ closed-loop simulator must) with `schemas.render.chat_messages`, the renderer th
 asks the backend, and keeps the last `<predicted_observation>` block outside `<think>`. A reply without
 one is a format failure: recorded in the observation and `info`, never raised, because a world model
 that breaks format is a measurement, not a crash.
+
+What a domain's real sandbox does comes from its spec (sandboxes.domains): actions are validated and
+given their canonical text by the domain's own parser, observations carry the real format, and the
+predicted text is read back into `data` (a web page's url, title and elements; a search's results).
 """
 
 from __future__ import annotations

@@ -15,9 +15,15 @@ from schemas.records import Attachment, Observation
 
 FORMAT = "a11y_tree"
 T = TypeVar("T")
-_TITLE_AND_HTML = """() => {
+# The title, the HTML, and whether the page opened a tab since the last observation (flagged by
+# settle.MUTATION_STAMP; read here to spare a round trip).
+_TITLE_HTML_POPUP = """() => {
   const doctype = document.doctype ? new XMLSerializer().serializeToString(document.doctype) : '';
-  return [document.title, doctype + (document.documentElement ? document.documentElement.outerHTML : '')];
+  const html = doctype + (document.documentElement ? document.documentElement.outerHTML : '');
+  const state = window.__agentworldSettle;
+  const popup = Boolean(state && state.popup);
+  if (state) state.popup = false;
+  return [document.title, html, popup];
 }"""
 
 
@@ -46,11 +52,12 @@ def _retrying(page: Page, read: Callable[[], T], attempts: int = 3) -> T:
 
 def observe(
     context: BrowserContext, page: Page, config: WebConfig, settled: Settled, error: str, message: str = ""
-) -> tuple[Observation, dict[str, str]]:
-    """The observation of `page` (the active tab), and its bids' aria refs."""
+) -> tuple[Observation, dict[str, str], bool]:
+    """The observation of `page` (the active tab), its bids' aria refs, and whether the page opened
+    a tab since the last observation."""
     snapshot = _retrying(page, lambda: page.aria_snapshot(mode="ai", timeout=config.observe_timeout_ms))
-    # The title and the HTML in one round trip (what page.title() and page.content() read).
-    title, html = _retrying(page, lambda: page.evaluate(_TITLE_AND_HTML))
+    # One round trip for what page.title() and page.content() would read in two.
+    title, html, popup = _retrying(page, lambda: page.evaluate(_TITLE_HTML_POPUP))
     tabs = []
     for index, tab in enumerate(context.pages):
         tab_title = title if tab is page else _title(tab)
@@ -84,4 +91,4 @@ def observe(
         shot = page.screenshot(timeout=config.observe_timeout_ms)
         attachments.append(Attachment(name="screenshot.png", media_type="image/png", content=shot))
     text = "\n".join(header) + "\n\n" + tree.text
-    return Observation(format=FORMAT, text=text, data=data, attachments=attachments), tree.refs
+    return Observation(format=FORMAT, text=text, data=data, attachments=attachments), tree.refs, popup

@@ -150,25 +150,27 @@ class WebSandbox(Sandbox):
                     self._runner().run(action)
             except NavigationTimedOut as exc:
                 if not self._commits_in_time(started):
-                    message = (
+                    failure = (
                         f"{exc} (the settle bound is {self.config.settle_timeout_ms} ms); loading stopped"
                     )
-                    observation = self._observe(self._unsettled(started), message)
+                    observation = self._observe(self._unsettled(started), failure)
                     return StepResult(observation, info={"settle": observation.data["settle"]})
             except ActionFailed as exc:
                 error = str(exc)
             settled = self._settle()
-            if settled.popup and len(self._context.pages) == pages_before:
-                self._wait_for_popup(settled)
-            if len(self._context.pages) > pages_before and action.kind not in TAB_KINDS:
-                # A popup the action opened (its page event arrives while the opener settles)
-                # takes the focus, as it would for a person.
-                self._active = self._context.pages[-1]
-                settled = self._settle()
             if not error and self._guard.blocked_navigations:
                 blocked = self._guard.blocked_navigations[0]
                 error = f"navigation to {blocked!r} blocked: its origin is not allowed in this task"
-            observation = self._observe(settled, error, message)
+            observation, popup = self._observe_with_popup(settled, error, message)
+            if action.kind not in TAB_KINDS and (popup or len(self._context.pages) > pages_before):
+                # A tab the action opened takes the focus, as it would for a person. Its page event
+                # may reach Playwright after the opener has settled: wait for it within the bound.
+                if len(self._context.pages) == pages_before:
+                    self._wait_for_popup(settled)
+                if len(self._context.pages) > pages_before:
+                    self._active = self._context.pages[-1]
+                    settled = self._settle()
+                    observation = self._observe(settled, error, message)
         return StepResult(
             observation, done=action.kind == "report_infeasible", info={"settle": settled.as_data()}
         )
@@ -257,10 +259,15 @@ class WebSandbox(Sandbox):
         return settle(self._page(), self._network, self.config.settle_timeout_ms, self.config.quiet_ms)
 
     def _observe(self, settled: Settled, error: str, message: str = "") -> Observation:
+        return self._observe_with_popup(settled, error, message)[0]
+
+    def _observe_with_popup(
+        self, settled: Settled, error: str, message: str = ""
+    ) -> tuple[Observation, bool]:
         assert self._context is not None
-        observation, refs = observe(self._context, self._page(), self.config, settled, error, message)
+        observation, refs, popup = observe(self._context, self._page(), self.config, settled, error, message)
         self._refs = refs
-        return observation
+        return observation, popup
 
 
 class _CrashGuard:

@@ -47,13 +47,6 @@ _SETTLED = """quiet => {
   return !state || performance.now() - state.last >= quiet;
 }"""
 
-# Whether the page opened a tab since the last call (and forget it).
-_TAKE_POPUP = """() => {
-  const state = window.__agentworldSettle;
-  const popup = Boolean(state && state.popup);
-  if (state) state.popup = false;
-  return popup;
-}"""
 POLL_MS = 10
 
 
@@ -99,7 +92,6 @@ class NetworkActivity:
 class Settled:
     waited_ms: int
     timed_out: bool
-    popup: bool = False  # the page opened a new tab meanwhile
 
     def as_data(self) -> dict:
         return {"waited_ms": self.waited_ms, "timed_out": self.timed_out}
@@ -115,14 +107,7 @@ def settle(page: Page, network: NetworkActivity, timeout_ms: int, quiet_ms: int)
     def result(timed_out: bool) -> Settled:
         if timed_out:
             stop_loading(page)
-            return Settled(int((time.monotonic() - started) * 1000), True)
-        try:
-            popup = bool(page.evaluate(_TAKE_POPUP))
-        except PlaywrightError as exc:
-            if page.is_closed() or "Execution context was destroyed" not in str(exc):
-                raise
-            popup = False  # a new document: the opener's flag went with the old one
-        return Settled(int((time.monotonic() - started) * 1000), False, popup)
+        return Settled(int((time.monotonic() - started) * 1000), timed_out)
 
     while True:
         left_ms = (deadline - time.monotonic()) * 1000

@@ -7,6 +7,7 @@ from typing import TypeVar
 
 from playwright.sync_api import BrowserContext, Page
 from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from sandboxes.web.config import WebConfig
 from sandboxes.web.settle import Settled
@@ -55,7 +56,12 @@ def observe(
 ) -> tuple[Observation, dict[str, str], bool]:
     """The observation of `page` (the active tab), its bids' aria refs, and whether the page opened
     a tab since the last observation."""
-    snapshot = _retrying(page, lambda: page.aria_snapshot(mode="ai", timeout=config.observe_timeout_ms))
+    try:
+        snapshot = _retrying(page, lambda: page.aria_snapshot(mode="ai", timeout=config.observe_timeout_ms))
+    except PlaywrightTimeoutError:
+        # A page too large to read in time (the docs' full table of contents has ~100k nodes): the
+        # agent sees that, and the episode goes on instead of failing.
+        snapshot = None
     # One round trip for what page.title() and page.content() would read in two.
     title, html, popup = _retrying(page, lambda: page.evaluate(_TITLE_HTML_POPUP))
     tabs = []
@@ -63,7 +69,13 @@ def observe(
         tab_title = title if tab is page else _title(tab)
         tabs.append({"index": index, "url": tab.url, "title": tab_title, "active": tab is page})
     active = {"url": page.url, "title": title}
-    tree = render_tree(snapshot, active["title"], config.max_tree_lines, config.max_name_chars)
+    if snapshot is None:
+        tree = render_tree("", active["title"], config.max_tree_lines, config.max_name_chars)
+        tree.text += (
+            f"\n[... the accessibility tree was not read: it took longer than {config.observe_timeout_ms} ms]"
+        )
+    else:
+        tree = render_tree(snapshot, active["title"], config.max_tree_lines, config.max_name_chars)
     tab_line = " | ".join(
         f"[{t['index']}] {t['title'] or t['url']}" + (" (active)" if t["active"] else "") for t in tabs
     )

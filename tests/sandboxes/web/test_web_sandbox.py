@@ -227,6 +227,20 @@ def test_page_navigating_by_itself_to_a_slow_document_is_stopped_at_the_bound(sa
     assert obs.data["url"] == lab("/timer?ms=50&slow=3000")
 
 
+def test_a_tree_too_slow_to_read_is_reported_not_fatal(sandbox: WebSandbox) -> None:
+    sandbox.reset(task(site_url("docs", "/library/os.html")))
+    sandbox.config.observe_timeout_ms = 1
+    try:
+        obs = sandbox.step(act("noop")).observation
+    finally:
+        sandbox.config.observe_timeout_ms = WebConfig().observe_timeout_ms
+    assert obs.text.endswith("[... the accessibility tree was not read: it took longer than 1 ms]")
+    assert obs.data["elements"] == [] and obs.data["url"] == site_url("docs", "/library/os.html")
+    assert sandbox.step(act("click", bid="5")).observation.data["last_action_error"] == (
+        "element with bid '5' not found"
+    )
+
+
 def test_busy_dom_hits_the_settle_bound(sandbox: WebSandbox) -> None:
     # A DOM changing every 5 ms is never quiet for 200 ms, even when a loaded machine delays timers.
     sandbox.config.settle_timeout_ms, sandbox.config.quiet_ms = 500, 200

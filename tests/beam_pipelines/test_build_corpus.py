@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -10,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from datasets import load_dataset
 
-from beam_pipelines.build_corpus import OUTPUT_DIRS, main
+from beam_pipelines.build_corpus import OUTPUT_DIRS, few_malloc_arenas, main
 from schemas import TRAJECTORY_SCHEMA, to_row
 from schemas.chat_tokens import ChatTokenizer
 from schemas.render import AGENTWORLDBENCH_FIELDS
@@ -125,3 +126,12 @@ def test_token_shards_load_with_datasets(runs):
         rows = load_dataset("parquet", data_files=files, split="train")
         assert all(len(r) <= 4096 for r in rows["input_ids"])
         assert sum(sum(m) for m in rows["loss_mask"]) > 0
+
+
+def test_workers_start_with_few_malloc_arenas_unless_the_user_chose(monkeypatch):
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    few_malloc_arenas()
+    assert os.environ["MALLOC_ARENA_MAX"] == "2"  # inherited by the SDK worker processes
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    few_malloc_arenas()
+    assert os.environ["MALLOC_ARENA_MAX"] == "4"

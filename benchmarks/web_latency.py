@@ -292,6 +292,9 @@ NOTES = [
     " flags (it rejects `args` and its chat window launches a second browser without a path).",
     "BrowserGym's step also takes a screenshot and a DOM snapshot; `ours_with_screenshots` is the"
     " closest like-for-like row.",
+    "On the docs pages BrowserGym's clicks do not navigate here: its pinned Playwright 1.44 reports the"
+    " Sphinx navigation links as not visible in Chromium 156, so each click ends at BrowserGym's 500 ms"
+    " action timeout; the docs rows therefore have no BrowserGym figure.",
 ]
 
 

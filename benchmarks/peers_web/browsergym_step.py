@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 
@@ -32,7 +33,10 @@ def patch_launch(executable: str, flags: list[str]) -> None:
 
 def bid_of_link(page: object, name: str) -> str:
     """The bid BrowserGym marked on the link, read from the DOM outside the timed step."""
-    link = page.get_by_role("link", name=name, exact=True).first  # type: ignore[attr-defined]
+    # By the link's text, not get_by_role: Playwright 1.44's role engine finds no link named
+    # "next" on the Python docs pages (it does on the shop), whatever the timeout.
+    text = re.compile(f"^\\s*{re.escape(name)}\\s*$")
+    link = page.locator("a").filter(has_text=text).first  # type: ignore[attr-defined]
     bid = link.get_attribute("bid", timeout=60_000)  # a loaded machine: the lookup is not timed
     if not bid:
         raise SystemExit(f"BrowserGym marked no bid on link {name!r} at {page.url}")  # type: ignore[attr-defined]

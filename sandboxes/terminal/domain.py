@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from sandboxes.domains import DomainSpec
+from sandboxes.domains import REPLAY_BACKEND, DomainSpec
 from sandboxes.terminal.actions import parse_action
 from sandboxes.terminal.config import DockerBackend, TerminalConfig, make_backend
 from sandboxes.terminal.sandbox import TerminalSandbox
@@ -22,9 +22,6 @@ ACTION_SPACE = (
 )
 
 ISOLATED_BACKENDS = ("bwrap", "docker")
-# An environment config key a replay may set to run the recording under another backend ("auto"
-# keeps the recorded one); the fidelity command's --backend sets it.
-REPLAY_BACKEND = "replay_backend"
 
 
 def recorded_config(environment: Environment, backend: str = "auto") -> TerminalConfig:

@@ -22,15 +22,12 @@ from pathlib import Path
 from tqdm import tqdm
 
 from sandboxes.base import Sandbox
-from sandboxes.domains import KNOWN_DOMAINS, domain_spec
+from sandboxes.domains import KNOWN_DOMAINS, REPLAY_BACKEND, domain_spec
 from schemas.records import Action, Environment, Task, Trajectory
 
 log = logging.getLogger(__name__)
 
 REPLAYABLE_DOMAINS = KNOWN_DOMAINS
-# The environment config key a domain's replay_sandbox reads for a backend override ("auto": as
-# recorded); only the terminal has backends to choose from (sandboxes.terminal.domain).
-REPLAY_BACKEND = "replay_backend"
 
 
 @dataclass

@@ -13,7 +13,7 @@ setup:
 demo: setup
 	$(PY) -m collectors.terminal --sandboxes 4 --episodes 32 --max-steps 12 --out $(DEMO_OUT)/raw
 	$(PY) -m collectors.web --browsers 2 --episodes 6 --max-steps 8 --out $(DEMO_OUT)/raw
-	$(PY) -m collectors.search --workers 2 --episodes 6 --max-steps 8 --max-page-chars 4000 \
+	$(PY) -m collectors.search --workers 2 --episodes 10 --max-steps 8 --max-page-chars 4000 \
 		--out $(DEMO_OUT)/raw
 	$(PY) -m schemas stats $(DEMO_OUT)/raw
 	$(PY) -m beam_pipelines.build_corpus --input $(DEMO_OUT)/raw --output $(DEMO_OUT)/corpus \
@@ -22,7 +22,7 @@ demo: setup
 		--model qwen3-tiny --max-steps 30 --batch-size 2 --lr 3e-3 --warmup-steps 3 \
 		--eval-every 15 --save-every 30 --resume
 	HF_HUB_OFFLINE=1 $(PY) -m training.fidelity --real $(DEMO_OUT)/raw --model $(DEMO_OUT)/model \
-		--out $(DEMO_OUT)/fidelity --limit-trajectories 4 --max-turns 4 --max-new-tokens 96
+		--out $(DEMO_OUT)/fidelity --limit-trajectories 2 --max-turns 4 --max-new-tokens 96
 	@echo "fidelity report: $(DEMO_OUT)/fidelity/report.html"
 
 test: setup

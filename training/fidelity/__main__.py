@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
-from itertools import islice
 from pathlib import Path
 
 from schemas import read_trajectories
 from schemas.records import Trajectory
+from schemas.storage import dataset_files
 from training.backends import make_backend
 from training.backends.base import GenerationConfig, WorldModelBackend
 from training.fidelity.cache import CachedBackend, ReplyCache
@@ -73,7 +75,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--limit-trajectories",
         type=int,
-        help="use only the first N trajectories with steps (reading stops there)",
+        help="use only the first N trajectories with steps of each domain (reading stops there)",
     )
     p.add_argument(
         "--baseline-model",
@@ -162,16 +164,28 @@ def noise_floor(args: argparse.Namespace, trajectories: list[Trajectory]) -> tup
     return floor, info
 
 
-def with_steps(path: str) -> Iterator[Trajectory]:
-    """Trajectories with at least one step, read lazily: a limit stops reading at the limit."""
-    return (t for t in read_trajectories(path) if t.steps)
+def with_steps(path: str, per_domain: int | None = None) -> Iterator[Trajectory]:
+    """Trajectories with at least one step, read lazily, file by file; with `per_domain`, the
+    first that many of each domain, so a mixed dataset is compared across all its domains. A
+    domain's remaining files (`domain=<name>/` partitions) are not opened once it has enough."""
+    taken: Counter[str] = Counter()
+    for file in dataset_files(path):
+        partition = re.search(r"domain=([^/]+)/", file)
+        if per_domain is not None and partition and taken[partition.group(1)] >= per_domain:
+            continue
+        for t in read_trajectories(file):
+            if per_domain is not None and taken[t.domain] >= per_domain:
+                break
+            if t.steps:
+                taken[t.domain] += 1
+                yield t
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.monotonic()
     try:
-        trajectories = list(islice(with_steps(args.real), args.limit_trajectories))
+        trajectories = list(with_steps(args.real, args.limit_trajectories))
     except Exception as exc:
         print(
             f"error: cannot read --real {args.real}: {exc}\n  pass a dataset written by a collector "

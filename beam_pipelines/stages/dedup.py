@@ -95,8 +95,9 @@ class _PickExact(beam.DoFn):
 class _PackBandEntries(beam.DoFn):
     """(domain, (id, signature)) -> ((domain, band, bucket group), packed entries of many trajectories)."""
 
-    def __init__(self, band_count: int) -> None:
+    def __init__(self, band_count: int, groups: int = BAND_GROUPS) -> None:
         self._band_count = band_count
+        self._groups = groups
 
     def start_bundle(self) -> None:
         self._packed: dict[BandGroup, bytearray] = defaultdict(bytearray)
@@ -107,7 +108,7 @@ class _PackBandEntries(beam.DoFn):
         name = trajectory_id.encode()
         for i, band in enumerate(bands(signature, self._band_count)):
             entry = _ENTRY_HEAD.pack(len(band), len(name)) + band + name
-            self._packed[(domain, i, zlib.crc32(band) % BAND_GROUPS)] += entry
+            self._packed[(domain, i, zlib.crc32(band) % self._groups)] += entry
             self._size += len(entry)
         if self._size >= _PACKED_BYTES:
             yield from self._flush()

@@ -77,11 +77,10 @@ def test_rejects_inconsistent_parameters():
         Deduplicate(threshold=0)
 
 
-def test_bucket_entries_cross_the_shuffle_packed_many_to_a_value(monkeypatch):
+def test_bucket_entries_cross_the_shuffle_packed_many_to_a_value():
     """FnApiRunner holds every grouped element as Python objects: the LSH shuffle gets at most one
     element per (band, bucket group) and bundle, not one per band and trajectory, and the worker
     that reads a group still finds exactly the trajectories whose band bytes are equal."""
-    monkeypatch.setattr(dedup, "BAND_GROUPS", 2)
     rng = np.random.default_rng(0)
     signatures = {f"t{i:03d}": rng.integers(0, 2**31, 64, dtype=np.uint32).tobytes() for i in range(40)}
     # band 0 of 16 is the first 4 values (16 bytes): t005 shares only that band with t001
@@ -93,7 +92,7 @@ def test_bucket_entries_cross_the_shuffle_packed_many_to_a_value(monkeypatch):
         assert counts[0] <= 16 * 2, counts  # of 40 x 16 entries
 
     with pipeline() as p:
-        packed = p | beam.Create(sketches) | beam.ParDo(dedup._PackBandEntries(16))
+        packed = p | beam.Create(sketches) | beam.ParDo(dedup._PackBandEntries(16, groups=2))
         assert_that(packed | beam.combiners.Count.Globally(), few, label="FewElements")
         candidates = packed | beam.GroupByKey() | beam.FlatMap(dedup._candidates) | beam.Distinct()
         assert_that(candidates, equal_to([("t005", "t001"), ("t009", "t002")]), label="Candidates")

@@ -10,12 +10,12 @@ Also reported, not targeted: `web_extractor` on pages not fetched before (loopba
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 
 import tantivy
 
+from benchmarks.timing import latency_ms
 from collectors.tasks import embedded_tasks
 from sandboxes.search import (
     BuildParams,
@@ -34,15 +34,6 @@ INDEX_LIMIT = 12_000
 ROUNDS = 5
 # Queries as agents write them, syntax included: the sandbox must answer these without crashing.
 EXTRA_QUERIES = ['"unmatched quote', "title:asyncio", "os.path AND join", "socket timeout -ssl", "(grep"]
-
-
-def _ms(samples: list[float]) -> dict:
-    ordered = sorted(samples)
-    return {
-        "median_ms": statistics.median(ordered) * 1e3,
-        "p95_ms": ordered[int(0.95 * (len(ordered) - 1))] * 1e3,
-        "n": len(ordered),
-    }
 
 
 def _queries() -> list[str]:
@@ -84,13 +75,15 @@ def search_latency(limit: int = INDEX_LIMIT, rounds: int = ROUNDS) -> dict:
     index = tantivy.Index.open(str(index_dir / "index"))
     searcher = index.searcher()
     latency = {
-        "raw_search": _ms(_timed(_raw(index, searcher, load_docs=False), queries, rounds)),
-        "raw_search_docs": _ms(_timed(_raw(index, searcher, load_docs=True), queries, rounds)),
+        "raw_search": latency_ms(_timed(_raw(index, searcher, load_docs=False), queries, rounds)),
+        "raw_search_docs": latency_ms(_timed(_raw(index, searcher, load_docs=True), queries, rounds)),
     }
     with SearchSandbox(SearchConfig(backend=TantivyBackend(index_dir=str(index_dir)))) as sandbox:
         sandbox.reset(Task(id="bench"))
-        latency["ours_web_search"] = _ms(_timed(lambda q: sandbox.step(search_action(q)), queries, rounds))
-        latency["ours_web_search_page2"] = _ms(
+        latency["ours_web_search"] = latency_ms(
+            _timed(lambda q: sandbox.step(search_action(q)), queries, rounds)
+        )
+        latency["ours_web_search_page2"] = latency_ms(
             _timed(lambda q: sandbox.step(search_action(q, page=2)), queries, 1)
         )
         urls: list[str] = []
@@ -103,7 +96,7 @@ def search_latency(limit: int = INDEX_LIMIT, rounds: int = ROUNDS) -> dict:
             started = time.perf_counter()
             sandbox.step(extract_action(url))
             extract.append(time.perf_counter() - started)
-        latency["ours_web_extractor_first_fetch"] = _ms(extract)
+        latency["ours_web_extractor_first_fetch"] = latency_ms(extract)
     ours = latency["ours_web_search"]["median_ms"]
     return {
         "documents": manifest["documents"],

@@ -6,19 +6,11 @@ import statistics
 import time
 
 from benchmarks import peers
+from benchmarks.timing import latency_ms
 from sandboxes.terminal import TerminalConfig, TerminalSandbox, command_action, make_backend
 from schemas.records import Task
 
 TRUE = command_action("true")
-
-
-def _ms(samples: list[float]) -> dict:
-    ordered = sorted(samples)
-    return {
-        "median_ms": statistics.median(ordered) * 1e3,
-        "p95_ms": ordered[int(0.95 * (len(ordered) - 1))] * 1e3,
-        "n": len(ordered),
-    }
 
 
 def _our_steps(sandbox: TerminalSandbox, n: int) -> list[float]:
@@ -41,15 +33,17 @@ def step_latency(n: int = 300) -> dict:
     results: dict[str, dict] = {}
     with TerminalSandbox(TerminalConfig(backend=make_backend("docker"))) as sandbox:
         sandbox.reset(Task(id="bench"))
-        results["ours_docker"] = _ms(_our_steps(sandbox, n))
+        results["ours_docker"] = latency_ms(_our_steps(sandbox, n))
         container = _container_of(sandbox)
-        results["docker_exec"] = _ms(peers.docker_exec(container, max(20, n // 10)))
-        results["terminal_bench_layout"] = _ms(peers.terminal_bench_layout(container, max(20, n // 10)))
+        results["docker_exec"] = latency_ms(peers.docker_exec(container, max(20, n // 10)))
+        results["terminal_bench_layout"] = latency_ms(
+            peers.terminal_bench_layout(container, max(20, n // 10))
+        )
     with TerminalSandbox(TerminalConfig(backend=make_backend("bwrap"))) as sandbox:
         sandbox.reset(Task(id="bench"))
-        results["ours_bwrap"] = _ms(_our_steps(sandbox, n))
-    results["swerex_session"] = _ms(peers.swerex_session(max(20, n // 10)))
-    results["pexpect_floor"] = _ms(peers.pexpect_floor(n))
+        results["ours_bwrap"] = latency_ms(_our_steps(sandbox, n))
+    results["swerex_session"] = latency_ms(peers.swerex_session(max(20, n // 10)))
+    results["pexpect_floor"] = latency_ms(peers.pexpect_floor(n))
     ours = results["ours_docker"]["median_ms"]
     ratios = {
         f"{peer}_over_ours_docker": results[peer]["median_ms"] / ours
@@ -79,8 +73,8 @@ def reset_latency(backend: str, episodes: int = 15, steps_per_episode: int = 5) 
             pooled.append(time.perf_counter() - t0)
     target = {"docker": 0.3, "bwrap": 0.05}[backend]
     return {
-        "cold_start": _ms(cold),
-        "pooled_reset": _ms(pooled),
+        "cold_start": latency_ms(cold),
+        "pooled_reset": latency_ms(pooled),
         "target_s": target,
         "met": statistics.median(pooled) <= target,
     }

@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.timing import latency_ms
 from sandboxes.web import WebConfig, WebSandbox, parse_action
 from sandboxes.web.browser import browser_args
 from sandboxes.web.config import CHROMIUM, site_url
@@ -42,15 +43,6 @@ SCENARIOS = {
 TARGET_MEDIAN_MS = 150.0
 TARGET_OVER_BROWSERGYM = 0.5
 TARGET_OVER_RAW = 1.7
-
-
-def _ms(samples: list[float]) -> dict:
-    ordered = sorted(samples)
-    return {
-        "median_ms": statistics.median(ordered) * 1e3,
-        "p95_ms": ordered[int(0.95 * (len(ordered) - 1))] * 1e3,
-        "n": len(ordered),
-    }
 
 
 def _bid(observation: Observation, name: str) -> str:
@@ -140,8 +132,8 @@ def browsergym(port: int, start_url: str, links: list[str], n: int, delays: bool
     return {
         "failed_clicks": result["failed"],
         "timeouts_after_navigating": len(result["errors_after_navigating"]),
-        "step": _ms(result["step_s"]),
-        "flatten_axtree": _ms(result["flatten_s"]),
+        "step": latency_ms(result["step_s"]),
+        "flatten_axtree": latency_ms(result["flatten_s"]),
         "tree_chars": statistics.median(result["tree_chars"]),
     }
 
@@ -158,10 +150,10 @@ def step_latency(n: int = 30, browsergym_n: int = 12) -> dict:
             raw_times = raw_playwright(server.port, url, links, steps // 2)
             ours_times += ours(server.port, url, links, steps - steps // 2, failures=failures)
             raw_times += raw_playwright(server.port, url, links, steps - steps // 2)
-            rows["ours"] = _ms(ours_times)
+            rows["ours"] = latency_ms(ours_times)
             shots = ours(server.port, url, links, steps // 2, screenshots=True, failures=failures)
-            rows["ours_with_screenshots"] = _ms(shots)
-            rows["raw_playwright"] = _ms(raw_times)
+            rows["ours_with_screenshots"] = latency_ms(shots)
+            rows["raw_playwright"] = latency_ms(raw_times)
             bg_n = browsergym_n if name == "shop" else browsergym_n // 2
             rows["browsergym_no_delays"] = browsergym(server.port, url, links, bg_n, delays=False)
             rows["browsergym_defaults"] = browsergym(server.port, url, links, max(4, bg_n // 3), True)
@@ -212,7 +204,7 @@ def _ours_tree(port: int, url: str, repeats: int, tokens) -> dict:  # noqa: ANN0
     text = observation.text
     return {
         "reset_with_load_ms": load_s * 1e3,
-        "noop_step": _ms(times),
+        "noop_step": latency_ms(times),
         "tree_lines": text.count("\n") + 1,
         "truncated": "truncated" in text.lower(),
         "tokens": tokens(text),
@@ -240,9 +232,9 @@ def _raw_tree(port: int, url: str, repeats: int, tokens) -> dict:  # noqa: ANN00
             cdp_times.append(time.perf_counter() - t0)
         browser.close()
     return {
-        "aria_snapshot": _ms(snaps),
+        "aria_snapshot": latency_ms(snaps),
         "aria_snapshot_tokens": tokens(snapshot),
-        "cdp_full_ax_tree": _ms(cdp_times),
+        "cdp_full_ax_tree": latency_ms(cdp_times),
         "cdp_nodes": nodes,
     }
 

@@ -16,6 +16,7 @@ from schemas.records import (
     Provenance,
     Step,
     Task,
+    ToolDefinition,
     Trajectory,
 )
 from schemas.storage import TrajectoryWriter, cleanup_temporaries, finished_ids, read_trajectories
@@ -37,6 +38,7 @@ __all__ = [
     "Step",
     "StorageError",
     "Task",
+    "ToolDefinition",
     "Trajectory",
     "TrajectoryWriter",
     "ValidationError",

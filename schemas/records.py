@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-SCHEMA_VERSION = 1
+# 2: Environment.tools (tool definitions) added; version 1 files read with no tools.
+SCHEMA_VERSION = 2
 
 DOMAINS = ("terminal", "swe", "search", "mcp", "web", "os", "android")
 OUTCOMES = ("completed", "truncated", "error", "aborted")
@@ -60,11 +61,27 @@ class Step:
 
 
 @dataclass
+class ToolDefinition:
+    """One tool an environment offers (an MCP server's tool, a SWE workspace's `edit`).
+
+    The world model's system prompt lists them, so they are part of the contract, not metadata.
+    The schemas are JSON Schema objects as the server published them.
+    """
+
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = field(default_factory=dict)
+    output_schema: dict[str, Any] | None = None
+
+
+@dataclass
 class Environment:
     name: str  # e.g. "terminal"
     backend: str  # e.g. "docker", "bwrap", "local"
     image: str = ""
     config: dict[str, Any] = field(default_factory=dict)
+    # The tools the environment offered at reset, in the order it listed them (schema version 2).
+    tools: list[ToolDefinition] = field(default_factory=list)
 
 
 @dataclass

@@ -122,6 +122,7 @@ def _semantic_problems(t: Trajectory) -> list[tuple[str, str]]:
         problems.append(("domain", f"{t.domain!r} is not one of {', '.join(DOMAINS)}"))
     if t.outcome.status not in OUTCOMES:
         problems.append(("outcome.status", f"{t.outcome.status!r} is not one of {', '.join(OUTCOMES)}"))
+    problems += _tool_problems(t)
     problems += _observation_problems(t.initial_observation, "initial_observation")
     for position, step in enumerate(t.steps):
         path = f"steps[{position}]"
@@ -130,6 +131,22 @@ def _semantic_problems(t: Trajectory) -> list[tuple[str, str]]:
         if step.latency_s < 0:
             problems.append((f"{path}.latency_s", f"must be >= 0, got {step.latency_s}"))
         problems += _observation_problems(step.observation, f"{path}.observation")
+    return problems
+
+
+def _tool_problems(t: Trajectory) -> list[tuple[str, str]]:
+    problems = []
+    seen: set[str] = set()
+    for i, tool in enumerate(t.environment.tools):
+        path = f"environment.tools[{i}]"
+        if not tool.name.strip():
+            problems.append((f"{path}.name", "must not be empty"))
+        elif tool.name in seen:
+            problems.append((f"{path}.name", f"{tool.name!r} is listed twice"))
+        seen.add(tool.name)
+        problems += _json_problems(tool.input_schema, f"{path}.input_schema")
+        if tool.output_schema is not None:
+            problems += _json_problems(tool.output_schema, f"{path}.output_schema")
     return problems
 
 

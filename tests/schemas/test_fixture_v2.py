@@ -32,7 +32,7 @@ def test_v1_files_read_with_no_tools():
 def test_duplicate_or_empty_tool_names_are_invalid():
     (mcp,) = read_trajectories(str(FIXTURES / "trajectories_v2.parquet"))
     mcp.environment.tools.append(ToolDefinition(name="get_current_time"))
-    with pytest.raises(ValidationError, match=r"environment\.tools\[2\]\.name: 'get_current_time' is listed twice"):
+    with pytest.raises(ValidationError, match=r"tools\[2\]\.name: .get_current_time. is listed twice"):
         validate(mcp)
     mcp.environment.tools[2] = ToolDefinition(name=" ")
     with pytest.raises(ValidationError, match=r"environment\.tools\[2\]\.name: must not be empty"):

@@ -10,7 +10,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # chromium: the web sandbox's browser; python3-doc, manpages and mandoc: real documents for the embedded
 # web site and search index
-APT_PACKAGES=(docker.io bubblewrap tmux debootstrap procps chromium python3-doc manpages man-db mandoc)
+APT_PACKAGES=(docker.io bubblewrap tmux debootstrap procps chromium python3-doc manpages man-db mandoc
+    git nodejs python3-pytest)
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 
@@ -22,6 +23,11 @@ if ((${#missing[@]})); then
     echo "setup: installing ${missing[*]}"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# NodeSource's nodejs carries npm; Debian's does not (its npm package conflicts with NodeSource's).
+if ! command -v npm >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null
 fi
 
 if ! docker info >/dev/null 2>&1; then

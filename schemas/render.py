@@ -10,13 +10,14 @@ benchmark files and the simulator all go through these functions, so they cannot
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from schemas.prompts import DOMAIN_PROMPTS, DomainPrompt
-from schemas.records import Action, Observation, Step, Trajectory
+from schemas.records import Action, Observation, Step, ToolDefinition, Trajectory
 
 OPEN_TAG = "<predicted_observation>"
 CLOSE_TAG = "</predicted_observation>"
@@ -54,18 +55,52 @@ def _domain_prompt(domain: str) -> DomainPrompt:
     )
 
 
+def _compact(schema: dict[str, Any]) -> str:
+    # Keys sorted as the record stores them (schemas.codec), so a prompt made from a trajectory in
+    # memory equals the one made after it was written and read back; compact, so a schema is a line.
+    return json.dumps(schema, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def tools_text(tools: Sequence[ToolDefinition]) -> str:
+    """The tool definitions as the system prompt lists them, in the order the environment offered
+    them: per tool a `### name` heading, its description, and its input (and output) JSON Schema as
+    compact JSON. Empty when there are none."""
+    blocks = []
+    for tool in tools:
+        lines = [f"### {tool.name}"]
+        if tool.description.strip():
+            lines.append(tool.description.strip())
+        lines.append(f"Input schema: {_compact(tool.input_schema or {'type': 'object'})}")
+        if tool.output_schema is not None:
+            lines.append(f"Output schema: {_compact(tool.output_schema)}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
 def system_prompt(
-    domain: str, initial_observation: Observation, demonstrations: Sequence[tuple[str, str]] = ()
+    domain: str,
+    initial_observation: Observation,
+    demonstrations: Sequence[tuple[str, str]] = (),
+    tools: Sequence[ToolDefinition] = (),
 ) -> str:
-    """The world-model system prompt; `demonstrations` are (action turn text, observation turn text)."""
+    """The world-model system prompt; `demonstrations` are (action turn text, observation turn text),
+    `tools` the environment's tool definitions (a `## Tools` section, where there are any)."""
     d = _domain_prompt(domain)
     parts = [
         f"You are a world model of {d.title}: you simulate how this environment answers an agent's actions.",
         f"## Environment\n{d.environment}",
         f"## Action space\n{d.actions}",
-        "## Initial state\nThe environment's observation before the first action:\n\n"
-        + initial_observation.text,
     ]
+    if tools:
+        parts.append(
+            "## Tools\nThe tools this environment offered at the start of the episode, in its order. An "
+            "action calls one by name; a call to a tool not listed here, or with arguments its input schema "
+            f"does not allow, is answered as the real environment answers it.\n\n{tools_text(tools)}"
+        )
+    parts.append(
+        "## Initial state\nThe environment's observation before the first action:\n\n"
+        + initial_observation.text
+    )
     if demonstrations:
         shown = "\n\n".join(f"{a}\n\n{o}" for a, o in demonstrations)
         parts.append(f"## Examples of real turns in this environment\n{shown}")
@@ -77,6 +112,13 @@ def system_prompt(
         f"first, then write the complete observation between {OPEN_TAG} and {CLOSE_TAG}, with nothing after."
     )
     return "\n\n".join(parts)
+
+
+def trajectory_system_prompt(trajectory: Trajectory, demonstrations: Sequence[tuple[str, str]] = ()) -> str:
+    """The system prompt of every turn of `trajectory`: its domain, tools and initial state."""
+    return system_prompt(
+        trajectory.domain, trajectory.initial_observation, demonstrations, trajectory.environment.tools
+    )
 
 
 def action_turn_text(k: int, action: Action) -> str:
@@ -94,9 +136,15 @@ def target_text(obs: Observation, reasoning: str = "") -> str:
 
 
 def agentworldbench_record(
-    trajectory: Trajectory, turn_idx: int, demonstrations: Sequence[tuple[str, str]] = ()
+    trajectory: Trajectory,
+    turn_idx: int,
+    demonstrations: Sequence[tuple[str, str]] = (),
+    *,
+    system_str: str | None = None,
 ) -> dict[str, Any]:
-    """The AgentWorldBench sample for turn `turn_idx` (1-based): exactly `AGENTWORLDBENCH_FIELDS`."""
+    """The AgentWorldBench sample for turn `turn_idx` (1-based): exactly `AGENTWORLDBENCH_FIELDS`.
+    `system_str`: the trajectory's `trajectory_system_prompt`, when the caller made it once for all
+    its turns (it is the same for every turn)."""
     steps = trajectory.steps
     if not 1 <= turn_idx <= len(steps):
         raise ValueError(f"turn_idx {turn_idx} outside 1..{len(steps)}")
@@ -107,7 +155,9 @@ def agentworldbench_record(
         "prompt": prompt,
         "response": [observation_turn_text(s.observation) for s in steps[:turn_idx]],
         "current_prompt": prompt[-1],
-        "system_str": system_prompt(trajectory.domain, trajectory.initial_observation, demonstrations),
+        "system_str": system_str
+        if system_str is not None
+        else trajectory_system_prompt(trajectory, demonstrations),
         "turn_idx": turn_idx,
         "total_turns": len(steps),
     }
@@ -200,9 +250,10 @@ def chat_messages(
 def cpt_document(trajectory: Trajectory) -> str:
     """The whole trajectory as one pre-training document, in the same turn markup."""
     d = _domain_prompt(trajectory.domain)
-    parts = [
-        f"# {d.title[0].upper()}{d.title[1:]}\n\n**Initial State:**\n{trajectory.initial_observation.text}"
-    ]
+    head = f"# {d.title[0].upper()}{d.title[1:]}\n\n"
+    if trajectory.environment.tools:
+        head += f"**Tools:**\n{tools_text(trajectory.environment.tools)}\n\n"
+    parts = [f"{head}**Initial State:**\n{trajectory.initial_observation.text}"]
     for k, step in enumerate(trajectory.steps, start=1):
         parts.append(f"{action_turn_text(k, step.action)}\n\n{observation_turn_text(step.observation)}")
     return "\n\n".join(parts)

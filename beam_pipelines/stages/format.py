@@ -27,7 +27,14 @@ from beam_pipelines.stages.common import (
 )
 from schemas.chat_tokens import shared_tokenizer
 from schemas.records import Trajectory
-from schemas.render import agentworldbench_record, cpt_document, is_echo_turn, record_messages, target_text
+from schemas.render import (
+    agentworldbench_record,
+    cpt_document,
+    is_echo_turn,
+    record_messages,
+    target_text,
+    trajectory_system_prompt,
+)
 
 STAGE = "format"
 
@@ -58,7 +65,9 @@ class Formatter:
         turns = len(t.steps)
         if turns == 0:
             return
-        records = [agentworldbench_record(t, k) for k in range(1, turns + 1)]
+        # One system prompt per trajectory (its tools and initial state), shared by every turn's record.
+        system = trajectory_system_prompt(t)
+        records = [agentworldbench_record(t, k, system_str=system) for k in range(1, turns + 1)]
         if AGENTWORLDBENCH in self._emit and split == EVAL_SPLIT:
             dead_letter.count(STAGE, AGENTWORLDBENCH, turns)
             path = f"{AGENTWORLDBENCH}/{t.domain}_{EVAL_SPLIT}.jsonl"

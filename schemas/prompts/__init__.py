@@ -40,13 +40,27 @@ DOMAIN_PROMPTS: dict[str, DomainPrompt] = {
     "swe": DomainPrompt(
         title="a software-engineering workspace",
         environment=(
-            "A git repository checked out in an isolated workspace. Observations are tool results: file "
-            "contents with line numbers, unified diffs for edits, and the output and exit status of shell "
-            "commands run from the repository root."
+            "A git repository of a Python project checked out at /repo in an isolated workspace without "
+            "network; the task is to make its failing tests pass. The first observation names the "
+            "repository and its version, says how to run the tests and lists the top level. Every action "
+            "calls one of the three tools below and is answered with its result. `read` shows a file with "
+            "line numbers as `cat -n` does (the number right-aligned in 6 columns, a tab, the line), only "
+            "the lines asked for when a range is given, or a directory listing, one entry a line, "
+            "directories ending in `/`. `edit` answers with the unified diff of the change, or with the "
+            "exact error (old_str not found, old_str found N times where it must be unique, the file "
+            "exists, no such file, line out of range). `bash` runs a command from the repository root and "
+            "shows its output (stdout and stderr interleaved; long output is cut at an explicit "
+            "`[... N bytes truncated ...]` marker), then a last line `[exit status: N]`, or "
+            "`[timed out after N s]` when the command ran out of time. Paths are relative to the "
+            "repository root; nothing outside it can be read or edited."
         ),
         actions=(
-            "Tool calls: `read(path, ...)`, `edit` (str_replace, create or insert on a file) and "
-            "`bash(command)`."
+            "Tool calls written as Python calls, with only the arguments given, in the order of the tool's "
+            "schema: `read(path='src/a.py', start_line=3, end_line=20)`, "
+            "`edit(command='str_replace', path='a.py', old_str='x', new_str='y')`, "
+            "`edit(command='create', path='b.py', file_text='...')`, "
+            "`edit(command='insert', path='a.py', insert_line=4, new_str='...')` and "
+            "`bash(command='python -m pytest -q', timeout_s=60)`."
         ),
     ),
     "search": DomainPrompt(
@@ -67,13 +81,23 @@ DOMAIN_PROMPTS: dict[str, DomainPrompt] = {
         ),
     ),
     "mcp": DomainPrompt(
-        title="a Model Context Protocol tool server",
+        title="a Model Context Protocol (MCP) tool server",
         environment=(
-            "One or more MCP servers exposing tools (time, git, file system, memory, fetch, ...). "
-            "Observations are the tool results exactly as the server returns them, JSON or text, "
-            "including error results."
+            "An MCP server (time, git, fetch, file system, memory, ...) started fresh for the episode; its "
+            "tools, with their input (and output) JSON Schemas, are listed below. The first observation "
+            "is `Connected to <server> <version>: N tools (a, b, c).`. Every tool call is answered with "
+            "the result as the client receives it, as JSON indented by two spaces: "
+            '`{"content": [...], "structuredContent": {...}, "isError": false}`, where the content items '
+            'are the server\'s (e.g. `{"type": "text", "text": "..."}`), `structuredContent` appears only '
+            'when the tool returned it, and a tool that failed answers `"isError": true` with its message '
+            "in the content. A protocol error (an unknown tool, invalid parameters) answers "
+            '`{"error": {"code": <JSON-RPC error code>, "message": "..."}}`, and a call the server did not '
+            'answer in time `{"error": {"code": "timeout", "message": "no answer within N s"}}`.'
         ),
-        actions='A JSON tool call `{"name": ..., "arguments": {...}}`.',
+        actions=(
+            'A JSON tool call on one line, `{"name": "<tool>", "arguments": {...}}`, naming a tool and '
+            "giving arguments for its input schema."
+        ),
     ),
     "web": DomainPrompt(
         title="a web browser",

@@ -1,0 +1,242 @@
+"""Where a SWE episode's `bash` commands run, one fresh environment per episode.
+
+Each command is its own process tree (no long-lived shell), so a timeout kills exactly that
+command and nothing of it survives into the next step; the repository, the home directory and the
+limits carry over between steps.
+
+- bwrap: the terminal sandbox's bubblewrap isolation (its argv, with the cgroup or rlimit limits,
+  the unprivileged uid and the private /tmp, /run and home), reused as built by
+  `sandboxes.terminal.backends.BwrapInstance` and adapted per command: the repository is bound
+  read-write at /repo and the command replaces the interactive shell. The host root is bound
+  entry by entry instead of as one read-only `/`, because a read-only root leaves no place to
+  create the /repo mount point.
+- docker: a container per episode from the terminal image, the repository bind-mounted at /repo;
+  commands run with `docker exec`, and a timed-out one has its processes killed inside the container.
+- local: bash on the host in the workspace directory; no isolation, only when the user asks.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import uuid
+
+from sandboxes.base import SandboxCrashedError, SandboxError
+from sandboxes.swe.config import REPO_IN_SANDBOX
+from sandboxes.swe.process import Finished, run_bounded
+from sandboxes.terminal.backends import AGENT_UID, RC_IN_SANDBOX, SHELL_ENV, BwrapInstance
+from sandboxes.terminal.config import Backend, BwrapBackend, DockerBackend
+from sandboxes.terminal.reaper import OWNER_LABEL, owner, run_quietly
+
+HOME_IN_SANDBOX = "/home/agent"
+DOCKER_TIMEOUT_S = 60.0
+# Host root entries the bwrap argv replaces with its own mounts.
+_OWN_MOUNTS = {"dev", "proc", "tmp", "run", "home", REPO_IN_SANDBOX.lstrip("/")}
+
+
+@functools.cache
+def _host_root_entries() -> tuple[str, ...]:
+    """bwrap arguments that show the host's root read-only, one top-level entry at a time."""
+    argv: list[str] = []
+    for name in sorted(os.listdir("/")):
+        if name in _OWN_MOUNTS:
+            continue
+        path = "/" + name
+        if os.path.islink(path):
+            argv += ["--symlink", os.readlink(path), path]
+        else:
+            argv += ["--ro-bind", path, path]
+    return tuple(argv)
+
+
+def _python_alias(home: str, uid_gid: tuple[int, int] | None) -> str:
+    """A ~/.local/bin with `python` for python3 (Debian has no `python`); its path on the host."""
+    bin_dir = os.path.join(home, ".local", "bin")
+    os.makedirs(bin_dir)
+    python3 = shutil.which("python3", path="/usr/bin:/bin") or "/usr/bin/python3"
+    os.symlink(python3, os.path.join(bin_dir, "python"))
+    if uid_gid is not None:
+        for path in (os.path.dirname(bin_dir), bin_dir):
+            os.chown(path, *uid_gid)
+        os.lchown(os.path.join(bin_dir, "python"), *uid_gid)
+    return bin_dir
+
+
+class Runner:
+    """One episode's environment. `where` is the repository's path as the agent sees it; `owner`
+    is who must own the workspace's files (None: whoever we are)."""
+
+    kind = ""
+    image = ""
+    where = REPO_IN_SANDBOX
+    owner: tuple[int, int] | None = None
+
+    def __init__(self, tmpdir: str, workspace: str) -> None:
+        self.tmpdir = tmpdir
+        self.workspace = workspace
+
+    def prepare(self) -> None:
+        """Called once the workspace is filled: set up what needs it."""
+
+    def run(self, command: str, timeout_s: float, limit: int) -> Finished:
+        raise NotImplementedError
+
+    def crash_reason(self) -> str | None:
+        if not os.path.isdir(self.workspace):
+            return f"the workspace {self.workspace} vanished"
+        return None
+
+    def resources(self) -> list[str]:
+        return [f"path:{self.tmpdir}"]
+
+    def destroy(self) -> None:
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+class _BwrapShell(BwrapInstance):
+    """The terminal's bwrap instance, whose interactive-shell argv is adapted per command."""
+
+    def command_argv(self, workspace: str, path_prefix: str, command: str) -> list[str]:
+        argv = self.shell_argv()
+        shell = ["bash", "--noprofile", "--rcfile", RC_IN_SANDBOX, "-i"]
+        root = _find(argv, ["--ro-bind", "/", "/"])
+        if argv[-len(shell) :] != shell or root < 0 or "--chdir" not in argv:
+            raise SandboxError("the terminal's bwrap argv changed shape; update sandboxes/swe/backends.py")
+        argv[-len(shell) :] = ["bash", "-c", command]
+        argv[argv.index("--chdir") + 1] = REPO_IN_SANDBOX
+        path_value = _find(argv, ["--setenv", "PATH"]) + 2
+        argv[path_value] = f"{path_prefix}:{argv[path_value]}"
+        argv[root : root + 3] = [*_host_root_entries(), "--bind", workspace, REPO_IN_SANDBOX]
+        bwrap = argv.index("bwrap")
+        argv[bwrap + 1 : bwrap + 1] = ["--info-fd", "{info_fd}"]
+        return argv
+
+
+def _find(argv: list[str], seq: list[str]) -> int:
+    for i in range(len(argv) - len(seq) + 1):
+        if argv[i : i + len(seq)] == seq:
+            return i
+    return -1
+
+
+class BwrapRunner(Runner):
+    kind = "bwrap"
+
+    def __init__(self, cfg: BwrapBackend, tmpdir: str, workspace: str) -> None:
+        super().__init__(tmpdir, workspace)
+        rc_path = os.path.join(tmpdir, "bashrc")  # the terminal argv binds one; bash -c never reads it
+        with open(rc_path, "w"):
+            pass
+        self.shell = _BwrapShell(cfg, tmpdir, rc_path)
+        self.owner = (self.shell.host_uid, self.shell.host_uid) if os.geteuid() == 0 else None
+        _python_alias(self.shell.home, self.owner)
+        self.path_prefix = f"{HOME_IN_SANDBOX}/.local/bin"
+
+    def run(self, command: str, timeout_s: float, limit: int) -> Finished:
+        argv = self.shell.command_argv(self.workspace, self.path_prefix, command)
+        finished = run_bounded(argv, timeout_s=timeout_s, limit=limit, cwd=self.tmpdir, with_info_fd=True)
+        if not finished.timed_out and not finished.info:
+            # bwrap wrote nothing on its info fd: the sandbox was never set up, the command never ran.
+            why = (finished.head + finished.tail).decode("utf-8", "replace").strip()
+            raise SandboxCrashedError(f"bwrap could not start the command: {why or 'no message'}")
+        return finished
+
+    def resources(self) -> list[str]:
+        return list(dict.fromkeys([*super().resources(), *self.shell.resources()]))
+
+    def destroy(self) -> None:
+        self.shell.destroy()
+        super().destroy()
+
+
+class LocalRunner(Runner):
+    kind = "local"
+
+    def __init__(self, tmpdir: str, workspace: str) -> None:
+        super().__init__(tmpdir, workspace)
+        self.home = os.path.join(tmpdir, "home")
+        os.mkdir(self.home)
+        bin_dir = _python_alias(self.home, None)
+        self.where = workspace
+        self.env = {"HOME": self.home, "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", **SHELL_ENV}
+
+    def run(self, command: str, timeout_s: float, limit: int) -> Finished:
+        return run_bounded(
+            ["bash", "-c", command], timeout_s=timeout_s, limit=limit, cwd=self.workspace, env=self.env
+        )
+
+
+class DockerRunner(Runner):
+    kind = "docker"
+
+    def __init__(self, cfg: DockerBackend, tmpdir: str, workspace: str) -> None:
+        super().__init__(tmpdir, workspace)
+        self.cfg = cfg
+        self.image = cfg.image
+        self.owner = (AGENT_UID, AGENT_UID) if os.geteuid() == 0 else None
+        self.container_id = ""
+
+    def prepare(self) -> None:
+        name = f"agentworld-swe-{uuid.uuid4().hex[:12]}"
+        cfg = self.cfg
+        argv = ["docker", "run", "-d", "--name", name, "--hostname", "sandbox", "--init"]
+        argv += ["--label", "agentworld.sandbox=swe", "--label", f"{OWNER_LABEL}={owner()}"]
+        argv += ["--cpus", str(cfg.cpus), "--memory", cfg.memory, "--memory-swap", cfg.memory]
+        argv += ["--pids-limit", str(cfg.pids_limit), "--cap-drop", "ALL"]
+        argv += ["--security-opt", "no-new-privileges", "-v", f"{self.workspace}:{REPO_IN_SANDBOX}"]
+        argv += ["-w", REPO_IN_SANDBOX, "-u", str(AGENT_UID)]
+        if not cfg.network:
+            argv += ["--network", "none"]
+        started = run_quietly([*argv, cfg.image, "sleep", "infinity"], timeout=DOCKER_TIMEOUT_S)
+        if started.returncode != 0:
+            raise SandboxError(
+                f"docker run {cfg.image} failed (build the image with: bash infra/terminal-image/build.sh): "
+                + started.stderr.strip()
+            )
+        self.container_id = started.stdout.strip()
+
+    def run(self, command: str, timeout_s: float, limit: int) -> Finished:
+        env = [a for k, v in SHELL_ENV.items() for a in ("-e", f"{k}={v}")]
+        argv = ["docker", "exec", *env, self.container_id, "bash", "-c", command]
+        finished = run_bounded(argv, timeout_s=timeout_s, limit=limit)
+        if finished.timed_out:
+            # Killing the docker client does not stop what it started inside the container.
+            run_quietly(
+                ["docker", "exec", "-u", "0", self.container_id, "pkill", "-KILL", "-u", str(AGENT_UID)],
+                timeout=DOCKER_TIMEOUT_S,
+            )
+        elif finished.exit_status != 0:
+            reason = self.crash_reason()
+            if reason:
+                raise SandboxCrashedError(reason)
+        return finished
+
+    def crash_reason(self) -> str | None:
+        reason = super().crash_reason()
+        if reason or not self.container_id:
+            return reason
+        state = run_quietly(
+            ["docker", "inspect", "-f", "{{.State.Status}}", self.container_id], timeout=DOCKER_TIMEOUT_S
+        )
+        if state.returncode != 0:
+            return "the container is gone"
+        status = state.stdout.strip()
+        return None if status == "running" else f"the container is {status}"
+
+    def resources(self) -> list[str]:
+        found = super().resources()
+        return [*found, f"container:{self.container_id}"] if self.container_id else found
+
+    def destroy(self) -> None:
+        if self.container_id:
+            run_quietly(["docker", "rm", "-f", "-v", self.container_id], timeout=DOCKER_TIMEOUT_S)
+        super().destroy()
+
+
+def make_runner(cfg: Backend, tmpdir: str, workspace: str) -> Runner:
+    if isinstance(cfg, BwrapBackend):
+        return BwrapRunner(cfg, tmpdir, workspace)
+    if isinstance(cfg, DockerBackend):
+        return DockerRunner(cfg, tmpdir, workspace)
+    return LocalRunner(tmpdir, workspace)

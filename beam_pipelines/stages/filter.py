@@ -20,15 +20,19 @@ STAGE = "filter"
 
 def is_error_observation(observation: Observation) -> bool:
     """An observation that reports a failure: format "error" (a sandbox or tool error), a command
-    that timed out, or one that exited with a nonzero status. A step without an exit status
-    (keystrokes into a running program) is not an error."""
+    that timed out, one that exited with a nonzero status (`exit_code` of the terminal, `exit_status`
+    of a SWE tool), or an MCP result flagged `is_error`. A step without an exit status (keystrokes
+    into a running program, a file read) is not an error."""
     if observation.format == "error":
         return True
     data = observation.data
-    if data.get("timed_out") is True:
+    if data.get("timed_out") is True or data.get("is_error") is True:
         return True
-    exit_code = data.get("exit_code")
-    return isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0
+    for key in ("exit_code", "exit_status"):
+        status = data.get(key)
+        if isinstance(status, int) and not isinstance(status, bool) and status != 0:
+            return True
+    return False
 
 
 def text_chars(t: Trajectory) -> int:

@@ -24,6 +24,7 @@ from beam_pipelines.redaction import Redactor
 from beam_pipelines.secret_rules import SecretFinder, kind_slug
 from beam_pipelines.text import is_screen
 from schemas import Observation, Step, Trajectory
+from schemas.records import ToolDefinition
 
 STAGE = "redact"
 # (text, screen width or 0, the map key it is the value of or "") -> text; returns its input object
@@ -91,17 +92,18 @@ def redact_all(t: Trajectory, redactor: Redactor) -> Trajectory:
 
 def _json(value: Any, redact: Redact, key: str = "") -> Any:
     """`value` with strings redacted, each with the key it is under (a list's items with the list's
-    key); the same object when nothing changed, and a copy made only when something did."""
+    key), and map keys too (structured tool results key entries by name, address or e-mail); the
+    same object when nothing changed, and a copy made only when something did."""
     if isinstance(value, str):
         return redact(value, 0, key)
     if isinstance(value, dict):
-        copied: dict | None = None
+        changed = False
+        pairs = []
         for k, item in value.items():
-            new = _json(item, redact, str(k))
-            if new is not item:
-                copied = dict(value) if copied is None else copied
-                copied[k] = new
-        return value if copied is None else copied
+            new, new_key = _json(item, redact, str(k)), redact(k, 0, "") if isinstance(k, str) else k
+            changed = changed or new is not item or new_key is not k
+            pairs.append((new_key, new))
+        return dict(pairs) if changed else value
     if isinstance(value, list):
         items: list | None = None
         for i, item in enumerate(value):
@@ -111,6 +113,31 @@ def _json(value: Any, redact: Redact, key: str = "") -> Any:
                 items[i] = new
         return value if items is None else items
     return value
+
+
+def _tools(tools: list[ToolDefinition], redact: Redact) -> list[ToolDefinition]:
+    """Tool definitions with their texts and schemas redacted: a server's descriptions and schema
+    defaults may quote its environment (tokens, URLs with passwords). The same list when unchanged."""
+    out: list[ToolDefinition] | None = None
+    for i, tool in enumerate(tools):
+        name, description = redact(tool.name, 0, ""), redact(tool.description, 0, "")
+        input_schema = _json(tool.input_schema, redact)
+        output_schema = None if tool.output_schema is None else _json(tool.output_schema, redact)
+        if (
+            name is not tool.name
+            or description is not tool.description
+            or input_schema is not tool.input_schema
+            or output_schema is not tool.output_schema
+        ):
+            out = list(tools) if out is None else out
+            out[i] = replace(
+                tool,
+                name=name,
+                description=description,
+                input_schema=input_schema,
+                output_schema=output_schema,
+            )
+    return tools if out is None else out
 
 
 def _observation(observation: Observation, redact: Redact, width: int) -> Observation:
@@ -146,14 +173,16 @@ def _screen_width(t: Trajectory) -> int:
 
 def redact_trajectory(t: Trajectory, redact: Redact) -> Trajectory:
     """`t` with `redact` applied to every text it holds, in a fixed order (so placeholder numbers
-    are deterministic): environment, task, policy, initial observation, steps, outcome error.
+    are deterministic): environment (its tool definitions included), task, policy, initial
+    observation, steps (action text and arguments, observation text and data, info), outcome error.
     Unchanged parts are shared, not copied, and the input is never mutated (Beam may hand one
     object to several consumers)."""
     width = _screen_width(t)
     environment = t.environment
     image, config = redact(environment.image, 0, ""), _json(environment.config, redact)
-    if image is not environment.image or config is not environment.config:
-        environment = replace(environment, image=image, config=config)
+    tools = _tools(environment.tools, redact)
+    if image is not environment.image or config is not environment.config or tools is not environment.tools:
+        environment = replace(environment, image=image, config=config, tools=tools)
     task = t.task
     instruction, setup = redact(task.instruction, 0, ""), _json(task.setup, redact)
     metadata = _json(task.metadata, redact)

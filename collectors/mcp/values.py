@@ -1,0 +1,199 @@
+"""The explorer's memory of values seen in an episode, so later calls reuse them (chaining).
+
+Every value is filed under a role: a path the filesystem server listed, a commit hash `git_log`
+printed, an entity name the memory server returned, a timezone, a URL. A property of a later call
+asks for the values of its role, chosen by the property's name and description: `path` and
+`source` want paths, `revision` wants hashes and branch names, `entityName` and `names` want
+names. Values come from the task (metadata "values"), from the arguments the explorer itself sent
+(a created entity is queried later) and from results: structured content, JSON in text content,
+and patterns in plain text. Everything is kept in first-seen order, so a seed replays exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+# Role of a property, from the words of its name (first match wins), then its description.
+_ROLE_WORDS: list[tuple[str, frozenset[str]]] = [
+    (role, frozenset(words.split()))
+    for role, words in [
+        ("timezone", "timezone tz zone"),
+        ("clock", "time clock"),
+        ("date", "timestamp date since until before after"),
+        ("url", "url uri link href"),
+        ("revision", "revision sha commit target contains ref"),
+        ("branch", "branch"),
+        ("repository", "repository repo"),
+        ("path", "path file source destination directory dir folder"),
+        ("kind", "type kind category"),
+        ("line", "old"),
+        ("name", "name entity from to id key title label"),
+        ("query", "query pattern keyword term filter search"),
+        ("text", "message content text observation body note comment description"),
+    ]
+]
+_DESCRIPTION_ROLES = (("timezone", "iana"), ("clock", "hh:mm"), ("date", "iso 8601"), ("url", "url"))
+_NAME_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+
+TIMEZONES = [
+    "Etc/UTC", "Europe/London", "Europe/Paris", "Europe/Berlin", "America/New_York", "America/Chicago",
+    "America/Los_Angeles", "America/Sao_Paulo", "Asia/Tokyo", "Asia/Kolkata", "Asia/Shanghai",
+    "Australia/Sydney", "Africa/Nairobi", "Pacific/Auckland",
+]  # fmt: skip
+_STARTERS: dict[str, list[str]] = {
+    "timezone": TIMEZONES,
+    "clock": ["09:00", "12:30", "17:45", "23:15"],
+    "date": ["2024-01-15", "2025-06-01T08:00:00", "2 weeks ago", "yesterday"],
+    "revision": ["HEAD", "HEAD~1"],
+    "kind": ["person", "project", "organization", "event", "tool", "works_on", "knows", "uses"],
+    "name": ["Alice", "Bob_Martin", "Project_Apollo", "Acme_Corp", "Weekly_Sync"],
+    "text": ["Initial draft", "Fix typo in the summary", "Meets on Tuesdays", "Prefers email"],
+    "query": ["notes", "project", "Alice", "TODO"],
+}
+_NEW_NAMES = ("notes.txt", "draft.md", "todo.txt", "report", "archive")
+
+_TIMEZONE = re.compile(
+    r"\b(?:Africa|America|Antarctica|Asia|Atlantic|Australia|Europe|Indian|Pacific|Etc)/[A-Za-z_]+"
+    r"(?:/[A-Za-z_]+)?\b"
+)
+_URL = re.compile(r"https?://[^\s\"'<>)\]]+")
+_HASH = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+_PATH = re.compile(r"(?<![\w:/.])/(?:[\w.@+-]+/)*[\w.@+-]+/?")
+_LISTING = re.compile(r"^\s*\[(?:FILE|DIR)\]\s+(.+?)\s*$", re.MULTILINE)
+_BRANCH = re.compile(r"^[*+ ] ([\w./-]+)$", re.MULTILINE)
+_CAP = 60  # values kept per role: enough variety, bounded memory in long episodes
+
+
+def name_words(name: str) -> list[str]:
+    """`entityName` -> ["entity", "name"]; `repo_path` -> ["repo", "path"]."""
+    return [word.lower() for word in _NAME_WORD.findall(name)]
+
+
+def role_of(name: str, schema: dict[str, Any]) -> str:
+    """The role of a property called `name` with `schema` ("" when none fits)."""
+    words = set(name_words(name))
+    for role, role_words in _ROLE_WORDS:
+        if words & role_words:
+            return role
+    description = str(schema.get("description", "")).lower()
+    for role, word in _DESCRIPTION_ROLES:
+        if word in description:
+            return role
+    if schema.get("format") in ("uri", "url"):
+        return "url"
+    return ""
+
+
+class ValuePool:
+    """Values by role, first-seen order, newest kept when a role is full."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, list[str]] = {}
+
+    def add(self, role: str, value: Any) -> None:
+        if not isinstance(value, str) or not value.strip() or len(value) > 300:
+            return
+        values = self._values.setdefault(role, [])
+        if value in values:
+            return
+        values.append(value)
+        del values[:-_CAP]
+
+    def get(self, role: str) -> list[str]:
+        return list(self._values.get(role, []))
+
+    def suggest(self, name: str, schema: dict[str, Any]) -> list[str]:
+        """Candidates for a property: what the episode saw for its role, else plausible starters.
+        Paths also get new names inside the directories seen, for calls that create something."""
+        role = role_of(name, schema)
+        if role == "revision":
+            return self.get("revision") + self.get("branch") or list(_STARTERS["revision"])
+        if role in ("path", "repository"):
+            seen = self.get(role) or self.get("path")
+            directories = self.get("directory") + self.get("repository")
+            fresh = [f"{d.rstrip('/')}/{new}" for d in directories[:3] for new in _NEW_NAMES[:2]]
+            return seen + directories + fresh if role == "path" else seen + directories
+        return self.get(role) or list(_STARTERS.get(role, []))
+
+    def roles(self) -> dict[str, list[str]]:
+        return {role: list(values) for role, values in self._values.items()}
+
+    # -- harvesting -----------------------------------------------------------------------------
+
+    def add_arguments(self, arguments: dict[str, Any]) -> None:
+        """Values the explorer sent itself: an entity it created is one it may open later."""
+        _walk(arguments, "", self)
+
+    def add_result(self, text: str, structured: Any, sent: dict[str, Any]) -> None:
+        """Values from one observation text (the sandbox's JSON envelope): structured content, JSON
+        inside text items, patterns in text and error messages. `sent` are the call's arguments:
+        a listing's entries are relative to the path it listed."""
+        if structured is not None:
+            _walk(structured, "", self)
+        envelope = _json_or_none(text)
+        base = sent.get("path") if isinstance(sent.get("path"), str) else None
+        for chunk in _text_chunks(envelope):
+            parsed = _json_or_none(chunk) if chunk[:1] in "[{" else None
+            if parsed is not None:
+                _walk(parsed, "", self)
+            else:
+                self.add_text(chunk, base=base)
+
+    def add_text(self, text: str, base: str | None = None) -> None:
+        for zone in _TIMEZONE.findall(text):
+            self.add("timezone", zone)
+        for url in _URL.findall(text):
+            self.add("url", url.rstrip(".,;"))
+        for digest in _HASH.findall(text):
+            self.add("revision", digest)
+        for path in _PATH.findall(text):
+            if path.count("/") > 1 or len(path) > 4:
+                self.add("directory" if path.endswith("/") else "path", path.rstrip("/") or "/")
+        for branch in _BRANCH.findall(text):
+            self.add("branch", branch)
+        entries = _LISTING.findall(text)
+        if base:
+            for entry in entries:
+                self.add("path", f"{base.rstrip('/')}/{entry}")
+        for line in text.splitlines()[:40]:
+            if 3 <= len(line.strip()) <= 120 and not _LISTING.match(line):
+                self.add("line", line.strip())
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _text_chunks(envelope: Any) -> list[str]:
+    """The text items of a result ({"content": [{"type": "text", "text": ...}]}) or its error message."""
+    if not isinstance(envelope, dict):
+        return []
+    error = envelope.get("error")
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return [error["message"]]
+    items = envelope.get("content") if isinstance(envelope.get("content"), list) else []
+    texts = [item.get("text") for item in items if isinstance(item, dict)]
+    return [t for t in texts if isinstance(t, str)]
+
+
+def _walk(node: Any, key: str, pool: ValuePool, depth: int = 0) -> None:
+    """File every string under its key's role; JSON inside a string (the memory server's text) too."""
+    if depth > 8:
+        return
+    if isinstance(node, dict):
+        for child_key, child in node.items():
+            _walk(child, str(child_key), pool, depth + 1)
+    elif isinstance(node, list):
+        singular = key[:-1] if key.endswith("s") else key
+        for child in node[:100]:
+            _walk(child, singular, pool, depth + 1)
+    elif isinstance(node, str):
+        role = role_of(key, {})
+        if role and role not in ("text", "line", "clock", "query"):
+            pool.add(role, node)
+        pool.add_text(node)

@@ -21,8 +21,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from sandboxes.base import Sandbox
+from sandboxes.base import InvalidActionError, Sandbox
 from sandboxes.domains import KNOWN_DOMAINS, REPLAY_BACKEND, domain_spec
+from schemas.invalid_actions import INVALID, invalid_action_error, invalid_action_observation
 from schemas.records import Action, Environment, Task, Trajectory
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,18 @@ class Replay:
         return dataclasses.asdict(self)
 
 
+def replay_step(sandbox: Sandbox, action: Action) -> str:
+    """One recorded action's observation text in `sandbox`, as the fleet runner records it: an
+    `INVALID` action (the policy failed) is not run, and an action the sandbox refuses is answered,
+    both with `invalid action: <error>` (schemas.invalid_actions), so replays keep going past them."""
+    if action.kind == INVALID:
+        return invalid_action_observation(invalid_action_error(action)).text
+    try:
+        return sandbox.step(action).observation.text
+    except InvalidActionError as exc:
+        return invalid_action_observation(str(exc)).text
+
+
 def replay_actions(sandbox: Sandbox, task: Task, actions: Sequence[Action]) -> tuple[list[str], str]:
     """Run `actions` after a reset to `task`: the observation texts, and an error that cut it short."""
     observations: list[str] = []
@@ -49,8 +62,8 @@ def replay_actions(sandbox: Sandbox, task: Task, actions: Sequence[Action]) -> t
         sandbox.start()
         sandbox.reset(task)
         for action in actions:
-            observations.append(sandbox.step(action).observation.text)
-    except Exception as exc:  # a crash, a bad action or a broken backend ends this try, not the run
+            observations.append(replay_step(sandbox, action))
+    except Exception as exc:  # a crash or a broken backend ends this try, not the run
         return observations, f"{type(exc).__name__}: {exc}"
     return observations, ""
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import time
 import uuid
 
 from sandboxes.base import SandboxCrashedError, SandboxError
@@ -31,6 +32,10 @@ from sandboxes.terminal.reaper import OWNER_LABEL, owner, run_quietly
 
 HOME_IN_SANDBOX = "/home/agent"
 DOCKER_TIMEOUT_S = 60.0
+# What a docker step may take beyond its command's timeout (the exec round trip) before the client
+# itself is killed.
+DOCKER_GRACE_S = 10.0
+KILLED = 128 + 9
 # Host root entries the bwrap argv replaces with its own mounts.
 _OWN_MOUNTS = {"dev", "proc", "tmp", "run", "home", REPO_IN_SANDBOX.lstrip("/")}
 
@@ -97,19 +102,19 @@ class Runner:
 class _BwrapShell(BwrapInstance):
     """The terminal's bwrap instance, whose interactive-shell argv is adapted per command."""
 
-    def command_argv(self, workspace: str, path_prefix: str, command: str) -> list[str]:
+    def command_argv(self, workspace: str, path_prefix: str, command: str, info_fd: int) -> list[str]:
         argv = self.shell_argv()
         shell = ["bash", "--noprofile", "--rcfile", RC_IN_SANDBOX, "-i"]
         root = _find(argv, ["--ro-bind", "/", "/"])
         if argv[-len(shell) :] != shell or root < 0 or "--chdir" not in argv:
             raise SandboxError("the terminal's bwrap argv changed shape; update sandboxes/swe/backends.py")
-        argv[-len(shell) :] = ["bash", "-c", command]
+        # The first shell says on the info pipe that the sandbox is up, then becomes the command.
+        started = f'printf up >&{info_fd}; exec {info_fd}>&-; exec bash -c "$1"'
+        argv[-len(shell) :] = ["bash", "-c", started, "bash", command]
         argv[argv.index("--chdir") + 1] = REPO_IN_SANDBOX
         path_value = _find(argv, ["--setenv", "PATH"]) + 2
         argv[path_value] = f"{path_prefix}:{argv[path_value]}"
         argv[root : root + 3] = [*_host_root_entries(), "--bind", workspace, REPO_IN_SANDBOX]
-        bwrap = argv.index("bwrap")
-        argv[bwrap + 1 : bwrap + 1] = ["--info-fd", "{info_fd}"]
         return argv
 
 
@@ -134,10 +139,16 @@ class BwrapRunner(Runner):
         self.path_prefix = f"{HOME_IN_SANDBOX}/.local/bin"
 
     def run(self, command: str, timeout_s: float, limit: int) -> Finished:
-        argv = self.shell.command_argv(self.workspace, self.path_prefix, command)
-        finished = run_bounded(argv, timeout_s=timeout_s, limit=limit, cwd=self.tmpdir, with_info_fd=True)
+        info_pipe = os.pipe()
+        try:
+            argv = self.shell.command_argv(self.workspace, self.path_prefix, command, info_pipe[1])
+        except BaseException:
+            os.close(info_pipe[0])
+            os.close(info_pipe[1])
+            raise
+        finished = run_bounded(argv, timeout_s=timeout_s, limit=limit, cwd=self.tmpdir, info_pipe=info_pipe)
         if not finished.timed_out and not finished.info:
-            # bwrap wrote nothing on its info fd: the sandbox was never set up, the command never ran.
+            # Nothing came on the info pipe: bwrap never set the sandbox up, the command never ran.
             why = (finished.head + finished.tail).decode("utf-8", "replace").strip()
             raise SandboxCrashedError(f"bwrap could not start the command: {why or 'no message'}")
         return finished
@@ -198,14 +209,15 @@ class DockerRunner(Runner):
 
     def run(self, command: str, timeout_s: float, limit: int) -> Finished:
         env = [a for k, v in SHELL_ENV.items() for a in ("-e", f"{k}={v}")]
-        argv = ["docker", "exec", *env, self.container_id, "bash", "-c", command]
-        finished = run_bounded(argv, timeout_s=timeout_s, limit=limit)
-        if finished.timed_out:
-            # Killing the docker client does not stop what it started inside the container.
-            run_quietly(
-                ["docker", "exec", "-u", "0", self.container_id, "pkill", "-KILL", "-u", str(AGENT_UID)],
-                timeout=DOCKER_TIMEOUT_S,
-            )
+        # Killing the docker client would not stop what it started in the container, and with every
+        # capability dropped no other user there may kill it: coreutils `timeout` runs the command
+        # in its own process group and kills that whole group (itself included) when time is up.
+        inner = ["timeout", "-s", "KILL", f"{timeout_s:g}", "bash", "-c", command]
+        argv = ["docker", "exec", *env, self.container_id, *inner]
+        started = time.monotonic()
+        finished = run_bounded(argv, timeout_s=timeout_s + DOCKER_GRACE_S, limit=limit)
+        if finished.exit_status == KILLED and time.monotonic() - started >= timeout_s:
+            finished.exit_status, finished.timed_out = None, True
         elif finished.exit_status != 0:
             reason = self.crash_reason()
             if reason:

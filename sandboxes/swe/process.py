@@ -28,7 +28,7 @@ class Finished:
     dropped: int  # bytes between head and tail that were not kept
     exit_status: int | None  # None when timed out
     timed_out: bool
-    info: bytes = b""  # what the command wrote on its info pipe (bwrap --info-fd)
+    info: bytes = b""  # what the command wrote on its info pipe
 
 
 class _Capture:
@@ -64,14 +64,11 @@ def run_bounded(
     limit: int,
     cwd: str | None = None,
     env: dict[str, str] | None = None,
-    with_info_fd: bool = False,
+    info_pipe: tuple[int, int] | None = None,
 ) -> Finished:
-    """Run `argv` (no shell on our side); with `with_info_fd`, `{info_fd}` in argv is replaced by
-    the number of a pipe whose content comes back in `Finished.info`."""
-    info_r = info_w = -1
-    if with_info_fd:
-        info_r, info_w = os.pipe()
-        argv = [a.replace("{info_fd}", str(info_w)) for a in argv]
+    """Run `argv` (no shell on our side). `info_pipe` (read end, write end; both closed here): the
+    write end is passed to the command, and what it writes there comes back in `Finished.info`."""
+    info_r, info_w = info_pipe or (-1, -1)
     capture = _Capture(limit)
     try:
         proc = subprocess.Popen(
@@ -82,8 +79,12 @@ def run_bounded(
             cwd=cwd,
             env=env,
             start_new_session=True,
-            pass_fds=(info_w,) if with_info_fd else (),
+            pass_fds=(info_w,) if info_pipe else (),
         )
+    except BaseException:
+        if info_r >= 0:
+            os.close(info_r)
+        raise
     finally:
         if info_w >= 0:
             os.close(info_w)
@@ -117,7 +118,7 @@ def run_bounded(
             pass
         proc.stdout.close()
     info = b""
-    if with_info_fd:
+    if info_pipe:
         os.set_blocking(info_r, False)
         try:
             info = os.read(info_r, _CHUNK)

@@ -16,7 +16,7 @@ from sandboxes.base import Sandbox
 from schemas.records import Action, Environment
 
 # The domains that have a sandbox package; the other AgentWorldBench names come with their issues.
-KNOWN_DOMAINS = ("terminal", "web", "search", "swe")
+KNOWN_DOMAINS = ("terminal", "web", "search", "swe", "mcp")
 # An environment config key a replay may set to run a recording under another backend ("auto" keeps
 # the recorded one); the fidelity command's --backend sets it. Only the terminal has backends to choose.
 REPLAY_BACKEND = "replay_backend"

@@ -9,7 +9,10 @@ that breaks format is a measurement, not a crash.
 
 What a domain's real sandbox does comes from its spec (sandboxes.domains): actions are validated and
 given their canonical text by the domain's own parser, observations carry the real format, and the
-predicted text is read back into `data` (a web page's url, title and elements; a search's results).
+predicted text is read back into `data` (a web page's url, title and elements; a search's results; an
+MCP result's error flag and structured content; a SWE tool's exit status and diff). Tool definitions
+(an MCP server's, a SWE workspace's) come from the constructor or the task's metadata (`tools`, as
+recorded in a trajectory's environment): `describe()` carries them and the system prompt lists them.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,11 +35,12 @@ from schemas.records import (
     Provenance,
     Step,
     Task,
+    ToolDefinition,
     Trajectory,
 )
 from schemas.render import chat_messages, extract_prediction, strip_think
 from training.backends.base import GenerationConfig, WorldModelBackend
-from training.fidelity.observations import ACTION_FORMATS, observation_data
+from training.fidelity.observations import ACTION_FORMATS, DOMAIN_FORMATS, observation_data
 
 DEFAULT_GENERATION = GenerationConfig(max_new_tokens=1024)
 
@@ -54,6 +58,29 @@ def _observation_from(value: Any, fmt: str) -> Observation:
     if isinstance(value, str):
         return Observation(format=fmt, text=value)
     raise ValueError(f"task metadata initial_observation must be an observation, dict or str, got {value!r}")
+
+
+def _tools_from(value: Any) -> list[ToolDefinition]:
+    """Tool definitions given in task metadata: ToolDefinitions or their dicts (as `dataclasses.asdict`
+    or a recorded environment write them)."""
+    if not isinstance(value, list):
+        raise ValueError(f"task metadata tools must be a list of tool definitions, got {value!r}")
+    tools = []
+    for item in value:
+        if isinstance(item, ToolDefinition):
+            tools.append(copy.deepcopy(item))
+        elif isinstance(item, dict) and isinstance(item.get("name"), str):
+            tools.append(
+                ToolDefinition(
+                    name=item["name"],
+                    description=str(item.get("description") or ""),
+                    input_schema=dict(item.get("input_schema") or {}),
+                    output_schema=item.get("output_schema"),
+                )
+            )
+        else:
+            raise ValueError(f"a tool definition needs at least a name, got {item!r}")
+    return tools
 
 
 def _spec(domain: str) -> DomainSpec | None:
@@ -87,6 +114,7 @@ class SimulatedSandbox(Sandbox):
         instructions: str = "",
         initial_observation: Observation | None = None,
         observation_format: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
     ) -> None:
         self.domain = domain
         self.spec = _spec(domain)
@@ -97,9 +125,11 @@ class SimulatedSandbox(Sandbox):
         self.format = (
             observation_format
             or (initial_observation.format if initial_observation else "")
-            or (self.spec.observation_format if self.spec else "text")
+            or (self.spec.observation_format if self.spec else DOMAIN_FORMATS.get(domain, "text"))
         )
         self._initial = initial_observation
+        self._default_tools = list(tools)
+        self._tools = list(tools)
         self._counter: Callable[[list[dict]], int] | None = None
         self._episode: Trajectory | None = None
         self._started = False
@@ -121,6 +151,8 @@ class SimulatedSandbox(Sandbox):
         else:
             initial = Observation(format=self.format, text=self.spec.initial_text if self.spec else "")
         initial.data = {**initial.data, "simulated": True}
+        given = task.metadata.get("tools")
+        self._tools = _tools_from(given) if given is not None else list(self._default_tools)
         stamp = datetime.now(UTC)
         # Only the fields the renderer reads matter; the collector writes the real trajectory.
         self._episode = Trajectory(
@@ -166,7 +198,9 @@ class SimulatedSandbox(Sandbox):
             data["raw_reply"] = reply
         else:
             # What the real sandbox would put in `data` (url, title, results, ...), read from the text.
-            data.update(observation_data(self.domain, predicted))
+            data.update(observation_data(self.domain, predicted, action))
+            if self.domain == "mcp" and "server" in self._episode.task.metadata:
+                data["server"] = self._episode.task.metadata["server"]
         observation = Observation(
             format=fmt, text=strip_think(reply).strip() if failure else predicted, data=data
         )
@@ -192,7 +226,9 @@ class SimulatedSandbox(Sandbox):
             # The instructions may name hidden answers: record that the run was controlled, not the text.
             "controlled": bool(self.instructions),
         }
-        return Environment(name=self.domain, backend="simulator", config=config)
+        return Environment(
+            name=self.domain, backend="simulator", config=config, tools=copy.deepcopy(self._tools)
+        )
 
     # -- prompt ----------------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""Reading structure back out of observation text: the web page's header and tree, the search results.
+"""Reading structure back out of observation text: the web page's header and tree, the search results,
+an MCP result's error flag and structured content, a SWE tool's exit status and diff.
 
 The simulator fills a predicted observation's `data` from its text the way the real sandbox fills it
 from the page or the engine (where that is cheap), and the fidelity metrics compare these parts. Both
@@ -9,9 +10,12 @@ not refused.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from schemas.records import Action
 
 # Web (BrowserGym-style, see sandboxes/web): "URL: ...", "Title: ...", "Tabs: ...", "Focused: ...",
 # "Error: ..." header lines, a blank line, then one tree node a line, tab-indented by depth.
@@ -28,8 +32,22 @@ _RESULT_RE = re.compile(r"^\s*\[(\d+)\]\s+(\S+)\s*$")
 _FIELD_RE = re.compile(r"^(Title|Snippet|Date|URL):[ \t]?(.*)$")
 
 
+# MCP (brief/mcp-swe-spec.md): a result is canonical JSON, {"content": [...], "structuredContent": {...}
+# (when present), "isError": bool} or {"error": {"code", "message"}}; the first observation is
+# "Connected to <name> <version>: N tools (a, b, c)."
+_CONNECTED_RE = re.compile(r"^Connected to (.+?): (\d+) tools? \((.*)\)\.$")
+# SWE: bash output ends with "[exit status: N]" or "[timed out after N s]"; long output carries an
+# explicit truncation marker; edit answers with a unified diff or the error; read numbers lines as
+# `cat -n` does.
+_EXIT_RE = re.compile(r"^\[exit status: (-?\d+)\]$")
+_TIMED_OUT_RE = re.compile(r"^\[timed out after (\d+(?:\.\d+)?) s\]$")
+_TRUNCATED_RE = re.compile(r"\[\.\.\. \d+ bytes truncated \.\.\.\]")
+_NUMBERED_RE = re.compile(r"^ *\d+\t")
+
 # Actions a domain's sandbox answers in another format than its first observation's.
 ACTION_FORMATS = {("search", "web_extractor"): "markdown"}
+# Observation formats of domains, for a simulator whose domain has no sandbox package installed.
+DOMAIN_FORMATS = {"mcp": "mcp_result", "swe": "swe_tool_result"}
 
 
 @dataclass
@@ -127,8 +145,9 @@ def parse_results(text: str) -> list[SearchResult]:
     return results
 
 
-def observation_data(domain: str, text: str) -> dict[str, Any]:
-    """What a simulated observation's `data` holds for `domain`, read from its text ({} elsewhere)."""
+def observation_data(domain: str, text: str, action: Action | None = None) -> dict[str, Any]:
+    """What a simulated observation's `data` holds for `domain`, read from its text ({} elsewhere);
+    `action` (the step's) names the tool where the text does not."""
     if domain == "web":
         return parse_web(text).data()
     if domain == "search":
@@ -136,7 +155,84 @@ def observation_data(domain: str, text: str) -> dict[str, Any]:
         if results:
             return {"results": [r.as_dict() for r in results]}
         return _page_head(text)
+    if domain == "mcp":
+        tool = action.arguments.get("name", "") if action is not None else ""
+        return mcp_data(text, tool if isinstance(tool, str) else "")
+    if domain == "swe":
+        return swe_data(text, action.kind if action is not None else "")
     return {}
+
+
+def parse_json(text: str) -> Any:
+    """The JSON value of `text`, or None when it is not JSON."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def mcp_data(text: str, tool: str = "") -> dict[str, Any]:
+    """An MCP observation's data: for a result, `tool`, `is_error`, `error` ({code, message} of a
+    protocol error or timeout) and `structured_content`; for the first observation, the tool names."""
+    value = parse_json(text)
+    if isinstance(value, dict) and isinstance(value.get("error"), dict):
+        error = value["error"]
+        return {
+            "tool": tool,
+            "is_error": True,
+            "error": {"code": error.get("code"), "message": str(error.get("message", ""))},
+            "structured_content": None,
+        }
+    if isinstance(value, dict) and ("content" in value or "isError" in value):
+        structured = value.get("structuredContent")
+        return {
+            "tool": tool,
+            "is_error": value.get("isError") is True,
+            "error": None,
+            "structured_content": structured if isinstance(structured, dict) else None,
+        }
+    connected = _CONNECTED_RE.match(text.strip())
+    if connected:
+        names = [n.strip() for n in connected.group(3).split(",") if n.strip()]
+        return {"tools": names}
+    return {}
+
+
+def is_diff(text: str) -> bool:
+    return text.startswith(("--- ", "diff --git"))
+
+
+def swe_status(text: str) -> tuple[int | None, bool]:
+    """(exit status, timed out) from a bash observation's last line; (None, False) without one."""
+    last = text.rstrip("\n").rsplit("\n", 1)[-1]
+    found = _EXIT_RE.match(last)
+    if found:
+        return int(found.group(1)), False
+    return None, _TIMED_OUT_RE.match(last) is not None
+
+
+def swe_data(text: str, tool: str = "") -> dict[str, Any]:
+    """A SWE tool observation's data: `tool` (the action's, else what the text's form says),
+    `exit_status`, `timed_out`, `truncated`, `diff` (edit) and `error` (empty when fine)."""
+    exit_status, timed_out = swe_status(text)
+    if not tool:
+        lines = [line for line in text.split("\n") if line.strip()]
+        if exit_status is not None or timed_out:
+            tool = "bash"
+        elif is_diff(text):
+            tool = "edit"
+        elif lines and all(_NUMBERED_RE.match(line) for line in lines):
+            tool = "read"
+    diff = text if tool == "edit" and is_diff(text) else ""
+    failed = (tool == "edit" and not diff) or (tool == "read" and text.startswith("Error"))
+    return {
+        "tool": tool,
+        "exit_status": exit_status,
+        "timed_out": timed_out,
+        "truncated": _TRUNCATED_RE.search(text) is not None,
+        "diff": diff,
+        "error": text.strip() if failed else "",
+    }
 
 
 def _page_head(text: str) -> dict[str, Any]:

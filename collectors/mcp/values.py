@@ -61,7 +61,8 @@ _TIMEZONE = re.compile(
 _URL = re.compile(r"https?://[^\s\"'<>)\]]+")
 _HASH = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
 _PATH = re.compile(r"(?<![\w:/.])/(?:[\w.@+-]+/)*[\w.@+-]+/?")
-_LISTING = re.compile(r"^\s*\[(?:FILE|DIR)\]\s+(.+?)\s*$", re.MULTILINE)
+# `[FILE] todo.txt`, and `[FILE] todo.txt     42 B` from list_directory_with_sizes.
+_LISTING = re.compile(r"^\s*\[(FILE|DIR)\]\s+(\S(?:.*?\S)?)(?:\s{2,}.*)?\s*$", re.MULTILINE)
 _BRANCH = re.compile(r"^[*+ ] ([\w./-]+)$", re.MULTILINE)
 _CAP = 60  # values kept per role: enough variety, bounded memory in long episodes
 
@@ -142,21 +143,25 @@ class ValuePool:
                 self.add_text(chunk, base=base)
 
     def add_text(self, text: str, base: str | None = None) -> None:
+        """Values in plain text; `base` is the path a listing is relative to, and the path the call
+        named (so "/etc/passwd not in /workdir" files only the second as a directory)."""
         for zone in _TIMEZONE.findall(text):
             self.add("timezone", zone)
         for url in _URL.findall(text):
             self.add("url", url.rstrip(".,;"))
         for digest in _HASH.findall(text):
             self.add("revision", digest)
+        # A path in a text about directories ("Allowed directories:", "created directory") is one.
+        about_directories = "director" in text.lower()
         for path in _PATH.findall(text):
-            if path.count("/") > 1 or len(path) > 4:
-                self.add("directory" if path.endswith("/") else "path", path.rstrip("/") or "/")
+            if len(path) > 2:
+                directory = path.endswith("/") or (about_directories and path != base)
+                self.add("directory" if directory else "path", path.rstrip("/") or "/")
         for branch in _BRANCH.findall(text):
             self.add("branch", branch)
-        entries = _LISTING.findall(text)
         if base:
-            for entry in entries:
-                self.add("path", f"{base.rstrip('/')}/{entry}")
+            for kind, entry in _LISTING.findall(text):
+                self.add("directory" if kind == "DIR" else "path", f"{base.rstrip('/')}/{entry}")
         for line in text.splitlines()[:40]:
             if 3 <= len(line.strip()) <= 120 and not _LISTING.match(line):
                 self.add("line", line.strip())

@@ -1,0 +1,178 @@
+"""One MCP client session, driven synchronously from the sandbox.
+
+The SDK is async (anyio) and its transports are context managers that must be entered and left by
+one task. So each connection runs an event loop in a thread of its own: a holder task enters the
+transport and the `ClientSession`, initializes, lists the tools, and then waits for the stop
+signal; tool calls run as further tasks on that loop while the session is open. Every wait of the
+synchronous side is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import IO, Any, TypeVar
+
+import anyio
+import mcp_types as types
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from sandboxes.base import SandboxError
+
+T = TypeVar("T")
+CLIENT_INFO = types.Implementation(name="agentworld-mcp-sandbox", version="1")
+# The SDK's own stdio shutdown is bounded (stdin close 2 s, SIGTERM 2 s, SIGKILL 2 s); ours is above it.
+SHUTDOWN_TIMEOUT_S = 10.0
+# How much longer than a call's own timeout the synchronous side waits before giving up on the loop.
+LOOP_GRACE_S = 5.0
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What to connect to: a stdio argv (already wrapped in its isolation) or an http URL."""
+
+    transport: str
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str | None
+    url: str
+    startup_timeout_s: float
+
+
+@dataclass(frozen=True)
+class Connected:
+    server_name: str
+    server_version: str
+    protocol_version: str
+    tools: list[types.Tool]
+
+
+class LoopThread:
+    """An asyncio event loop in a daemon thread; `run` submits a coroutine and waits, bounded."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)  # type: ignore[return-value]
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float) -> T:
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(timeout_s)
+        except TimeoutError:
+            future.cancel()
+            raise
+
+    def close(self) -> None:
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(SHUTDOWN_TIMEOUT_S)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+class Connection:
+    """A live client session on `loop`; `connect` returns what the server announced."""
+
+    def __init__(self, loop: LoopThread, launch: Launch, errlog: IO[str]) -> None:
+        self._loop = loop
+        self._launch = launch
+        self._errlog = errlog
+        self._session: ClientSession | None = None
+        self._stop: asyncio.Event | None = None
+        self._holder: asyncio.Future[None] | None = None
+        self.closed_by_peer = False
+
+    def connect(self) -> Connected:
+        ready: asyncio.Future[Connected] = self._loop.loop.create_future()
+        self._holder = self._loop.submit(self._hold(ready))
+        # The holder fails `ready` itself within startup_timeout_s; the grace covers the loop.
+        waiter = self._loop.submit(_await(ready))
+        try:
+            return waiter.result(self._launch.startup_timeout_s + LOOP_GRACE_S)
+        except TimeoutError:
+            self.close()
+            raise SandboxError(
+                f"the MCP server did not finish its handshake within {self._launch.startup_timeout_s:.0f} s"
+            ) from None
+        except BaseException:
+            self.close()
+            raise
+
+    async def _hold(self, ready: asyncio.Future[Connected]) -> None:
+        self._stop = asyncio.Event()
+        launch = self._launch
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                if launch.transport == "stdio":
+                    params = StdioServerParameters(
+                        command=launch.argv[0], args=launch.argv[1:], env=launch.env, cwd=launch.cwd
+                    )
+                    read, write = await stack.enter_async_context(stdio_client(params, errlog=self._errlog))
+                else:
+                    read, write = await stack.enter_async_context(streamable_http_client(launch.url))
+                session = await stack.enter_async_context(ClientSession(read, write, client_info=CLIENT_INFO))
+                with anyio.fail_after(launch.startup_timeout_s):
+                    init = await session.initialize()
+                    tools = await _list_all_tools(session)
+                self._session = session
+                ready.set_result(
+                    Connected(init.server_info.name, init.server_info.version, init.protocol_version, tools)
+                )
+                await self._stop.wait()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller, which re-raises it
+            if not ready.done():
+                if isinstance(exc, TimeoutError):
+                    exc = SandboxError(
+                        f"the MCP server did not finish its handshake within {launch.startup_timeout_s:.0f} s"
+                    )
+                ready.set_exception(exc)
+            elif not isinstance(exc, asyncio.CancelledError):
+                self.closed_by_peer = True
+        finally:
+            self._session = None
+
+    def call_tool(self, name: str, arguments: dict[str, Any], timeout_s: float) -> types.CallToolResult:
+        """The server's result; raises the SDK's MCPError (protocol errors, REQUEST_TIMEOUT, closed)."""
+        session = self._session
+        if session is None:
+            raise SandboxError("the MCP session is not open")
+        return self._loop.run(
+            session.call_tool(name, arguments, read_timeout_seconds=timeout_s), timeout_s + LOOP_GRACE_S
+        )
+
+    def close(self) -> None:
+        """Leave the session and stop the server (bounded by the SDK's shutdown sequence)."""
+        holder, self._holder = self._holder, None
+        if holder is None:
+            return
+        if self._stop is not None:
+            self._loop.loop.call_soon_threadsafe(self._stop.set)
+        try:
+            holder.result(SHUTDOWN_TIMEOUT_S)
+        except BaseException:  # noqa: BLE001 - a failed or stuck shutdown still ends the connection
+            holder.cancel()
+
+
+async def _await(future: asyncio.Future[T]) -> T:
+    return await future
+
+
+async def _list_all_tools(session: ClientSession) -> list[types.Tool]:
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    while True:
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools

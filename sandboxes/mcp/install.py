@@ -1,0 +1,123 @@
+"""Installing catalogue servers from PyPI and npm into the cache, and finding their programs.
+
+Each PyPI package gets a virtual environment of its own (`<cache>/mcp-servers/pypi/<name>-<version>`),
+because a server may pin an `mcp` version that is not ours; each npm package gets a prefix of its
+own (`<cache>/mcp-servers/npm/<name>-<version>`). A finished install writes `installed.json`, so a
+second install is a no-op and a half-finished one is redone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from sandboxes.base import SandboxError
+from sandboxes.mcp.catalogue import ServerEntry
+
+log = logging.getLogger(__name__)
+
+MARKER = "installed.json"
+INSTALL_TIMEOUT_S = 900.0
+
+
+def cache_root() -> Path:
+    """$AGENTWORLD_CACHE_DIR, else the XDG cache: the same rule as sandboxes.search.build.cache_root,
+    restated here because importing that package loads tantivy."""
+    if os.environ.get("AGENTWORLD_CACHE_DIR"):
+        return Path(os.environ["AGENTWORLD_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "agentworld"
+
+
+def servers_root() -> Path:
+    return cache_root() / "mcp-servers"
+
+
+def package_dir(package: str) -> Path:
+    """Where `package` ("pypi:name==1.2" or "npm:@scope/name@1.2") is installed."""
+    registry, _, spec = package.partition(":")
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", spec.lstrip("@")).strip("-")
+    return servers_root() / registry / slug
+
+
+def bin_dir(package: str) -> Path:
+    if package.startswith("pypi:"):
+        return package_dir(package) / "bin"
+    return package_dir(package) / "node_modules" / ".bin"
+
+
+def is_installed(package: str) -> bool:
+    return (package_dir(package) / MARKER).exists()
+
+
+def install_package(package: str, timeout_s: float = INSTALL_TIMEOUT_S) -> bool:
+    """Install `package` unless it is; True when this call installed it. SandboxError on failure."""
+    if is_installed(package):
+        return False
+    target = package_dir(package)
+    shutil.rmtree(target, ignore_errors=True)  # a half-finished earlier attempt
+    target.parent.mkdir(parents=True, exist_ok=True)
+    registry, _, spec = package.partition(":")
+    if registry == "pypi":
+        steps = [[sys.executable, "-m", "venv", str(target)]]
+        steps.append([str(target / "bin" / "python"), "-m", "pip", "install", "-q", "--no-input", spec])
+    elif registry == "npm":
+        if shutil.which("npm") is None:
+            raise SandboxError(f"cannot install {package}: npm not found (apt-get install nodejs npm)")
+        target.mkdir()
+        steps = [["npm", "install", "--prefix", str(target), "--no-audit", "--no-fund", "--silent", spec]]
+    else:
+        raise SandboxError(f"cannot install {package!r}: the package must start with pypi: or npm:")
+    for argv in steps:
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            shutil.rmtree(target, ignore_errors=True)
+            raise SandboxError(f"installing {package} took more than {timeout_s:.0f} s") from None
+        if done.returncode != 0:
+            shutil.rmtree(target, ignore_errors=True)
+            tail = (done.stderr or done.stdout).strip()[-2000:]
+            raise SandboxError(f"installing {package} failed ({' '.join(argv[:3])} ...): {tail}")
+    # World-readable, so a sandboxed server running as an unprivileged user can load it.
+    os.chmod(target, 0o755)
+    (target / MARKER).write_text(json.dumps({"package": package}) + "\n")
+    return True
+
+
+def ensure_installed(entry: ServerEntry) -> None:
+    """Install a missing packaged server on first use, with a log line; an error saying what to run."""
+    if not entry.package or is_installed(entry.package):
+        return
+    log.warning("MCP server %r: installing %s into %s (first use)", entry.name, entry.package, servers_root())
+    try:
+        install_package(entry.package)
+    except SandboxError as exc:
+        raise SandboxError(
+            f"{exc}\nInstall it by hand with: python -m sandboxes.mcp install {entry.name}"
+            " (set AGENTWORLD_CACHE_DIR to choose where)"
+        ) from None
+
+
+def resolve_program(entry: ServerEntry, program: str) -> str:
+    """The absolute path of `program`: inside the entry's package when it has one, else on PATH."""
+    if os.sep in program:
+        return program
+    if entry.package:
+        candidate = bin_dir(entry.package) / program
+        if candidate.exists():
+            return str(candidate)
+    found = shutil.which(program)
+    if found is None:
+        hint = f" (python -m sandboxes.mcp install {entry.name})" if entry.package else ""
+        raise SandboxError(f"MCP server {entry.name!r}: program {program!r} not found{hint}")
+    return found
+
+
+def python_home() -> Path:
+    """The base interpreter's prefix, which packaged Python servers' virtual environments link to."""
+    return Path(sys.base_prefix).resolve()

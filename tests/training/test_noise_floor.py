@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sandboxes.terminal import TerminalConfig, TerminalSandbox, command_action, make_backend
-from schemas.records import Action, Environment, Task
+from schemas.records import Environment, Task
 from tests.training.test_fidelity_ceiling import trajectory
 from training.fidelity.metrics import score_turn
 from training.fidelity.noise_floor import volatile_template
@@ -84,7 +84,9 @@ def test_failed_replays_are_retried_in_fresh_sandboxes_counted_and_resumed(tmp_p
     )
     good.steps[0].action = command_action("echo $COLUMNS")
     bad = trajectory(["x"], "bad", environment=Environment("terminal", "bwrap"))
-    bad.steps[0].action = Action("no-such-kind", {}, "?")
+    # A setup command that fails breaks every try at reset (an action the sandbox refuses would not:
+    # replays answer it as the runner recorded it, `invalid action: ...`).
+    bad.task.setup = ["false"]
     store = ReplayStore(tmp_path / "replays.jsonl")
     found = run_replays([good, bad], 1, store, attempts=2, progress=False)
     (ok,), (failed,) = found["good"], found["bad"]

@@ -1,5 +1,7 @@
 """Metrics suited to a domain's observation form, beside the text metrics every domain gets (pure).
 
+MCP and SWE tool results have their own module (tool_metrics.py), registered here.
+
 - web: line F1 over the accessibility tree's node lines, with the `[bid]`s kept (a node must carry
   the id the page gave it) and with them removed (the same nodes, whatever ids); whether the URL and
   the title match.
@@ -18,6 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from training.fidelity.observations import parse_results, parse_web, without_bids
+from training.fidelity.tool_metrics import MCP_METRICS, SWE_METRICS, mcp_scores, swe_scores
 
 TOP_K = 5
 
@@ -27,6 +30,8 @@ SEARCH_PAGE_METRICS = ("page_line_f1",)
 DOMAIN_METRICS: dict[str, tuple[str, ...]] = {
     "web": WEB_METRICS,
     "search": SEARCH_METRICS + SEARCH_PAGE_METRICS,
+    "mcp": MCP_METRICS,
+    "swe": SWE_METRICS,
 }
 
 
@@ -84,9 +89,19 @@ _SCORERS: dict[str, Callable[[str, str], dict[str, float | None]]] = {
     "web": web_scores,
     "search": search_scores,
 }
+# Scorers that also read the other real runs of the turn (the noise floor's replays) for volatility.
+_VOLATILITY_SCORERS: dict[str, Callable[[str, str, Sequence[str]], dict[str, float | None]]] = {
+    "mcp": mcp_scores,
+    "swe": swe_scores,
+}
 
 
-def domain_scores(domain: str, prediction: str, reference: str) -> dict[str, float | None]:
-    """The domain's own metrics of one turn ({} for a domain that has none beyond the text metrics)."""
+def domain_scores(
+    domain: str, prediction: str, reference: str, others: Sequence[str] = ()
+) -> dict[str, float | None]:
+    """The domain's own metrics of one turn ({} for a domain that has none beyond the text metrics);
+    `others`: other real runs of the turn, where the noise floor replayed it."""
+    if domain in _VOLATILITY_SCORERS:
+        return _VOLATILITY_SCORERS[domain](prediction, reference, others)
     scorer = _SCORERS.get(domain)
     return scorer(prediction, reference) if scorer else {}

@@ -22,34 +22,20 @@ from dataclasses import asdict, dataclass, field
 from rapidfuzz.distance import Levenshtein
 
 from training.fidelity.domain_metrics import DOMAIN_METRICS, domain_scores
-from training.fidelity.observations import is_tree_node, parse_results, parse_web
+from training.fidelity.observations import (
+    is_diff,
+    is_numbered_listing,
+    is_tree_node,
+    parse_json,
+    parse_results,
+    parse_web,
+    swe_status,
+)
+from training.fidelity.shapes import shape_pattern
+from training.fidelity.tool_metrics import result_kind
 
-# A token is a word, a whitespace run or one other character: the unit real runs are diffed in.
-_TOKEN_RE = re.compile(r"\w+|\s+|[^\w\s]")
 # user@host:dir$ / root@box:/# / plain "$ " "# " "> " "% " prompts, as the last screen line.
 _PROMPT_RE = re.compile(r"^(?:\(\S+\)\s*)?(?:\S+@\S+[:\s]\S*\s?)?[$#%>]\s*$")
-
-
-def tokens(text: str) -> list[str]:
-    return _TOKEN_RE.findall(text)
-
-
-def _token_shape(token: str) -> str:
-    """The regex of a token's form: digits stay digits, letters letters, mixed words any word."""
-    if token.isspace():
-        return r"\s+"
-    if token.isdigit():
-        return r"\d+"
-    if token.isalpha():
-        return r"[^\W\d_]+"
-    if re.match(r"\w", token):
-        return r"\w+"
-    return re.escape(token)
-
-
-def shape_pattern(text: str) -> str:
-    """The character-class form of one real value of a volatile span, as a regex."""
-    return "".join(_token_shape(t) for t in tokens(text))
 
 
 @dataclass
@@ -73,6 +59,9 @@ class Span:
 @dataclass
 class Template:
     spans: list[Span]
+    # The other real runs' whole texts the spans were found with (empty without a noise floor): the
+    # structured metrics find volatile values in them (JSON values, output lines).
+    others: list[str] = field(default_factory=list)
 
     @classmethod
     def stable(cls, text: str) -> Template:
@@ -244,9 +233,39 @@ def _search_valid(prediction: str, reference: str) -> bool:
     )
 
 
+def _mcp_valid(prediction: str, reference: str) -> bool:
+    """Where the real turn was an MCP result, a JSON object of a result's form: `content` (a list) and
+    `isError` (a boolean), or an `error` with a code and a message. Elsewhere (the first observation,
+    a runner's error text), the JSON rule."""
+    if result_kind(parse_json(reference)) is None:
+        return _json_valid(prediction, reference)
+    value = parse_json(prediction)
+    kind = result_kind(value)
+    if kind == "protocol_error":
+        return {"code", "message"} <= set(value["error"])
+    return (
+        kind is not None and isinstance(value.get("content"), list) and isinstance(value.get("isError"), bool)
+    )
+
+
+def _swe_valid(prediction: str, reference: str) -> bool:
+    """A bash result ends with its status line, an edit's diff is a diff, a file read numbers its
+    lines, where the real turn did; anything else must not be empty."""
+    if not prediction.strip():
+        return False
+    if swe_status(reference) != (None, False):
+        return swe_status(prediction) != (None, False)
+    if is_diff(reference):
+        return is_diff(prediction)
+    if is_numbered_listing(reference):
+        return is_numbered_listing(prediction)
+    return True
+
+
 _VERIFIERS = {
     "terminal": _terminal_valid,
-    "mcp": _json_valid,
+    "mcp": _mcp_valid,
+    "swe": _swe_valid,
     "web": _web_valid,
     "os": _tree_valid,
     "android": _tree_valid,
@@ -282,7 +301,7 @@ def score_turn(domain: str, content: str, template: Template, tagged: bool = Tru
         line_f1=f1,
         tagged=tagged,
         format_valid=tagged and format_valid(domain, content, reference),
-        domain_metrics=domain_scores(domain, content, reference),
+        domain_metrics=domain_scores(domain, content, reference, template.others),
     )
 
 

@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from schemas.records import Trajectory
-from training.fidelity.metrics import Span, Template, score_turn, tokens
+from training.fidelity.metrics import Span, Template, score_turn
 from training.fidelity.replay import Replay
+from training.fidelity.shapes import tokens
 
 
 def _boundary_map(ref: list[str], other: list[str]) -> tuple[list[bool], set[int], list[int], list[int]]:
@@ -87,7 +88,7 @@ def volatile_template(reference: str, others: Sequence[str]) -> Template:
                 spans.append(Span(ref[i]))
     if start is not None:
         close(len(ref))
-    return Template(spans or [Span("")])
+    return Template(spans or [Span("")], others=list(others))
 
 
 @dataclass

@@ -42,7 +42,6 @@ _CONNECTED_RE = re.compile(r"^Connected to (.+?): (\d+) tools? \((.*)\)\.$")
 _EXIT_RE = re.compile(r"^\[exit status: (-?\d+)\]$")
 _TIMED_OUT_RE = re.compile(r"^\[timed out after (\d+(?:\.\d+)?) s\]$")
 _TRUNCATED_RE = re.compile(r"\[\.\.\. \d+ bytes truncated \.\.\.\]")
-_NUMBERED_RE = re.compile(r"^ *\d+\t")
 
 # Actions a domain's sandbox answers in another format than its first observation's.
 ACTION_FORMATS = {("search", "web_extractor"): "markdown"}
@@ -202,6 +201,17 @@ def is_diff(text: str) -> bool:
     return text.startswith(("--- ", "diff --git"))
 
 
+def is_numbered_listing(text: str) -> bool:
+    """A file as `read` shows it: every non-empty line starts with its right-aligned number and a tab."""
+    lines = [line for line in text.split("\n") if line.strip()]
+    return bool(lines) and all(_numbered(line) for line in lines)
+
+
+def _numbered(line: str) -> bool:
+    number, tab, _ = line.partition("\t")
+    return bool(tab) and number.strip().isdigit() and number == number.strip().rjust(6)
+
+
 def swe_status(text: str) -> tuple[int | None, bool]:
     """(exit status, timed out) from a bash observation's last line; (None, False) without one."""
     last = text.rstrip("\n").rsplit("\n", 1)[-1]
@@ -216,12 +226,11 @@ def swe_data(text: str, tool: str = "") -> dict[str, Any]:
     `exit_status`, `timed_out`, `truncated`, `diff` (edit) and `error` (empty when fine)."""
     exit_status, timed_out = swe_status(text)
     if not tool:
-        lines = [line for line in text.split("\n") if line.strip()]
         if exit_status is not None or timed_out:
             tool = "bash"
         elif is_diff(text):
             tool = "edit"
-        elif lines and all(_NUMBERED_RE.match(line) for line in lines):
+        elif is_numbered_listing(text):
             tool = "read"
     diff = text if tool == "edit" and is_diff(text) else ""
     failed = (tool == "edit" and not diff) or (tool == "read" and text.startswith("Error"))

@@ -201,14 +201,9 @@ EDIT_MISSING = "Error: old_str 'return hgh' not found in src/core.py"
 def _swe_obs(
     tool: str, text: str, exit_status: int | None = None, diff: str = "", error: str = ""
 ) -> Observation:
-    data = {
-        "tool": tool,
-        "exit_status": exit_status,
-        "timed_out": False,
-        "truncated": False,
-        "diff": diff,
-        "error": error,
-    }
+    data = {"tool": tool, "exit_status": exit_status, "timed_out": False, "truncated": False, "error": error}
+    if tool == "edit":
+        data["diff"] = diff
     return Observation("swe_tool_result", text, data)
 
 

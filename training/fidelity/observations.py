@@ -223,7 +223,7 @@ def swe_status(text: str) -> tuple[int | None, bool]:
 
 def swe_data(text: str, tool: str = "") -> dict[str, Any]:
     """A SWE tool observation's data: `tool` (the action's, else what the text's form says),
-    `exit_status`, `timed_out`, `truncated`, `diff` (edit) and `error` (empty when fine)."""
+    `exit_status`, `timed_out`, `truncated`, `error` (empty when fine) and, for an edit, `diff`."""
     exit_status, timed_out = swe_status(text)
     if not tool:
         if exit_status is not None or timed_out:
@@ -234,14 +234,16 @@ def swe_data(text: str, tool: str = "") -> dict[str, Any]:
             tool = "read"
     diff = text if tool == "edit" and is_diff(text) else ""
     failed = (tool == "edit" and not diff) or (tool == "read" and text.startswith("Error"))
-    return {
+    data: dict[str, Any] = {
         "tool": tool,
         "exit_status": exit_status,
         "timed_out": timed_out,
         "truncated": _TRUNCATED_RE.search(text) is not None,
-        "diff": diff,
         "error": text.strip() if failed else "",
     }
+    if tool == "edit":
+        data["diff"] = diff
+    return data
 
 
 def _page_head(text: str) -> dict[str, Any]:

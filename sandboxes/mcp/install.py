@@ -23,6 +23,8 @@ from sandboxes.mcp.catalogue import ServerEntry
 log = logging.getLogger(__name__)
 
 MARKER = "installed.json"
+# Bumped when the install steps change, so an install made by older steps is redone.
+RECIPE = 2
 INSTALL_TIMEOUT_S = 900.0
 
 
@@ -52,7 +54,11 @@ def bin_dir(package: str) -> Path:
 
 
 def is_installed(package: str) -> bool:
-    return (package_dir(package) / MARKER).exists()
+    try:
+        marker = json.loads((package_dir(package) / MARKER).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(marker, dict) and marker.get("recipe") == RECIPE
 
 
 def install_package(package: str, timeout_s: float = INSTALL_TIMEOUT_S) -> bool:
@@ -83,10 +89,28 @@ def install_package(package: str, timeout_s: float = INSTALL_TIMEOUT_S) -> bool:
             shutil.rmtree(target, ignore_errors=True)
             tail = (done.stderr or done.stdout).strip()[-2000:]
             raise SandboxError(f"installing {package} failed ({' '.join(argv[:3])} ...): {tail}")
+    if registry == "pypi":
+        _prepare_node_extractor(package, target, timeout_s)
     # World-readable, so a sandboxed server running as an unprivileged user can load it.
     os.chmod(target, 0o755)
-    (target / MARKER).write_text(json.dumps({"package": package}) + "\n")
+    (target / MARKER).write_text(json.dumps({"package": package, "recipe": RECIPE}) + "\n")
     return True
+
+
+# readabilipy (mcp-server-fetch's HTML extractor) runs `npm install` inside its own package on first
+# use; in the read-only sandbox that fails and every fetch errors, so it runs at install time instead.
+_NODE_EXTRACTOR = "from readabilipy.utils import run_npm_install; run_npm_install()"
+
+
+def _prepare_node_extractor(package: str, target: Path, timeout_s: float) -> None:
+    python = str(target / "bin" / "python")
+    probe = subprocess.run([python, "-c", "import readabilipy"], capture_output=True, timeout=timeout_s)
+    if probe.returncode != 0 or shutil.which("npm") is None:
+        return
+    done = subprocess.run([python, "-c", _NODE_EXTRACTOR], capture_output=True, text=True, timeout=timeout_s)
+    if done.returncode != 0:
+        shutil.rmtree(target, ignore_errors=True)
+        raise SandboxError(f"installing {package}: readabilipy's npm install failed: {done.stderr[-2000:]}")
 
 
 def ensure_installed(entry: ServerEntry) -> None:

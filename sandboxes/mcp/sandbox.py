@@ -156,11 +156,9 @@ class McpSandbox(Sandbox):
         if not entry.command:  # an http server someone else runs
             return Launch("http", [], {}, None, url, entry.startup_timeout_s)
         program = [install.resolve_program(entry, fill(entry.command[0])), *map(fill, entry.command[1:])]
-        binds = []
-        if entry.package:
-            binds.append(install.package_dir(entry.package))
-            if entry.package.startswith("pypi:"):
-                binds.append(install.python_home())
+        binds = [install.package_dir(entry.package)] if entry.package else []
+        # Python servers (packaged or not) link to the base interpreter, which may be under /root.
+        binds.append(install.python_home())
         # An http server must be reachable from the host, so it keeps the host's network.
         network = entry.network or entry.transport == "http"
         env = {key: fill(value) for key, value in entry.env.items()}

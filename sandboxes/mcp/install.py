@@ -8,6 +8,7 @@ second install is a no-op and a half-finished one is redone.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -15,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from sandboxes.base import SandboxError
@@ -62,9 +64,34 @@ def is_installed(package: str) -> bool:
 
 
 def install_package(package: str, timeout_s: float = INSTALL_TIMEOUT_S) -> bool:
-    """Install `package` unless it is; True when this call installed it. SandboxError on failure."""
+    """Install `package` unless it is; True when this call installed it. SandboxError on failure.
+
+    A lock file serialises installs of one package, so parallel sandboxes and the CLI never build
+    the same directory at once; the second one waits and finds it installed.
+    """
     if is_installed(package):
         return False
+    lock_path = package_dir(package).with_name(package_dir(package).name + ".lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as lock:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise SandboxError(
+                        f"another install of {package} held {lock_path} for {timeout_s:.0f} s"
+                    ) from None
+                time.sleep(0.5)
+        if is_installed(package):
+            return False
+        _install(package, timeout_s)
+    return True
+
+
+def _install(package: str, timeout_s: float) -> None:
     target = package_dir(package)
     shutil.rmtree(target, ignore_errors=True)  # a half-finished earlier attempt
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -94,7 +121,6 @@ def install_package(package: str, timeout_s: float = INSTALL_TIMEOUT_S) -> bool:
     # World-readable, so a sandboxed server running as an unprivileged user can load it.
     os.chmod(target, 0o755)
     (target / MARKER).write_text(json.dumps({"package": package, "recipe": RECIPE}) + "\n")
-    return True
 
 
 # readabilipy (mcp-server-fetch's HTML extractor) runs `npm install` inside its own package on first

@@ -33,6 +33,8 @@ EXAMPLES = """examples:
   # a model served by vLLM (or any OpenAI-compatible server), with an LLM judge, no closed loop
   python -m training.fidelity --real data/terminal --model http://127.0.0.1:8000/v1 --model-name sft \\
       --baseline-model qwen3-small --judge-url http://127.0.0.1:8001/v1 --no-closed-loop --out rep
+  # MCP and SWE recordings: replays start fresh servers / workspaces; JSON results compared by structure
+  python -m training.fidelity --real data/mcp --model http://127.0.0.1:8000/v1 --replays 2 --out rep-mcp
   # a quick look: 3 trajectories, 4 turns each, docker sandboxes for the noise floor
   python -m training.fidelity --real data/terminal --model qwen3-tiny --limit-trajectories 3 \\
       --max-turns 4 --backend docker --out /tmp/fid
@@ -59,7 +61,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="auto",
         choices=("auto", "bwrap", "docker"),
         help="sandbox backend of terminal replays (auto: each trajectory's own, with its recorded image and "
-        "limits); web and search replays run in a fresh browser or search sandbox like the recorded one",
+        "limits); web, search, MCP and SWE replays run in a fresh browser, search sandbox, server or "
+        "workspace like the recorded one",
     )
     p.add_argument(
         "--replay-attempts",

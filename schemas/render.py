@@ -306,7 +306,10 @@ def _typed_text(action: Action) -> str:
             for it in items
             if isinstance(it, dict) and not _KEY_NAME_RE.match(it.get("keystrokes", ""))
         )
-    return str(action.arguments.get("command", action.text))
+    if action.kind == "command":  # the terminal's one-line command
+        return str(action.arguments.get("command", action.text))
+    # Other kinds' "command" argument is no typed text (a SWE edit's command is "str_replace", "create").
+    return action.text
 
 
 def is_echo_turn(step: Step) -> bool:

@@ -13,6 +13,7 @@ from schemas.render import (
     agentworldbench_record,
     chat_messages,
     cpt_document,
+    is_echo_turn,
     system_prompt,
     tools_text,
     trajectory_system_prompt,
@@ -113,3 +114,13 @@ def test_mcp_and_swe_wording_names_the_observation_forms() -> None:
     assert initial.text.startswith("Connected to ") and initial.text.endswith(
         "tools (get_current_time, create_entities)."
     )
+
+
+def test_tool_results_are_not_echo_turns() -> None:
+    for t in (mcp_trajectory(), swe_trajectory()):
+        assert not any(is_echo_turn(step) for step in t.steps), t.domain
+    # An edit whose diff ends with its `command` word ("create") is a real result, not an echo.
+    created = swe_trajectory().steps[3]
+    created.action.arguments["command"] = "create"
+    created.observation.text = "--- /dev/null\n+++ b/make.py\n@@ -0,0 +1 @@\n+create"
+    assert not is_echo_turn(created)

@@ -13,8 +13,9 @@ from beam_pipelines.build_corpus import main
 from beam_pipelines.stages.common import AGENTWORLDBENCH, CORPORA, SFT
 from beam_pipelines.stages.filter import is_error_observation, rejection
 from beam_pipelines.stages.format import Formatter
+from schemas.chat_tokens import ChatTokenizer
 from schemas.records import Observation
-from schemas.render import AGENTWORLDBENCH_FIELDS, tools_text
+from schemas.render import AGENTWORLDBENCH_FIELDS, chat_messages, target_text, tools_text
 from tests.beam_pipelines.conftest import write_dataset
 from tests.schemas.mcp_swe_records import PYTEST_FAIL, mcp_trajectory, swe_trajectory
 
@@ -87,3 +88,15 @@ def test_build_corpus_writes_mcp_and_swe_test_files(corpus: Path) -> None:
     texts = [p.read_text() for p in corpus.rglob("*") if p.suffix in (".jsonl", ".json", ".md")]
     assert not any(TOOL_SECRET in text for text in texts)
     assert any("<REDACTED:github_token:1>" in text for text in texts)
+
+
+def test_tool_prompts_render_on_the_fast_path_exactly_as_the_template() -> None:
+    """Tools in the system prompt, JSON results and diffs in the turns: the memoised stand-in renderer
+    (schemas.chat_tokens) still serves them, and gives the chat template's own text."""
+    tok = ChatTokenizer()
+    for t in (_mcp(1), _swe(1)):
+        for k, step in enumerate(t.steps, start=1):
+            full = [*chat_messages(t, k), {"role": "assistant", "content": target_text(step.observation)}]
+            marked = [{**m, "content": tok._mark(m["content"])} for m in full]
+            fast = tok._fast.render(full, False, tok._mark, tok._slow_render)
+            assert fast is not None and fast == tok._slow_render(marked, False), (t.domain, k)

@@ -8,12 +8,11 @@ FIFO made in the sandbox must not hang the host).
 
 from __future__ import annotations
 
-import difflib
 import os
 import stat
 from dataclasses import dataclass
 
-NO_NEWLINE = "\\ No newline at end of file\n"
+from sandboxes.swe.text import bound, byte_lines, numbered_page, split_lines, unified_diff
 
 
 class ToolError(Exception):
@@ -28,17 +27,22 @@ class ToolOutput:
     error: str = ""
 
 
-def bound(text: str, limit: int) -> tuple[str, bool]:
-    """`text` cut to about `limit` UTF-8 bytes: head and tail around a `[... N bytes truncated ...]`
-    marker line."""
-    raw = text.encode("utf-8", "surrogateescape")
-    if len(raw) <= limit:
-        return text, False
-    half = limit // 2
-    head, tail = raw[:half], raw[len(raw) - half :]
-    cut = len(raw) - len(head) - len(tail)
-    marker = f"\n[... {cut} bytes truncated ...]\n"
-    return head.decode("utf-8", "replace") + marker + tail.decode("utf-8", "replace"), True
+def _plain_path(root: str, parts: list[str]) -> str | None:
+    """root/parts when no part is `..` and none of the existing ones is a symlink, else None.
+    Cheaper than os.path.realpath, which re-checks every component of the root too."""
+    real = root
+    for part in parts:
+        if part == "..":
+            return None
+        real = f"{real}/{part}"
+        try:
+            if stat.S_ISLNK(os.lstat(real).st_mode):
+                return None
+        except FileNotFoundError:
+            continue  # what does not exist yet cannot be a link; a later `..` is caught above
+        except NotADirectoryError:
+            continue
+    return real
 
 
 class Workspace:
@@ -57,23 +61,26 @@ class Workspace:
         """(host path, path relative to the root) of an agent's path; ToolError if outside."""
         if "\0" in path:
             raise ToolError(f"Error: invalid path {path!r}")
-        joined = path
-        if os.path.isabs(path):
+        relative = path
+        if path.startswith("/"):
             for alias in (*self.aliases, self.root):
                 if path == alias or path.startswith(alias.rstrip("/") + "/"):
-                    joined = os.path.join(self.root, path[len(alias) :].lstrip("/"))
+                    relative = path[len(alias) :]
                     break
             else:
                 raise ToolError(f"Error: {path} is outside the repository")
-        else:
-            joined = os.path.join(self.root, path)
-        real = os.path.realpath(joined)
-        if real != self.root and not real.startswith(self.root + os.sep):
-            raise ToolError(f"Error: {path} is outside the repository")
-        rel = os.path.relpath(real, self.root)
-        return real, "." if rel == "." else rel
+        parts = [part for part in relative.split("/") if part and part != "."]
+        real = _plain_path(self.root, parts)
+        if real is None:  # a `..` or a symlink on the way: resolve it all, then check where it led
+            real = os.path.realpath(os.path.join(self.root, *parts))
+            if real != self.root and not real.startswith(self.root + os.sep):
+                raise ToolError(f"Error: {path} is outside the repository")
+        rel = real[len(self.root) + 1 :]
+        return real, rel or "."
 
-    def _read_text(self, real: str, shown: str) -> str:
+    def _read_bytes(self, real: str, shown: str, upto: int | None = None) -> tuple[bytes, int]:
+        """The content of a regular text file, or its first `upto` bytes, and its size; ToolError
+        for anything else. Only whole reads are refused for size."""
         try:
             fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
@@ -84,18 +91,25 @@ class Workspace:
             info = os.fstat(f.fileno())
             if not stat.S_ISREG(info.st_mode):
                 raise ToolError(f"Error: {shown} is not a regular file")
-            if info.st_size > self.max_file_bytes:
+            if upto is None and info.st_size > self.max_file_bytes:
                 raise ToolError(
                     f"Error: {shown} is {info.st_size} bytes, over the {self.max_file_bytes}-byte limit; "
                     "use bash (head, sed -n) to look at parts of it"
                 )
-            raw = f.read(self.max_file_bytes + 1)
+            # Read what fstat announced (plus one byte, to see growth): read(n) allocates n bytes up front.
+            raw = f.read(info.st_size + 1 if upto is None else upto)
+            if upto is None and len(raw) > self.max_file_bytes:
+                raise ToolError(f"Error: {shown} is over the {self.max_file_bytes}-byte limit")
         if b"\0" in raw[:8192]:
-            raise ToolError(f"Error: {shown} is a binary file ({len(raw)} bytes)")
+            raise ToolError(f"Error: {shown} is a binary file ({info.st_size} bytes)")
+        return raw, info.st_size
+
+    def _read_text(self, real: str, shown: str) -> str:
+        """A file to edit: strictly UTF-8, so that writing it back changes only what the edit says."""
         try:
-            return raw.decode("utf-8")
+            return self._read_bytes(real, shown)[0].decode("utf-8")
         except UnicodeDecodeError:
-            raise ToolError(f"Error: {shown} is not UTF-8 text") from None
+            raise ToolError(f"Error: {shown} is not UTF-8 text; edit it with bash") from None
 
     def read(self, path: str, start_line: int | None, end_line: int | None, limit: int) -> ToolOutput:
         real, rel = self.resolve(path)
@@ -103,13 +117,25 @@ class Workspace:
             if start_line is not None or end_line is not None:
                 raise ToolError(f"Error: {rel} is a directory; start_line/end_line apply to files")
             return ToolOutput(*bound(self.listing(real), limit))
-        lines = self._read_text(real, rel).splitlines()
+        if start_line is None and end_line is None:
+            # A page from the top: only the first `limit` bytes are read, however large the file.
+            raw, size = self._read_bytes(real, rel, upto=limit)
+            lines = byte_lines(raw)
+            raw_len = len(raw)
+            if size > raw_len and len(lines) > 1 and not raw.endswith(b"\n"):
+                raw_len -= len(lines.pop())  # a line cut by the read is shown whole or not at all
+            return ToolOutput(*numbered_page(lines, 1, limit, raw_len, size - raw_len))
+        raw, size = self._read_bytes(real, rel)
+        lines = byte_lines(raw)
         first = start_line or 1
         last = min(end_line or len(lines), len(lines))
         if lines and first > len(lines) or not lines and first > 1:
             raise ToolError(f"Error: start_line {first} is past the end of {rel} ({len(lines)} lines)")
-        numbered = "".join(f"{n:6}\t{lines[n - 1]}\n" for n in range(first, last + 1))
-        return ToolOutput(*bound(numbered, limit))
+        chosen = lines[first - 1 : last]
+        raw_len = sum(map(len, chosen)) + len(chosen)
+        if last == len(lines) and raw and not raw.endswith(b"\n"):
+            raw_len -= 1  # the file's last line has no newline
+        return ToolOutput(*numbered_page(chosen, first, limit, raw_len, 0))
 
     def listing(self, real: str) -> str:
         entries = []
@@ -120,10 +146,18 @@ class Workspace:
         return "".join(f"{name}\n" for name in sorted(entries))
 
     def _write(self, real: str, text: str, new: bool) -> None:
-        flags = os.O_WRONLY | os.O_NOFOLLOW | (os.O_CREAT | os.O_EXCL if new else os.O_TRUNC)
+        # Overwrite, then cut to the new length: truncating to zero first (O_TRUNC) makes ext4
+        # flush the file's blocks on close (its auto_da_alloc heuristic), which costs milliseconds.
+        flags = os.O_WRONLY | os.O_NOFOLLOW | (os.O_CREAT | os.O_EXCL if new else 0)
+        data = text.encode("utf-8")
         fd = os.open(real, flags, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
+        try:
+            written = os.write(fd, data)
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            os.ftruncate(fd, len(data))
+        finally:
+            os.close(fd)
         if new and self.owner is not None:
             os.chown(real, *self.owner)
 
@@ -149,21 +183,26 @@ class Workspace:
             except OSError as exc:
                 raise ToolError(f"Error: cannot create {rel}: {exc.strerror}") from None
             self._write(real, arguments["file_text"], new=True)
-            return self._diffed("", arguments["file_text"], rel, created=True)
+            text = arguments["file_text"]
+            return self._diffed("", text, rel, created=True, span=(0, 0, len(text)))
         if os.path.isdir(real):
             raise ToolError(f"Error: {rel} is a directory")
         old = self._read_text(real, rel)
-        new = _replace(old, arguments, rel) if command == "str_replace" else _insert(old, arguments, rel)
+        change = _replace if command == "str_replace" else _insert
+        new, span = change(old, arguments, rel)
         self._write(real, new, new=False)
-        return self._diffed(old, new, rel, created=False)
+        return self._diffed(old, new, rel, created=False, span=span)
 
     @staticmethod
-    def _diffed(old: str, new: str, rel: str, created: bool) -> ToolOutput:
-        diff = unified_diff(old, new, rel, created)
+    def _diffed(
+        old: str, new: str, rel: str, created: bool, span: tuple[int, int, int] | None = None
+    ) -> ToolOutput:
+        diff = unified_diff(old, new, rel, created, span)
         return ToolOutput(diff or f"No change to {rel}.\n", diff=diff)
 
 
-def _replace(old: str, arguments: dict, rel: str) -> str:
+def _replace(old: str, arguments: dict, rel: str) -> tuple[str, tuple[int, int, int]]:
+    """The new text and where it changed (start, end in the old text, end in the new)."""
     needle, replacement = arguments["old_str"], arguments.get("new_str", "")
     first = old.find(needle)
     if first < 0:
@@ -171,7 +210,8 @@ def _replace(old: str, arguments: dict, rel: str) -> str:
     if old.find(needle, first + 1) >= 0:
         count = _count_overlapping(old, needle)
         raise ToolError(f"Error: old_str found {count} times in {rel} (must be unique)")
-    return old[:first] + replacement + old[first + len(needle) :]
+    new = old[:first] + replacement + old[first + len(needle) :]
+    return new, (first, first + len(needle), first + len(replacement))
 
 
 def _count_overlapping(text: str, needle: str) -> int:
@@ -181,25 +221,16 @@ def _count_overlapping(text: str, needle: str) -> int:
     return count
 
 
-def _insert(old: str, arguments: dict, rel: str) -> str:
-    lines = old.splitlines(keepends=True)
+def _insert(old: str, arguments: dict, rel: str) -> tuple[str, tuple[int, int, int]]:
+    lines = split_lines(old)
     at = arguments["insert_line"]
     if at > len(lines):
         raise ToolError(f"Error: insert_line {at} is out of range for {rel} (0-{len(lines)})")
     added = arguments["new_str"]
     if added and not added.endswith("\n"):
         added += "\n"
-    if at and not lines[at - 1].endswith("\n"):
-        lines[at - 1] += "\n"
-    return "".join(lines[:at]) + added + "".join(lines[at:])
-
-
-def unified_diff(old: str, new: str, rel: str, created: bool = False) -> str:
-    """`git diff`-style unified diff, with git's marker for a last line that has no newline."""
-    produced = difflib.unified_diff(
-        old.splitlines(keepends=True),
-        new.splitlines(keepends=True),
-        fromfile="/dev/null" if created else f"a/{rel}",
-        tofile=f"b/{rel}",
-    )
-    return "".join(line if line.endswith("\n") else line + "\n" + NO_NEWLINE for line in produced)
+    before = "".join(lines[:at])
+    if before and not before.endswith("\n"):  # inserting after a last line that has no newline
+        added = "\n" + added
+    new = before + added + "".join(lines[at:])
+    return new, (len(before), len(before), len(before) + len(added))

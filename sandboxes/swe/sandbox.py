@@ -113,9 +113,11 @@ class SweSandbox(Sandbox):
             raise SandboxClosedError("the SWE sandbox is closed")
         if self._runner is None or self._files is None:
             raise SandboxError("reset() the SWE sandbox to a task before stepping")
-        if not os.path.isdir(self._files.root):
-            raise SandboxCrashedError(f"the workspace {self._files.root} vanished")
         return self._runner, self._files
+
+    def _check_workspace(self, files: Workspace, cause: BaseException | None = None) -> None:
+        if not os.path.isdir(files.root):
+            raise SandboxCrashedError(f"the workspace {files.root} vanished") from cause
 
     def step(self, action: Action) -> StepResult:
         runner, files = self._live()
@@ -124,6 +126,7 @@ class SweSandbox(Sandbox):
         data: dict[str, Any] = {"tool": parsed.kind, "exit_status": None, "timed_out": False}
         limit = self.config.max_output_bytes
         if parsed.kind == BASH:
+            self._check_workspace(files)
             timeout = min(args.get("timeout_s", self.config.command_timeout_s), self.config.max_timeout_s)
             finished = runner.run(args["command"], timeout, limit)
             text = render(finished, timeout)
@@ -136,10 +139,11 @@ class SweSandbox(Sandbox):
             else:
                 out = files.edit(args)
         except ToolError as exc:
+            # A failed read or edit may be the first sign of a vanished workspace.
+            self._check_workspace(files, exc)
             out = ToolOutput(str(exc), error=str(exc))
         except OSError as exc:
-            if not os.path.isdir(files.root):
-                raise SandboxCrashedError(f"the workspace {files.root} vanished") from exc
+            self._check_workspace(files, exc)
             message = f"Error: {exc.strerror or exc}"
             out = ToolOutput(message, error=message)
         data.update(truncated=out.truncated, error=out.error)

@@ -216,8 +216,13 @@ def test_long_output_is_cut_with_an_explicit_marker(sandbox: SweSandbox, templat
         assert "\n[... 19011 bytes truncated ...]\n" in obs.text
         small.step(bash_action("seq 1 5000 > numbers.txt"))
         read = small.step(read_action("numbers.txt")).observation
-        assert read.data["truncated"] and "bytes truncated ...]" in read.text
-        assert read.text.startswith("     1\t1\n") and read.text.endswith("  5000\t5000\n")
+        left = len("".join(f"{n}\n" for n in range(101, 5001)))
+        assert read.data["truncated"] and read.text.startswith("     1\t1\n")
+        assert read.text.endswith(
+            f"   100\t100\n[... {left} bytes truncated; continue with start_line=101 ...]\n"
+        )
+        last = small.step(read_action("numbers.txt", start_line=4999)).observation
+        assert last.text == "  4999\t4999\n  5000\t5000\n" and not last.data["truncated"]
 
 
 def test_invalid_actions_raise_and_change_nothing(fresh: SweSandbox) -> None:

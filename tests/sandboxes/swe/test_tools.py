@@ -3,7 +3,11 @@ on a real directory, and the bounded process runner."""
 
 from __future__ import annotations
 
+import difflib
 import os
+import random
+import re
+import sysconfig
 import time
 from pathlib import Path
 
@@ -12,8 +16,9 @@ import pytest
 
 from sandboxes.base import InvalidActionError
 from sandboxes.swe import TOOLS, bash_action, edit_action, parse_action, read_action
-from sandboxes.swe.files import ToolError, Workspace, bound, unified_diff
+from sandboxes.swe.files import ToolError, Workspace
 from sandboxes.swe.process import render, run_bounded
+from sandboxes.swe.text import bound, numbered, unified_diff
 
 
 def test_action_text_is_a_python_call_in_schema_order() -> None:
@@ -215,3 +220,86 @@ def test_run_bounded_counts_dropped_bytes_and_kills_the_group_on_timeout(tmp_pat
     assert render(slow, 0.5) == "started\n[timed out after 0.5 s]"
     time.sleep(2.5)
     assert not marker.exists(), "a background process of the timed-out command survived"
+
+
+def test_lines_are_split_at_newlines_only_as_pytest_counts_them(ws: Workspace) -> None:
+    Path(ws.root, "ff.py").write_text("a = 1\n\x0c\nb = 2\r\nc = 3")
+    shown = ws.read("ff.py", None, None, 10_000).text
+    assert shown == "     1\ta = 1\n     2\t\x0c\n     3\tb = 2\r\n     4\tc = 3\n"
+    ws.edit({"command": "insert", "path": "ff.py", "insert_line": 2, "new_str": "x = 0"})
+    assert Path(ws.root, "ff.py").read_bytes().decode() == "a = 1\n\x0c\nx = 0\nb = 2\r\nc = 3"
+    assert numbered(["x"], 999_999) == "999999\tx\n" and numbered(["y"], 1_000_000) == "1000000\ty\n"
+
+
+@pytest.mark.parametrize("edit", ["replace", "insert_top", "append", "multi", "delete_block"])
+def test_windowed_diff_equals_difflib_on_the_whole_file(edit: str) -> None:
+    old = Path(sysconfig.get_paths()["stdlib"], "textwrap.py").read_text()
+    lines = old.splitlines(keepends=True)
+    new_lines = list(lines)
+    if edit == "replace":
+        new_lines[200] = "    changed = True\n"
+    elif edit == "insert_top":
+        new_lines[0:0] = ["# header\n", "\n"]
+    elif edit == "append":
+        new_lines += ["\n", "X = 1\n"]
+    elif edit == "multi":
+        new_lines[100:103] = ["a\n", lines[101], "b\n", "c\n"]
+    else:
+        del new_lines[300:320]
+    new = "".join(new_lines)
+    expected = "".join(difflib.unified_diff(lines, new_lines, fromfile="a/t.py", tofile="b/t.py"))
+    assert unified_diff(old, new, "t.py") == expected
+
+
+_MARKER = re.compile(r"\[\.\.\. (\d+) bytes truncated; continue with start_line=(\d+) \.\.\.\]\n$")
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_paging_through_a_large_file_shows_every_line_once(ws: Workspace, seed: int) -> None:
+    rng = random.Random(seed)
+    pieces = ["", "x", "é", "\U0001f600", "def f():", "    return 1", "a" * 40]
+    text = "\n".join(rng.choice(pieces) * rng.randint(1, 4) for _ in range(rng.randint(1, 3000)))
+    text += rng.choice(["", "\n", "tail"])
+    data = text.encode()
+    Path(ws.root, "big.txt").write_bytes(data)
+    lines = text.split("\n")
+    if not lines[-1]:
+        lines.pop()
+    limit = rng.choice([256, 1000, 4096, 32768])
+    pages, start = [], None
+    while True:
+        out = ws.read("big.txt", start, None, limit)
+        found = _MARKER.search(out.text)
+        assert out.truncated == (found is not None)
+        page = out.text[: found.start()] if found else out.text
+        assert len(page.encode()) <= limit
+        pages.append(page)
+        if not found:
+            break
+        shown_to = int(found.group(2)) - 1
+        after = "\n".join(lines[shown_to:]) + ("\n" if text.endswith("\n") else "")
+        assert int(found.group(1)) == len(after.encode())
+        start = shown_to + 1
+    assert "".join(pages) == numbered(lines, 1)
+
+
+def test_a_line_longer_than_the_limit_is_cut_with_a_hint(ws: Workspace) -> None:
+    Path(ws.root, "min.js").write_text("x" * 5000 + "\nsecond\n")
+    out = ws.read("min.js", None, None, 1000)
+    assert out.truncated and out.text.startswith("     1\t" + "x" * 993 + "\n[... ")
+    hint = "line 1 alone is longer: look at parts of it with bash (cut -c, head -c)"
+    assert out.text.endswith(f"[... {5008 - 993} bytes truncated; {hint} ...]\n")
+    assert ws.read("min.js", 2, None, 1000).text == "     2\tsecond\n"
+
+
+def test_a_str_replace_in_a_large_file_diffs_like_difflib(ws: Workspace) -> None:
+    old = Path(sysconfig.get_paths()["stdlib"], "argparse.py").read_text()
+    Path(ws.root, "big.py").write_text(old)
+    line = "        self._prog = prog\n"
+    out = ws.edit({"command": "str_replace", "path": "big.py", "old_str": line, "new_str": "        pass"})
+    new = old.replace(line, "        pass")
+    expected = difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile="a/big.py", tofile="b/big.py"
+    )
+    assert out.text == "".join(expected)
+    assert ws.read("big.py", None, None, 1 << 20).text == numbered(new.split("\n")[:-1], 1)

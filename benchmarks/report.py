@@ -125,6 +125,12 @@ def _search(r: dict) -> list[str]:
     return markdown_lines(r)
 
 
+def _swe(r: dict) -> list[str]:
+    from benchmarks.swe_latency import markdown_lines
+
+    return markdown_lines(r)
+
+
 RENDERERS = {
     "terminal": _terminal,
     "fleet": _fleet,
@@ -138,6 +144,7 @@ RENDERERS = {
     "web": _web,
     "web_fleet": _web_fleet,
     "search": _search,
+    "swe": _swe,
 }
 
 

@@ -101,6 +101,12 @@ def _search() -> dict:
     return search_latency.search_latency()
 
 
+def _swe() -> dict:
+    from benchmarks import swe_latency
+
+    return swe_latency.swe_latency()
+
+
 BENCHES: dict[str, Callable[[], dict]] = {
     "terminal": _terminal,
     "fleet": _fleet,
@@ -114,6 +120,7 @@ BENCHES: dict[str, Callable[[], dict]] = {
     "web": _web,
     "web_fleet": _web_fleet,
     "search": _search,
+    "swe": _swe,
 }
 
 

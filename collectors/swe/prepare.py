@@ -1,0 +1,127 @@
+"""`python -m collectors.swe prepare`: download and build the repositories SWE tasks need, ahead of a
+collection (`make setup` runs it), check the suite, or regenerate the embedded task file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from collectors.swe.suite import build_task
+from collectors.tasks import embedded_tasks
+from sandboxes.swe.mutation_tests import run_tests
+from sandboxes.swe.repos import (
+    RepoError,
+    RepoSpec,
+    default_cache_dir,
+    embedded_suite,
+    prepare_repo,
+    task_template,
+)
+
+EPILOG = """examples:
+  # what `make setup` runs: every repository and mutated template of the embedded tasks
+  python -m collectors.swe prepare
+
+  # check the whole suite: download, unpack, run each project's own tests unmutated (no network)
+  python -m collectors.swe prepare --all --check
+
+  # regenerate the embedded task file: 2 seeds per repository (each seed runs the tests a few times)
+  python -m collectors.swe prepare --all --seeds 2 --write-tasks collectors/swe/tasks.jsonl
+
+The cache is $AGENTWORLD_CACHE_DIR/swe (else ~/.cache/agentworld/swe); entries are built once and
+reused, so a rerun is quick. Exit status 1 when any repository failed.
+"""
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m collectors.swe prepare",
+        description="Download and build SWE repositories: PyPI sdists -> git repositories -> mutations.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("names", nargs="*", metavar="NAME", help="repositories of the embedded suite")
+    parser.add_argument("--all", action="store_true", help="every repository of the embedded suite")
+    parser.add_argument("--cache-dir", metavar="DIR", help="cache (default: $AGENTWORLD_CACHE_DIR/swe)")
+    parser.add_argument("--check", action="store_true", help="run each repository's tests unmutated")
+    parser.add_argument("--seeds", type=int, default=0, metavar="N", help="also build seeds 0..N-1 of each")
+    parser.add_argument("--write-tasks", metavar="FILE", help="write the task lines of those seeds here")
+    args = parser.parse_args(argv)
+    if args.write_tasks and args.seeds < 1:
+        parser.error("--write-tasks needs --seeds N (N >= 1)")
+    return args
+
+
+def _selected(args: argparse.Namespace) -> list[RepoSpec]:
+    suite = embedded_suite()
+    unknown = [name for name in args.names if name not in suite]
+    if unknown:
+        raise RepoError(f"not in the embedded suite: {', '.join(unknown)}; known: {', '.join(suite)}")
+    if args.all:
+        return list(suite.values())
+    return [suite[name] for name in args.names]
+
+
+def _embedded_templates(cache_dir: Path) -> int:
+    """Build the template of every embedded task; the number that failed."""
+    tasks = embedded_tasks("swe")
+    failed = 0
+    for n, spec in enumerate(tasks, start=1):
+        started = time.monotonic()
+        try:
+            task_template(spec.task.metadata, cache_dir)
+            status = "ok"
+        except RepoError as exc:
+            failed += 1
+            status = f"FAILED: {exc}"
+        print(f"[{n}/{len(tasks)}] {spec.id}: {status} ({time.monotonic() - started:.1f} s)", file=sys.stderr)
+    print(f"prepared {len(tasks) - failed} of {len(tasks)} task repositories in {cache_dir}")
+    return failed
+
+
+def _repositories(specs: list[RepoSpec], args: argparse.Namespace, cache_dir: Path) -> int:
+    failed, lines = 0, []
+    for n, spec in enumerate(specs, start=1):
+        started = time.monotonic()
+        notes = []
+        try:
+            repo = prepare_repo(spec, cache_dir)
+            if args.check:
+                run = run_tests(repo, spec.test_command, spec.test_timeout_s)
+                if run.exit_status != 0:
+                    raise RepoError(f"its unmutated tests do not pass: {run.summary}")
+                notes.append(f"tests pass in {run.duration_s:.1f} s")
+            for seed in range(args.seeds):
+                line = build_task(spec, seed, cache_dir)
+                lines.append(line)
+                notes.append(f"seed {seed}: {line['metadata']['mutation']['description']}")
+            status = "ok" + "".join(f"; {note}" for note in notes)
+        except RepoError as exc:
+            failed += 1
+            status = f"FAILED: {exc}"
+        print(
+            f"[{n}/{len(specs)}] {spec.key}: {status} ({time.monotonic() - started:.1f} s)", file=sys.stderr
+        )
+    if args.write_tasks:
+        # Seed-major order: the first episodes of a run cover different repositories.
+        lines.sort(key=lambda line: line["metadata"]["seed"])
+        text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+        Path(args.write_tasks).write_text(text, encoding="utf-8")
+        print(f"wrote {len(lines)} tasks to {args.write_tasks}")
+    print(f"{len(specs) - failed} of {len(specs)} repositories ready in {cache_dir}")
+    return failed
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+    try:
+        specs = _selected(args)
+    except RepoError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    failed = _repositories(specs, args, cache_dir) if specs else _embedded_templates(cache_dir)
+    return 1 if failed else 0

@@ -24,6 +24,7 @@ from sandboxes.swe.mutation_sites import Site, find_sites
 from sandboxes.swe.mutation_tests import TestRun, executed_lines, run_tests
 
 MAX_TRIES = 20
+DEFAULT_TEST_COMMAND = ("python3", "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider")
 # Fixed identity and dates: the same edit on the same repository gives the same commit id.
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "agentworld",
@@ -158,7 +159,7 @@ def candidate_order(sites: list[Site], rng: random.Random) -> list[Site]:
 def mutate(
     repo: Path,
     seed: int,
-    test_command: Sequence[str],
+    test_command: Sequence[str] = DEFAULT_TEST_COMMAND,
     test_timeout_s: float = 60.0,
     source: Sequence[str] = (),
     max_tries: int = MAX_TRIES,
@@ -186,7 +187,7 @@ def mutate(
         _restore_untracked(repo)
         if outcome.failed:
             git(repo, "add", "--", site.file)
-            git(repo, "commit", "--quiet", "--no-verify", "-m", f"Inject a bug (seed {seed})")
+            git(repo, "commit", "--quiet", "--no-verify", "-m", f"Update {site.file}")
             return found
         git(repo, "checkout", "--quiet", "--", site.file)
         tried.append(f"{found.description}: {outcome.summary}")

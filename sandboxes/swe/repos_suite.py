@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-PYTEST = ("python3", "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider")
+from sandboxes.swe.mutation import DEFAULT_TEST_COMMAND as PYTEST
+
 SRC_PYTEST = ("env", "PYTHONPATH=src", *PYTEST)
 NO_ADDOPTS = ("-o", "addopts=")
 

@@ -95,6 +95,15 @@ def test_a_prediction_is_held_to_stable_values_and_volatile_forms(mcp_runs) -> N
     assert set(mcp_scores("x", recorded.initial_observation.text).values()) == {None}
 
 
+def test_deeply_nested_predictions_are_scored_not_raised() -> None:
+    real = mcp_text(time_result(WHEN))
+    for depth in (40, 5000):  # under and over the JSON parser's own limit
+        nested = "[" * depth + "]" * depth
+        scored = score_turn("mcp", nested, Template.stable(real)).as_dict()
+        assert scored["json_value_match"] == 0.0 and scored["format_valid"] is False
+        assert scored["json_valid"] == float(depth == 40)
+
+
 def test_mcp_verifier_wants_a_result_or_an_error_object() -> None:
     real = mcp_text(time_result(WHEN))
     assert format_valid("mcp", real, real)

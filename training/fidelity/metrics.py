@@ -176,11 +176,11 @@ def _terminal_valid(prediction: str, reference: str) -> bool:
 def _json_valid(prediction: str, reference: str) -> bool:
     try:
         json.loads(reference)
-    except ValueError:
+    except (ValueError, RecursionError):
         return bool(prediction.strip())  # a text tool result (an error message): any text
     try:
         json.loads(prediction)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return True
 

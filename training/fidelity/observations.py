@@ -166,7 +166,7 @@ def parse_json(text: str) -> Any:
     """The JSON value of `text`, or None when it is not JSON."""
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # a model's output may nest deeper than the parser goes
         return None
 
 

@@ -17,6 +17,7 @@ turn, and what differs between them and the recording is only held to its form.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -29,6 +30,7 @@ MCP_METRICS = ("json_valid", "json_key_f1", "json_value_match", "json_volatile_f
 SWE_METRICS = ("exit_status_match", "output_line_f1", "diff_line_f1", "test_counts_match")
 
 Path = tuple[Any, ...]
+MAX_DEPTH = 32
 _EMBEDDED = "<json>"  # path step into a string that holds JSON (a text content item's payload)
 
 _PYTEST_SUMMARY = re.compile(r"^=*\s*(?:\d+ [a-z]+(?:, )?)+ in \d+(?:\.\d+)?s\b|^=*\s*no tests ran in ")
@@ -56,7 +58,10 @@ def _counter_f1(predicted: Counter, real: Counter) -> float:
 
 def leaves(value: Any, path: Path = ()) -> dict[Path, Any]:
     """Every leaf of a JSON value by its path (keys and list indexes); empty maps and lists are leaves,
-    and a string holding a JSON object or array is descended into."""
+    and a string holding a JSON object or array is descended into. Below `MAX_DEPTH` levels a subtree
+    is one leaf, its canonical JSON text (tool results are shallow; a model's output may not be)."""
+    if len(path) >= MAX_DEPTH:
+        return {path: _flat(value)}
     if isinstance(value, str) and value[:1] in ("{", "["):
         inner = parse_json(value)
         if isinstance(inner, (dict, list)):
@@ -66,6 +71,15 @@ def leaves(value: Any, path: Path = ()) -> dict[Path, Any]:
     if isinstance(value, list) and value:
         return {p: v for i, item in enumerate(value) for p, v in leaves(item, (*path, i)).items()}
     return {path: value}
+
+
+def _flat(value: Any) -> Any:
+    if not isinstance(value, (dict, list)):
+        return value
+    try:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    except RecursionError:
+        return "<nested too deep>"
 
 
 def _kind(value: Any) -> str:

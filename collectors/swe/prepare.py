@@ -7,6 +7,8 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from collectors.swe.suite import build_task
@@ -48,8 +50,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--cache-dir", metavar="DIR", help="cache (default: $AGENTWORLD_CACHE_DIR/swe)")
     parser.add_argument("--check", action="store_true", help="run each repository's tests unmutated")
     parser.add_argument("--seeds", type=int, default=0, metavar="N", help="also build seeds 0..N-1 of each")
+    parser.add_argument("--jobs", "-j", type=int, default=4, metavar="N", help="repositories at a time (4)")
     parser.add_argument("--write-tasks", metavar="FILE", help="write the task lines of those seeds here")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
     if args.write_tasks and args.seeds < 1:
         parser.error("--write-tasks needs --seeds N (N >= 1)")
     return args
@@ -65,52 +70,66 @@ def _selected(args: argparse.Namespace) -> list[RepoSpec]:
     return [suite[name] for name in args.names]
 
 
-def _embedded_templates(cache_dir: Path) -> int:
-    """Build the template of every embedded task; the number that failed."""
-    tasks = embedded_tasks("swe")
-    failed = 0
-    for n, spec in enumerate(tasks, start=1):
+def _run_all(labels: list[str], work: Callable[[int], str], jobs: int) -> int:
+    """Run work(i) for every item, `jobs` at a time, printing one line per finished item; the
+    number that failed (RepoError)."""
+    failed, done = 0, 0
+
+    def timed(index: int) -> tuple[int, str, float]:
         started = time.monotonic()
         try:
-            task_template(spec.task.metadata, cache_dir)
-            status = "ok"
+            return index, "ok" + work(index), time.monotonic() - started
         except RepoError as exc:
-            failed += 1
-            status = f"FAILED: {exc}"
-        print(f"[{n}/{len(tasks)}] {spec.id}: {status} ({time.monotonic() - started:.1f} s)", file=sys.stderr)
+            return index, f"FAILED: {exc}", time.monotonic() - started
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for index, status, seconds in pool.map(timed, range(len(labels))):
+            done += 1
+            failed += status.startswith("FAILED")
+            print(f"[{done}/{len(labels)}] {labels[index]}: {status} ({seconds:.1f} s)", file=sys.stderr)
+    return failed
+
+
+def _embedded_templates(cache_dir: Path, jobs: int) -> int:
+    """Build the template of every embedded task; the number that failed."""
+    tasks = embedded_tasks("swe")
+
+    def work(index: int) -> str:
+        task_template(tasks[index].task.metadata, cache_dir)
+        return ""
+
+    failed = _run_all([spec.id for spec in tasks], work, jobs)
     print(f"prepared {len(tasks) - failed} of {len(tasks)} task repositories in {cache_dir}")
     return failed
 
 
 def _repositories(specs: list[RepoSpec], args: argparse.Namespace, cache_dir: Path) -> int:
-    failed, lines = 0, []
-    for n, spec in enumerate(specs, start=1):
-        started = time.monotonic()
-        notes = []
-        try:
-            repo = prepare_repo(spec, cache_dir)
-            if args.check:
-                run = run_tests(repo, spec.test_command, spec.test_timeout_s)
-                if run.exit_status != 0:
-                    raise RepoError(f"its unmutated tests do not pass: {run.summary}")
-                notes.append(f"tests pass in {run.duration_s:.1f} s")
-            for seed in range(args.seeds):
-                line = build_task(spec, seed, cache_dir)
-                lines.append(line)
-                notes.append(f"seed {seed}: {line['metadata']['mutation']['description']}")
-            status = "ok" + "".join(f"; {note}" for note in notes)
-        except RepoError as exc:
-            failed += 1
-            status = f"FAILED: {exc}"
-        print(
-            f"[{n}/{len(specs)}] {spec.key}: {status} ({time.monotonic() - started:.1f} s)", file=sys.stderr
-        )
+    lines: dict[int, list[dict]] = {}
+
+    def work(index: int) -> str:
+        spec, notes = specs[index], []
+        repo = prepare_repo(spec, cache_dir)
+        if args.check:
+            run = run_tests(repo, spec.test_command, spec.test_timeout_s)
+            if run.exit_status != 0:
+                raise RepoError(f"its unmutated tests do not pass: {run.summary}")
+            notes.append(f"tests pass in {run.duration_s:.1f} s")
+        lines[index] = [build_task(spec, seed, cache_dir) for seed in range(args.seeds)]
+        notes += [
+            f"seed {line['metadata']['seed']}: {line['metadata']['mutation']['description']}"
+            for line in lines[index]
+        ]
+        return "".join(f"; {note}" for note in notes)
+
+    failed = _run_all([spec.key for spec in specs], work, args.jobs)
     if args.write_tasks:
-        # Seed-major order: the first episodes of a run cover different repositories.
-        lines.sort(key=lambda line: line["metadata"]["seed"])
-        text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+        # Seed-major order, suite order within a seed: the first episodes cover different repositories.
+        ordered = sorted(
+            (line["metadata"]["seed"], index, line) for index, found in lines.items() for line in found
+        )
+        text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for _, _, line in ordered)
         Path(args.write_tasks).write_text(text, encoding="utf-8")
-        print(f"wrote {len(lines)} tasks to {args.write_tasks}")
+        print(f"wrote {len(ordered)} tasks to {args.write_tasks}")
     print(f"{len(specs) - failed} of {len(specs)} repositories ready in {cache_dir}")
     return failed
 
@@ -123,5 +142,5 @@ def main(argv: list[str]) -> int:
     except RepoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    failed = _repositories(specs, args, cache_dir) if specs else _embedded_templates(cache_dir)
+    failed = _repositories(specs, args, cache_dir) if specs else _embedded_templates(cache_dir, args.jobs)
     return 1 if failed else 0

@@ -78,54 +78,71 @@ class Workspace:
         rel = real[len(self.root) + 1 :]
         return real, rel or "."
 
-    def _read_bytes(self, real: str, shown: str, upto: int | None = None) -> tuple[bytes, int]:
-        """The content of a regular text file, or its first `upto` bytes, and its size; ToolError
-        for anything else. Only whole reads are refused for size."""
+    @staticmethod
+    def _open(real: str, shown: str) -> tuple[int, os.stat_result]:
+        """An open descriptor of `real` and its status; ToolError when it cannot be opened."""
         try:
             fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
             raise ToolError(f"Error: no such file: {shown}") from None
         except OSError as exc:
             raise ToolError(f"Error: cannot open {shown}: {exc.strerror}") from None
-        with os.fdopen(fd, "rb") as f:
-            info = os.fstat(f.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise ToolError(f"Error: {shown} is not a regular file")
-            if upto is None and info.st_size > self.max_file_bytes:
-                raise ToolError(
-                    f"Error: {shown} is {info.st_size} bytes, over the {self.max_file_bytes}-byte limit; "
-                    "use bash (head, sed -n) to look at parts of it"
-                )
-            # Read what fstat announced (plus one byte, to see growth): read(n) allocates n bytes up front.
-            raw = f.read(info.st_size + 1 if upto is None else upto)
-            if upto is None and len(raw) > self.max_file_bytes:
-                raise ToolError(f"Error: {shown} is over the {self.max_file_bytes}-byte limit")
+        return fd, os.fstat(fd)
+
+    def _content(self, fd: int, info: os.stat_result, shown: str, upto: int | None = None) -> bytes:
+        """A regular text file's content, or its first `upto` bytes; ToolError for anything else.
+        Only whole reads are refused for size."""
+        if stat.S_ISDIR(info.st_mode):
+            raise ToolError(f"Error: {shown} is a directory")
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(f"Error: {shown} is not a regular file")
+        if upto is None and info.st_size > self.max_file_bytes:
+            raise ToolError(
+                f"Error: {shown} is {info.st_size} bytes, over the {self.max_file_bytes}-byte limit; "
+                "use bash (head, sed -n) to look at parts of it"
+            )
+        # What fstat announced, plus one byte to see growth (a file object's read(n) would
+        # allocate n bytes up front).
+        wanted = info.st_size + 1 if upto is None else upto
+        chunks = []
+        while wanted > 0:
+            chunk = os.read(fd, wanted)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            wanted -= len(chunk)
+        raw = b"".join(chunks)
+        if upto is None and len(raw) > self.max_file_bytes:
+            raise ToolError(f"Error: {shown} is over the {self.max_file_bytes}-byte limit")
         if b"\0" in raw[:8192]:
             raise ToolError(f"Error: {shown} is a binary file ({info.st_size} bytes)")
-        return raw, info.st_size
+        return raw
 
     def _read_text(self, real: str, shown: str) -> str:
         """A file to edit: strictly UTF-8, so that writing it back changes only what the edit says."""
+        fd, info = self._open(real, shown)
         try:
-            return self._read_bytes(real, shown)[0].decode("utf-8")
+            return self._content(fd, info, shown).decode("utf-8")
         except UnicodeDecodeError:
             raise ToolError(f"Error: {shown} is not UTF-8 text; edit it with bash") from None
+        finally:
+            os.close(fd)
 
     def read(self, path: str, start_line: int | None, end_line: int | None, limit: int) -> ToolOutput:
         real, rel = self.resolve(path)
-        if os.path.isdir(real):
-            if start_line is not None or end_line is not None:
-                raise ToolError(f"Error: {rel} is a directory; start_line/end_line apply to files")
-            return ToolOutput(*bound(self.listing(real), limit))
-        if start_line is None and end_line is None:
-            # A page from the top: only the first `limit` bytes are read, however large the file.
-            raw, size = self._read_bytes(real, rel, upto=limit)
-            lines = byte_lines(raw)
-            raw_len = len(raw)
-            if size > raw_len and len(lines) > 1 and not raw.endswith(b"\n"):
-                raw_len -= len(lines.pop())  # a line cut by the read is shown whole or not at all
-            return ToolOutput(*numbered_page(lines, 1, limit, raw_len, size - raw_len))
-        raw, size = self._read_bytes(real, rel)
+        fd, info = self._open(real, rel)
+        try:
+            if stat.S_ISDIR(info.st_mode):
+                if start_line is not None or end_line is not None:
+                    raise ToolError(f"Error: {rel} is a directory; start_line/end_line apply to files")
+                return ToolOutput(*bound(self.listing(real), limit))
+            if start_line is None and end_line is None:
+                # A page from the top: only the first `limit` bytes are read, however large the file.
+                raw = self._content(fd, info, rel, upto=limit)
+                return ToolOutput(*_first_page(raw, info.st_size, limit))
+            raw = self._content(fd, info, rel)
+        finally:
+            os.close(fd)
         lines = byte_lines(raw)
         first = start_line or 1
         last = min(end_line or len(lines), len(lines))
@@ -185,8 +202,6 @@ class Workspace:
             self._write(real, arguments["file_text"], new=True)
             text = arguments["file_text"]
             return self._diffed("", text, rel, created=True, span=(0, 0, len(text)))
-        if os.path.isdir(real):
-            raise ToolError(f"Error: {rel} is a directory")
         old = self._read_text(real, rel)
         change = _replace if command == "str_replace" else _insert
         new, span = change(old, arguments, rel)
@@ -199,6 +214,14 @@ class Workspace:
     ) -> ToolOutput:
         diff = unified_diff(old, new, rel, created, span)
         return ToolOutput(diff or f"No change to {rel}.\n", diff=diff)
+
+
+def _first_page(raw: bytes, size: int, limit: int) -> tuple[str, bool]:
+    lines = byte_lines(raw)
+    raw_len = len(raw)
+    if size > raw_len and len(lines) > 1 and not raw.endswith(b"\n"):
+        raw_len -= len(lines.pop())  # a line cut by the read is shown whole or not at all
+    return numbered_page(lines, 1, limit, raw_len, size - raw_len)
 
 
 def _replace(old: str, arguments: dict, rel: str) -> tuple[str, tuple[int, int, int]]:

@@ -19,7 +19,19 @@ ACCOUNT_PASSWORD = "Tr0ub4dor&3-horse"
 LLM_KEY = "sk-proj-8hG2kL9mN4pQ7rS1tV6wX3yZ"
 EMAIL = "maria.lopez@acme-mail.example.com"
 CONTACT = "b.chen@example-corp.com"
-PLANTED = (DB_PASSWORD, GITHUB_TOKEN, BEARER, ACCOUNT_PASSWORD, LLM_KEY, EMAIL, CONTACT)
+SERVER_TOKEN = "xoxb-4821-Rk2mZ9qLw7Pv3Tn8"
+FLAG_KEY = "Hq4-vN8kP2mX7rT5"
+PLANTED = (
+    DB_PASSWORD,
+    GITHUB_TOKEN,
+    BEARER,
+    ACCOUNT_PASSWORD,
+    LLM_KEY,
+    EMAIL,
+    CONTACT,
+    SERVER_TOKEN,
+    FLAG_KEY,
+)
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +41,11 @@ def finder():
 
 def _planted_mcp():
     t = mcp_trajectory("mcp-planted")
+    # The catalogue entry the sandbox records: the server's environment and command line.
+    t.environment.config["entry"] = {
+        "command": ["mcp-server-slack", f"--api-key={FLAG_KEY}"],
+        "env": {"SLACK_BOT_TOKEN": SERVER_TOKEN},
+    }
     tool = t.environment.tools[1]
     # A server's description and schemas may quote its environment.
     tool.description += f" Stored in postgres://crm:{DB_PASSWORD}@10.0.0.5/crm."
@@ -87,6 +104,9 @@ def test_secrets_in_tools_arguments_and_structured_content_are_gone(finder) -> N
     (contact_key,) = structured["contacts"]
     assert contact_key.startswith("<REDACTED:email:") and contact_key != structured["user"]["email"]
     assert set(redactor.counts) >= {"url_credentials", "github_token", "email", "password"}
+    entry = out.environment.config["entry"]
+    assert entry["env"]["SLACK_BOT_TOKEN"].startswith("<REDACTED:token:")
+    assert entry["command"][0] == "mcp-server-slack" and "<REDACTED:secret:" in entry["command"][1]
     # Structure and ordinary content stay: tool names, schema keys, times, ids.
     assert [x.name for x in out.environment.tools] == ["get_current_time", "create_entities"]
     assert out.steps[0] is t.steps[0] and "2026-11-30T10:30:00+01:00" in out.steps[0].observation.text

@@ -20,8 +20,10 @@ def default_backend() -> Backend:
 
 
 def default_cache_dir() -> Path:
-    """Where prepared repositories are cached (sandboxes.swe.repos.task_template)."""
-    return Path.home() / ".cache" / "agentworld" / "swe"
+    """Where prepared repositories are cached: the repository module's own default."""
+    from sandboxes.swe.repos import default_cache_dir as repos_default  # only when a config is made
+
+    return repos_default()
 
 
 @dataclass(frozen=True)

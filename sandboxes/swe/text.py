@@ -13,8 +13,8 @@ import re
 NO_NEWLINE = "\\ No newline at end of file\n"
 CONTEXT = 3
 # Item n is line n's `cat -n` prefix after the previous line's newline; item 0 is the format.
-_PREFIXES: list[str] = ["\n%6d\t"]
 _BYTE_PREFIXES: list[bytes] = [b"\n%6d\t"]
+_CACHED_LINES = 1 << 16
 _HUNK = re.compile(r"^@@ -(\d+)((?:,\d+)?) \+(\d+)((?:,\d+)?) @@")
 
 
@@ -42,12 +42,16 @@ def bound(text: str, limit: int) -> tuple[str, bool]:
 
 
 def _prefixes(cache: list, first: int, last: int) -> list:
-    """Line prefixes first..last-1 from `cache` (each "\\n" + number + tab), grown as needed;
-    the first one without its "\\n"."""
-    if len(cache) < last:
-        fmt = cache[0]
-        cache.extend(fmt % n for n in range(len(cache), max(last, 2 * len(cache))))
-    found = cache[first:last]
+    """Line prefixes first..last-1 (each a newline, the number, a tab), the first one without its
+    newline; from `cache` (grown as needed) while the numbers are small, so the cache stays bounded."""
+    if last > _CACHED_LINES:
+        found = [cache[0] % n for n in range(first, last)]
+    else:
+        if len(cache) < last:
+            cache.extend(
+                cache[0] % n for n in range(len(cache), min(_CACHED_LINES, max(last, 2 * len(cache))))
+            )
+        found = cache[first:last]
     found[0] = found[0][1:]
     return found
 
@@ -58,15 +62,6 @@ def _interleaved(prefixes: list, lines: list, empty: str | bytes) -> str | bytes
     out[0::2] = prefixes
     out[1::2] = lines
     return empty.join(out)
-
-
-def numbered(lines: list[str], first: int) -> str:
-    """`lines` (without their "\\n") as `cat -n` shows them from line number `first`: the number
-    right-aligned in 6 columns, a tab, the line."""
-    if not lines:
-        return ""
-    prefixes = _prefixes(_PREFIXES, first, first + len(lines))
-    return _interleaved(prefixes, lines, "") + "\n"  # type: ignore[operator]
 
 
 def _numbered_bytes(lines: list[bytes], first: int) -> bytes:
@@ -89,6 +84,11 @@ def numbered_page(lines: list[bytes], first: int, limit: int, raw_len: int, rest
     bytes. `raw_len` is the size of the bytes the lines came from, `rest` how many bytes follow them
     unread. When anything is left out, a last line says how much and where to read on, so a large
     file costs one page, not a pass over all of it. Bytes that are not UTF-8 show as U+FFFD."""
+    fit = limit // 8 + 1  # a numbered line takes at least 8 bytes: no more than these can show
+    if len(lines) > fit:
+        lines = lines[:fit]
+        kept = sum(map(len, lines)) + fit  # each kept line has its newline: more lines follow
+        raw_len, rest = kept, raw_len + rest - kept
     out = _numbered_bytes(lines, first)
     if len(out) <= limit and not rest:
         return out.decode("utf-8", "replace"), False

@@ -18,7 +18,12 @@ from sandboxes.base import InvalidActionError
 from sandboxes.swe import TOOLS, bash_action, edit_action, parse_action, read_action
 from sandboxes.swe.files import ToolError, Workspace
 from sandboxes.swe.process import render, run_bounded
-from sandboxes.swe.text import bound, numbered, unified_diff
+from sandboxes.swe.text import bound, unified_diff
+
+
+def numbered(lines: list[str], first: int) -> str:
+    """The reference: what `cat -n` prints for these lines."""
+    return "".join(f"{n:6}\t{line}\n" for n, line in enumerate(lines, first))
 
 
 def test_action_text_is_a_python_call_in_schema_order() -> None:
@@ -228,7 +233,11 @@ def test_lines_are_split_at_newlines_only_as_pytest_counts_them(ws: Workspace) -
     assert shown == "     1\ta = 1\n     2\t\x0c\n     3\tb = 2\r\n     4\tc = 3\n"
     ws.edit({"command": "insert", "path": "ff.py", "insert_line": 2, "new_str": "x = 0"})
     assert Path(ws.root, "ff.py").read_bytes().decode() == "a = 1\n\x0c\nx = 0\nb = 2\r\nc = 3"
-    assert numbered(["x"], 999_999) == "999999\tx\n" and numbered(["y"], 1_000_000) == "1000000\ty\n"
+    Path(ws.root, "long.txt").write_text("".join(f"{n}\n" for n in range(1, 1_000_002)))
+    roomy = Workspace(ws.root, ("/repo",), None, max_file_bytes=8 << 20)
+    shown = roomy.read("long.txt", 999_999, None, 10_000).text
+    assert shown == "999999\t999999\n1000000\t1000000\n1000001\t1000001\n"
+    assert roomy.read("long.txt", 1, 2, 10_000).text == "     1\t1\n     2\t2\n"
 
 
 @pytest.mark.parametrize("edit", ["replace", "insert_top", "append", "multi", "delete_block"])

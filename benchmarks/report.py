@@ -144,7 +144,7 @@ RENDERERS = {
     "web": _web,
     "web_fleet": _web_fleet,
     "search": _search,
-    "swe": _swe,
+    "swe_latency": _swe,
 }
 
 

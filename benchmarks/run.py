@@ -120,7 +120,7 @@ BENCHES: dict[str, Callable[[], dict]] = {
     "web": _web,
     "web_fleet": _web_fleet,
     "search": _search,
-    "swe": _swe,
+    "swe_latency": _swe,
 }
 
 

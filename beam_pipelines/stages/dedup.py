@@ -36,6 +36,7 @@ import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
 from beam_pipelines.dead_letter import DEAD_LETTER, OK, DeadLetter, count
+from beam_pipelines.memory import release_free_memory
 from beam_pipelines.stages.common import Parked
 from beam_pipelines.text import MinHasher, bands, dedup_key_text, estimated_jaccard, exact_key, shingle_hashes
 from schemas import Trajectory
@@ -51,6 +52,8 @@ Sketch = tuple[str, bytes]
 Decision = tuple[str, str, float]
 # Masked lines remembered per worker: lines repeat across screens and across a task's trajectories.
 _MASK_MEMO_LINES = 20_000
+# Sketch runs fused with Read, Redact and Park: the heap pages they freed are handed back this often.
+_TRIM_EVERY = 256
 BandGroup = tuple[str, int, int]  # domain, band number, bucket group (a hash of the band's bytes)
 # Bucket groups per band: a group's entries are matched in one worker call, so this bounds that
 # call's memory to 1/(bands * groups) of a domain's entries.
@@ -66,11 +69,15 @@ class _MakeSketch(beam.DoFn):
     def setup(self) -> None:
         self._hasher = MinHasher(self._num_perm, self._seed)
         self._masked: dict[str, str] = {}
+        self._sketched = 0
 
     def process(self, pair: tuple[Parked, Trajectory]) -> Iterator[object]:
         ref, t = pair
         if len(self._masked) > _MASK_MEMO_LINES:
             self._masked.clear()
+        self._sketched += 1
+        if self._sketched % _TRIM_EVERY == 0:
+            release_free_memory()
         text = dedup_key_text(t, self._masked)
         exact = exact_key(text)
         signature = self._hasher.signature(shingle_hashes(text, self._shingle_words))

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 import apache_beam as beam
 
 from beam_pipelines import dead_letter
+from beam_pipelines.memory import release_free_memory
 from beam_pipelines.stages.common import (
     AGENTWORLDBENCH,
     CPT,
@@ -111,6 +112,7 @@ class _BuildShard(beam.DoFn):
                                 shard.pack(corpus, doc)
                             else:
                                 yield doc
+                release_free_memory()
             yield from shard.close()
         except BaseException as error:
             shard.abort(error)

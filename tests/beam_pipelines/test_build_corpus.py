@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 from datasets import load_dataset
 
-from beam_pipelines.build_corpus import OUTPUT_DIRS, few_malloc_arenas, main
+from beam_pipelines.build_corpus import OUTPUT_DIRS, main
+from beam_pipelines.memory import few_malloc_arenas
 from schemas import TRAJECTORY_SCHEMA, to_row
 from schemas.chat_tokens import ChatTokenizer
 from schemas.render import AGENTWORLDBENCH_FIELDS

@@ -70,6 +70,18 @@ def _selected(args: argparse.Namespace) -> list[RepoSpec]:
     return [suite[name] for name in args.names]
 
 
+def distinct_tasks(spec: RepoSpec, count: int, cache_dir: Path) -> list[dict]:
+    """Tasks of seeds 0, 1, ... whose mutations differ (a project with few sites can give two
+    seeds the same bug), `count` of them, trying at most 3 * count seeds."""
+    found: dict[str, dict] = {}
+    for seed in range(3 * count):
+        line = build_task(spec, seed, cache_dir)
+        found.setdefault(json.dumps(line["metadata"]["mutation"], sort_keys=True), line)
+        if len(found) == count:
+            break
+    return list(found.values())
+
+
 def _run_all(labels: list[str], work: Callable[[int], str], jobs: int) -> int:
     """Run work(i) for every item, `jobs` at a time, printing one line per finished item; the
     number that failed (RepoError)."""
@@ -114,7 +126,7 @@ def _repositories(specs: list[RepoSpec], args: argparse.Namespace, cache_dir: Pa
             if run.exit_status != 0:
                 raise RepoError(f"its unmutated tests do not pass: {run.summary}")
             notes.append(f"tests pass in {run.duration_s:.1f} s")
-        lines[index] = [build_task(spec, seed, cache_dir) for seed in range(args.seeds)]
+        lines[index] = distinct_tasks(spec, args.seeds, cache_dir)
         notes += [
             f"seed {line['metadata']['seed']}: {line['metadata']['mutation']['description']}"
             for line in lines[index]

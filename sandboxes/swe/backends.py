@@ -17,9 +17,12 @@ limits carry over between steps.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import os
 import shutil
+import subprocess
 import time
 import uuid
 
@@ -29,6 +32,8 @@ from sandboxes.swe.process import Finished, run_bounded
 from sandboxes.terminal.backends import AGENT_UID, RC_IN_SANDBOX, SHELL_ENV, BwrapInstance
 from sandboxes.terminal.config import Backend, BwrapBackend, DockerBackend
 from sandboxes.terminal.reaper import OWNER_LABEL, owner, run_quietly
+
+log = logging.getLogger(__name__)
 
 HOME_IN_SANDBOX = "/home/agent"
 DOCKER_TIMEOUT_S = 60.0
@@ -192,14 +197,23 @@ class DockerRunner(Runner):
         name = f"agentworld-swe-{uuid.uuid4().hex[:12]}"
         cfg = self.cfg
         argv = ["docker", "run", "-d", "--name", name, "--hostname", "sandbox", "--init"]
-        argv += ["--label", "agentworld.sandbox=swe", "--label", f"{OWNER_LABEL}={owner()}"]
+        # The terminal's label: its reaper (collectors call it at start) then removes the containers
+        # of a collector that died without closing its sandboxes.
+        argv += ["--label", "agentworld.sandbox=terminal", "--label", f"{OWNER_LABEL}={owner()}"]
         argv += ["--cpus", str(cfg.cpus), "--memory", cfg.memory, "--memory-swap", cfg.memory]
         argv += ["--pids-limit", str(cfg.pids_limit), "--cap-drop", "ALL"]
         argv += ["--security-opt", "no-new-privileges", "-v", f"{self.workspace}:{REPO_IN_SANDBOX}"]
         argv += ["-w", REPO_IN_SANDBOX, "-u", str(AGENT_UID)]
         if not cfg.network:
             argv += ["--network", "none"]
-        started = run_quietly([*argv, cfg.image, "sleep", "infinity"], timeout=DOCKER_TIMEOUT_S)
+        try:
+            started = run_quietly([*argv, cfg.image, "sleep", "infinity"], timeout=DOCKER_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                run_quietly(["docker", "rm", "-f", name], timeout=DOCKER_TIMEOUT_S)
+            raise SandboxError(
+                f"docker run {cfg.image} did not finish within {DOCKER_TIMEOUT_S:g} s"
+            ) from None
         if started.returncode != 0:
             raise SandboxError(
                 f"docker run {cfg.image} failed (build the image with: bash infra/terminal-image/build.sh): "
@@ -228,9 +242,12 @@ class DockerRunner(Runner):
         reason = super().crash_reason()
         if reason or not self.container_id:
             return reason
-        state = run_quietly(
-            ["docker", "inspect", "-f", "{{.State.Status}}", self.container_id], timeout=DOCKER_TIMEOUT_S
-        )
+        try:
+            state = run_quietly(
+                ["docker", "inspect", "-f", "{{.State.Status}}", self.container_id], timeout=DOCKER_TIMEOUT_S
+            )
+        except subprocess.TimeoutExpired:
+            return f"docker did not answer within {DOCKER_TIMEOUT_S:g} s"
         if state.returncode != 0:
             return "the container is gone"
         status = state.stdout.strip()
@@ -242,7 +259,10 @@ class DockerRunner(Runner):
 
     def destroy(self) -> None:
         if self.container_id:
-            run_quietly(["docker", "rm", "-f", "-v", self.container_id], timeout=DOCKER_TIMEOUT_S)
+            try:
+                run_quietly(["docker", "rm", "-f", "-v", self.container_id], timeout=DOCKER_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                log.warning("docker rm %s did not finish; the reaper removes it later", self.container_id)
         super().destroy()
 
 

@@ -207,6 +207,13 @@ def test_no_network_inside_bash(fresh: SweSandbox) -> None:
     assert interfaces == "lo\n[exit status: 0]"
 
 
+def test_memory_is_bounded(fresh: SweSandbox) -> None:
+    obs = fresh.step(bash_action("python -c 'x = bytearray(3 * 1024 ** 3); print(len(x))'")).observation
+    assert obs.data["exit_status"] not in (0, None), obs.text
+    assert "MemoryError" in obs.text or obs.data["exit_status"] == 137
+    assert text_of(fresh, bash_action("echo alive")) == "alive\n[exit status: 0]"
+
+
 def test_long_output_is_cut_with_an_explicit_marker(sandbox: SweSandbox, template: Path) -> None:
     small = SweSandbox(SweConfig(backend=sandbox.config.backend, max_output_bytes=1000))
     with small:
@@ -294,4 +301,10 @@ def test_docker_backend(terminal_image: str, template: Path) -> None:
             box, bash_action("python3 -c \"import socket; socket.create_connection(('10.0.0.1', 80), 2)\"")
         )
         assert "Network is unreachable" in net
+        subprocess.run(["docker", "kill", container.split(":", 1)[1]], capture_output=True, timeout=60)
+        with pytest.raises(SandboxCrashedError, match="container"):
+            box.step(bash_action("true"))
+        assert not box.alive
+        box.reset(_task(template))
+        assert text_of(box, bash_action("echo again")) == "again\n[exit status: 0]"
     assert not resource_exists(container)

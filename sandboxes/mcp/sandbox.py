@@ -44,7 +44,7 @@ from sandboxes.mcp.actions import (
     tool_definition,
 )
 from sandboxes.mcp.catalogue import ServerEntry, embedded_catalogue, entry_to_dict
-from sandboxes.mcp.client import Connected, Connection, Launch, LoopThread
+from sandboxes.mcp.client import Connected, Connection, EventLoop, Launch
 from sandboxes.mcp.isolation import ServerJail
 from sandboxes.mcp.seeds import seed_workdir, start_site
 from sandboxes.terminal.config import BwrapBackend, LocalBackend
@@ -69,7 +69,7 @@ class McpSandbox(Sandbox):
 
     def __init__(self, config: McpConfig | None = None) -> None:
         self.config = config or McpConfig()
-        self._loop: LoopThread | None = None
+        self._loop: EventLoop | None = None
         self._closed = False
         self._entry: ServerEntry | None = None
         self._jail: ServerJail | None = None
@@ -87,7 +87,7 @@ class McpSandbox(Sandbox):
         if self._closed:
             raise SandboxClosedError("this MCP sandbox was closed; create a new one")
         if self._loop is None:
-            self._loop = LoopThread("mcp-sandbox")
+            self._loop = EventLoop()
 
     def reset(self, task: Task) -> Observation:
         if self._closed or self._loop is None:
@@ -136,7 +136,12 @@ class McpSandbox(Sandbox):
             launch = self._launch(entry, jail)
             assert self._loop is not None
             self._connection = Connection(self._loop, launch, self._errlog)
-            self._connected = self._connection.connect()
+            try:
+                self._connected = self._connection.connect()
+            except SandboxError as exc:
+                raise SandboxError(
+                    f"MCP server {entry.name!r} did not start: {exc}{self._stderr_tail()}"
+                ) from None
         except BaseException:
             self._stop_server()
             raise

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from sandboxes.base import InvalidActionError
 from sandboxes.domains import domain_spec
+from sandboxes.mcp.__main__ import main as cli
 from sandboxes.mcp import (
     TOOL_CALL,
     CatalogueError,
@@ -21,8 +20,6 @@ from sandboxes.mcp import (
     load_catalogue,
     parse_action,
 )
-
-ROOT = Path(__file__).resolve().parents[3]
 
 TOML = """
 [servers.clock]
@@ -112,9 +109,10 @@ def test_entry_validation_in_code() -> None:
         ServerEntry(name="x", command=["y"], state="snapshot")  # type: ignore[arg-type]
 
 
-def test_install_cli_help_and_unknown_names() -> None:
-    run = [sys.executable, "-m", "sandboxes.mcp", "install"]
-    shown = subprocess.run([*run, "--help"], capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert shown.returncode == 0 and "examples:" in shown.stdout and "AGENTWORLD_CACHE_DIR" in shown.stdout
-    refused = subprocess.run([*run, "nope"], capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert refused.returncode == 2 and "not in the catalogue: nope" in refused.stderr
+def test_install_cli_help_and_unknown_names(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as shown:
+        cli(["install", "--help"])
+    out = capsys.readouterr().out
+    assert shown.value.code == 0 and "examples:" in out and "AGENTWORLD_CACHE_DIR" in out
+    assert cli(["install", "nope"]) == 2
+    assert "not in the catalogue: nope" in capsys.readouterr().err

@@ -110,6 +110,11 @@ def run_bounded(
                 if not chunk:
                     break
                 capture.feed(chunk)
+        if not timed_out and proc.poll() is None:  # output closed, the command still running
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
     finally:
         _kill_group(proc.pid)
         try:

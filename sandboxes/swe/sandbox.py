@@ -74,6 +74,7 @@ class SweSandbox(Sandbox):
         if self._closed or not self._started:
             raise SandboxClosedError("start() the SWE sandbox before reset()")
         self._teardown()
+        self._task = None
         template = _template_dir(task.metadata, Path(self.config.cache_dir))
         tmpdir = tempfile.mkdtemp(prefix="agentworld-swe-")
         os.chmod(tmpdir, 0o755)  # the sandbox's user must reach the workspace inside it

@@ -312,3 +312,11 @@ def test_a_str_replace_in_a_large_file_diffs_like_difflib(ws: Workspace) -> None
     )
     assert out.text == "".join(expected)
     assert ws.read("big.py", None, None, 1 << 20).text == numbered(new.split("\n")[:-1], 1)
+
+
+def test_a_command_that_closes_its_output_is_still_waited_for() -> None:
+    t0 = time.monotonic()
+    done = run_bounded(["bash", "-c", "echo bye; exec >&- 2>&-; sleep 0.5; exit 4"], timeout_s=10, limit=1000)
+    assert (done.exit_status, done.timed_out) == (4, False) and time.monotonic() - t0 >= 0.5
+    late = run_bounded(["bash", "-c", "exec >&- 2>&-; sleep 30"], timeout_s=0.5, limit=1000)
+    assert late.timed_out and late.exit_status is None

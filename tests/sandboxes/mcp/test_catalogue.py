@@ -9,7 +9,6 @@ import pytest
 
 from sandboxes.base import InvalidActionError
 from sandboxes.domains import domain_spec
-from sandboxes.mcp.__main__ import main as cli
 from sandboxes.mcp import (
     TOOL_CALL,
     CatalogueError,
@@ -20,6 +19,7 @@ from sandboxes.mcp import (
     load_catalogue,
     parse_action,
 )
+from sandboxes.mcp.__main__ import main as cli
 
 TOML = """
 [servers.clock]

@@ -131,6 +131,12 @@ def _swe(r: dict) -> list[str]:
     return markdown_lines(r)
 
 
+def _mcp_latency(r: dict) -> list[str]:
+    from benchmarks.mcp_latency import markdown_lines
+
+    return markdown_lines(r)
+
+
 RENDERERS = {
     "terminal": _terminal,
     "fleet": _fleet,
@@ -145,6 +151,7 @@ RENDERERS = {
     "web_fleet": _web_fleet,
     "search": _search,
     "swe_latency": _swe,
+    "mcp_latency": _mcp_latency,
 }
 
 

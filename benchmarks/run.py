@@ -107,6 +107,12 @@ def _swe() -> dict:
     return swe_latency.swe_latency()
 
 
+def _mcp_latency() -> dict:
+    from benchmarks import mcp_latency
+
+    return mcp_latency.mcp_latency()
+
+
 BENCHES: dict[str, Callable[[], dict]] = {
     "terminal": _terminal,
     "fleet": _fleet,
@@ -121,6 +127,7 @@ BENCHES: dict[str, Callable[[], dict]] = {
     "web_fleet": _web_fleet,
     "search": _search,
     "swe_latency": _swe,
+    "mcp_latency": _mcp_latency,
 }
 
 

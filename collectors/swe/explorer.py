@@ -25,6 +25,7 @@ _PYTEST_LOCATION = re.compile(r"^([\w./-]+\.py):(\d+): ", re.MULTILINE)
 _PYTHON_LOCATION = re.compile(r'File "(?:/repo/)?([\w./-]+\.py)", line (\d+)')
 _READ_LINE = re.compile(r"^ *(\d+)\t(.*)$")
 _GREP_LINE = re.compile(r"^(?:\./)?([\w./-]+\.py):(\d+):(.*)$", re.MULTILINE)
+_CODE = re.compile(r"[=()\[\]]")  # a line of code rather than prose in a docstring
 _CALLED = re.compile(r"\b([A-Za-z_]\w{2,})\(")
 _IDENTIFIER = re.compile(r"\b(?:def|class) ([A-Za-z_]\w*)|\b([a-z_]\w{3,})\(")
 # Swaps an edit may try on a line, the bug kinds of sandboxes/swe/mutation_sites.py among them.
@@ -117,7 +118,7 @@ class SweExplorer(Policy):
             (12, lambda: read_action(s.rng.choice(source)), bool(source)),
             (5, lambda: read_action(s.rng.choice(s.files)), bool(s.files)),
             (6, lambda: read_action(s.rng.choice(s.dirs)), bool(s.dirs)),
-            (25 if s.failures else 4, self._edit, bool(self._editable())),
+            (25 if self._near_failure() else 3, self._edit, bool(self._editable())),
             (5, self._grep, bool(s.names)),
             (3, lambda: bash_action(s.rng.choice(SHELL_LOOKS)), True),
             (4, lambda: bash_action(f"git checkout -- {shlex.quote(s.edited[-1])}"), bool(s.edited)),
@@ -141,16 +142,23 @@ class SweExplorer(Policy):
         name = s.suspects.pop(s.rng.randrange(len(s.suspects)))
         return bash_action(f"grep -rn {shlex.quote(f'def {name}')} --include='*.py' . | head -20")
 
+    def _near_failure(self) -> list[tuple[str, int, str]]:
+        """Source lines read so far within a few lines of a failure's source location."""
+        s = self.session
+        assert s is not None
+        return [
+            (path, n, text)
+            for path, line in s.failures
+            if not _is_test_file(path)
+            for n, text in s.read_lines.get(path, {}).items()
+            if abs(n - line) <= 6 and _CODE.search(text) and not text.lstrip().startswith("#")
+        ]
+
     def _editable(self) -> list[tuple[str, int, str]]:
         """(path, line, text) of source lines read so far, those near a failure first."""
         s = self.session
         assert s is not None
-        near = [
-            (path, n, text)
-            for path, line in s.failures
-            for n, text in s.read_lines.get(path, {}).items()
-            if abs(n - line) <= 6 and text.strip() and not _is_test_file(path)
-        ]
+        near = self._near_failure()
         if near:
             return near
         return [

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sandboxes.swe.mutation import Mutation, MutationError, git, mutate, run_tests
+from sandboxes.swe.mutation import Mutation, MutationError, git, mutate
 from sandboxes.swe.repos_suite import EMBEDDED_SUITE
 
 DOWNLOAD_TIMEOUT_S = 300.0
@@ -100,8 +100,12 @@ def _entry_lock(cache_dir: Path, key: str) -> Iterator[None]:
 
 
 def _publish(built: Path, final: Path) -> None:
-    """Move a finished entry into place in one rename."""
-    os.replace(built, final) if not final.exists() else shutil.rmtree(built)
+    """Move a finished entry into place in one rename (callers hold the entry's lock; a download
+    without it may find the entry already there, and then drops its own)."""
+    if final.exists():
+        shutil.rmtree(built)
+    else:
+        os.replace(built, final)
 
 
 def download_sdist(spec: RepoSpec, cache_dir: Path) -> Path:
@@ -277,7 +281,6 @@ __all__ = [
     "embedded_suite",
     "load_mutation",
     "prepare_repo",
-    "run_tests",
     "spec_for",
     "task_template",
 ]

@@ -5,12 +5,17 @@ real SWE sandbox under bwrap, the explorer and the scripted fix."""
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
 
+from collectors.swe.explorer import SweExplorer
 from collectors.tasks import embedded_tasks
+from sandboxes.swe import SweSandbox, make_config
+from sandboxes.swe.repos import default_cache_dir
 from schemas import read_trajectories
+from schemas.records import Task
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -92,3 +97,28 @@ def test_task_of_an_unknown_repository_stops_before_the_fleet(tmp_path: Path) ->
     result = run_collector("--tasks", str(tasks), "--episodes", "1", "--out", str(tmp_path / "out"))
     assert result.returncode == 2
     assert "not in the embedded suite" in result.stderr and "test_command" in result.stderr
+
+
+def _explore(task: Task, seed: int) -> list[str]:
+    explorer = SweExplorer()
+    with SweSandbox(make_config("auto", cache_dir=default_cache_dir())) as sandbox:
+        observation = sandbox.reset(task)
+        explorer.reset(task, observation, random.Random(seed))
+        texts = []
+        for _ in range(14):
+            action = explorer.act(observation)
+            if action is None:
+                break
+            texts.append(action.text)
+            observation = sandbox.step(action).observation
+    return texts
+
+
+def test_explorer_is_reproducible_and_debugs_the_source() -> None:
+    spec = next(s for s in embedded_tasks("swe") if s.id == "webcolors-0")
+    first, again = _explore(spec.task, 3), _explore(spec.task, 3)
+    assert first == again
+    assert first[0].startswith("bash(command='env PYTHONPATH=src python3 -m pytest")
+    edits = [text for text in first if text.startswith("edit(")]
+    assert not [text for text in edits if "path='tests/" in text], edits  # never the tests
+    assert any(text.startswith("read(path='src/") for text in first), first

@@ -13,6 +13,7 @@ import os
 import shlex
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,8 @@ from sandboxes.swe.process import render
 from schemas.records import Action, Environment, Observation, Task
 
 FORMAT = "swe_tool_result"
+# How long close() waits for the workspaces of earlier episodes to be removed.
+CLEANUP_WAIT_S = 120.0
 # The environment config key naming where prepared repositories are cached; a replay needs it.
 CACHE_DIR = "cache_dir"
 
@@ -64,6 +67,7 @@ class SweSandbox(Sandbox):
         self._runner: Runner | None = None
         self._files: Workspace | None = None
         self._task: Task | None = None
+        self._cleanups: list[threading.Thread] = []
 
     def start(self) -> None:
         if self._closed:
@@ -73,7 +77,9 @@ class SweSandbox(Sandbox):
     def reset(self, task: Task) -> Observation:
         if self._closed or not self._started:
             raise SandboxClosedError("start() the SWE sandbox before reset()")
-        self._teardown()
+        # The previous episode's workspace is removed while this one runs: deleting a repository
+        # costs as much as copying one on some disks. close() waits for it.
+        self._teardown(background=True)
         self._task = None
         template = _template_dir(task.metadata, Path(self.config.cache_dir))
         tmpdir = tempfile.mkdtemp(prefix="agentworld-swe-")
@@ -154,12 +160,21 @@ class SweSandbox(Sandbox):
 
     def close(self) -> None:
         self._teardown()
+        for cleanup in self._cleanups:
+            cleanup.join(CLEANUP_WAIT_S)
+        self._cleanups.clear()
         self._closed = True
 
-    def _teardown(self) -> None:
+    def _teardown(self, background: bool = False) -> None:
         runner, self._runner, self._files = self._runner, None, None
-        if runner is not None:
+        if runner is None:
+            return
+        if not background:
             runner.destroy()
+            return
+        cleanup = threading.Thread(target=runner.destroy, name="swe-workspace-cleanup", daemon=True)
+        cleanup.start()
+        self._cleanups = [c for c in self._cleanups if c.is_alive()] + [cleanup]
 
     @property
     def alive(self) -> bool:

@@ -203,7 +203,9 @@ class DockerRunner(Runner):
         argv += ["--cpus", str(cfg.cpus), "--memory", cfg.memory, "--memory-swap", cfg.memory]
         argv += ["--pids-limit", str(cfg.pids_limit), "--cap-drop", "ALL"]
         argv += ["--security-opt", "no-new-privileges", "-v", f"{self.workspace}:{REPO_IN_SANDBOX}"]
-        argv += ["-w", REPO_IN_SANDBOX, "-u", str(AGENT_UID)]
+        # The container's own process runs as (capability-less) root, out of reach of the agent
+        # user's `kill -1` that ends each command.
+        argv += ["-w", REPO_IN_SANDBOX, "-u", "0"]
         if not cfg.network:
             argv += ["--network", "none"]
         try:
@@ -226,8 +228,15 @@ class DockerRunner(Runner):
         # Killing the docker client would not stop what it started in the container, and with every
         # capability dropped no other user there may kill it: coreutils `timeout` runs the command
         # in its own process group and kills that whole group (itself included) when time is up.
-        inner = ["timeout", "-s", "KILL", f"{timeout_s:g}", "bash", "-c", command]
-        argv = ["docker", "exec", *env, self.container_id, *inner]
+        # Then the agent user's other processes (what the command left running) are killed, as
+        # under bwrap, where a command's PID namespace ends with it.
+        # The wrapper's own stderr is closed so that bash's "Killed" notice stays out of the output.
+        wrapper = (
+            f'exec 3>&2 2>/dev/null; timeout -s KILL {timeout_s:g} bash -c "$1" 2>&3 3>&-; status=$?; '
+            "kill -KILL -1; exit $status"
+        )
+        exec_as_agent = ["docker", "exec", "-u", str(AGENT_UID), *env, self.container_id]
+        argv = [*exec_as_agent, "bash", "-c", wrapper, "bash", command]
         started = time.monotonic()
         finished = run_bounded(argv, timeout_s=timeout_s + DOCKER_GRACE_S, limit=limit)
         if finished.exit_status == KILLED and time.monotonic() - started >= timeout_s:

@@ -297,6 +297,8 @@ def test_docker_backend(terminal_image: str, template: Path) -> None:
         obs = box.step(bash_action("(sleep 9773 &); sleep 9774", timeout_s=1)).observation
         assert obs.data["timed_out"] and obs.text == "[timed out after 1 s]"
         assert text_of(box, bash_action("ps -eo args | grep -c '[s]leep 977'")) == "0\n[exit status: 1]"
+        assert text_of(box, bash_action("(sleep 9775 &); echo left")) == "left\n[exit status: 0]"
+        assert text_of(box, bash_action("ps -eo args | grep -c '[s]leep 977'")) == "0\n[exit status: 1]"
         net = text_of(
             box, bash_action("python3 -c \"import socket; socket.create_connection(('10.0.0.1', 80), 2)\"")
         )

@@ -11,7 +11,8 @@ limits carry over between steps.
   entry by entry instead of as one read-only `/`, because a read-only root leaves no place to
   create the /repo mount point.
 - docker: a container per episode from the terminal image, the repository bind-mounted at /repo;
-  commands run with `docker exec`, and a timed-out one has its processes killed inside the container.
+  commands run with `docker exec` as the image's agent user, and whatever a command leaves running
+  is killed when it ends. Docker carries stdout and stderr apart, so their interleaving is not exact.
 - local: bash on the host in the workspace directory; no isolation, only when the user asks.
 """
 

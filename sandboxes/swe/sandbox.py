@@ -8,12 +8,14 @@ isolation. A step whose workspace vanished or whose backend died raises SandboxC
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
 import shlex
 import shutil
 import tempfile
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,17 @@ def _template_dir(metadata: dict[str, Any], cache_dir: Path) -> Path:
     return template
 
 
+# Sandboxes not closed yet: a program that exits without closing one still removes its workspace
+# and cgroups (a killed one leaves them; they live under the temporary directory).
+_OPEN: weakref.WeakSet[SweSandbox] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_sandboxes() -> None:
+    for sandbox in list(_OPEN):
+        sandbox.close()
+
+
 def _chown_tree(root: str, uid_gid: tuple[int, int]) -> None:
     os.lchown(root, *uid_gid)
     for parent, dirs, files in os.walk(root):
@@ -68,6 +81,7 @@ class SweSandbox(Sandbox):
         self._files: Workspace | None = None
         self._task: Task | None = None
         self._cleanups: list[threading.Thread] = []
+        _OPEN.add(self)
 
     def start(self) -> None:
         if self._closed:
@@ -164,6 +178,7 @@ class SweSandbox(Sandbox):
             cleanup.join(CLEANUP_WAIT_S)
         self._cleanups.clear()
         self._closed = True
+        _OPEN.discard(self)
 
     def _teardown(self, background: bool = False) -> None:
         runner, self._runner, self._files = self._runner, None, None

@@ -3,10 +3,12 @@ pytest tests, written by the test, bash under real bwrap (and docker, and local 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -310,3 +312,15 @@ def test_docker_backend(terminal_image: str, template: Path) -> None:
         box.reset(_task(template))
         assert text_of(box, bash_action("echo again")) == "again\n[exit status: 0]"
     assert not resource_exists(container)
+
+
+def test_a_program_that_exits_without_closing_leaves_nothing(template: Path) -> None:
+    program = (
+        "import json\nfrom sandboxes.swe import SweSandbox, make_config\nfrom schemas.records import Task\n"
+        "sb = SweSandbox(make_config('bwrap'))\nsb.start()\n"
+        f"sb.reset(Task(id='x', metadata={{'template': {str(template)!r}}}))\n"
+        "print(json.dumps(sb.resources()))\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    held = json.loads(ran.stdout)
+    assert held and not [r for r in held if resource_exists(r)]

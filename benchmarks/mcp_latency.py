@@ -206,7 +206,7 @@ def markdown_lines(r: dict[str, Any]) -> list[str]:
     for server, v in r["reset"].items():
         kept = "kept (stateless)" if v["kept_server"] else "fresh"
         lines.append(
-            f"| {server} | {v['first_reset_ms']:.0f} | {v['reset']['median_ms']:.0f} "
+            f"| {server} | {v['first_reset_ms']:.0f} | {v['reset']['median_ms']:.1f} "
             f"| {v['bare_connect']['median_ms']:.0f} | {kept} |"
         )
     return lines

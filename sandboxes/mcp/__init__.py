@@ -3,7 +3,7 @@ catalogue server per episode, isolated in bwrap, with the tool definitions in ev
 
 from __future__ import annotations
 
-from sandboxes.domains import DomainSpec
+from sandboxes.domains import REPLAY_BACKEND, DomainSpec
 from sandboxes.mcp.actions import ACTION_SPACE, MCP_RESULT, TOOL_CALL, parse_action, tool_call_text
 from sandboxes.mcp.catalogue import (
     CatalogueError,
@@ -21,15 +21,23 @@ INITIAL_TEXT = "An MCP server is connected. No tool has been called yet."
 
 
 def replay_sandbox(environment: Environment) -> McpSandbox:
-    """A fresh sandbox running the recorded server entry under the recorded backend."""
+    """A fresh sandbox running the recorded server entry; on the host only when the replay asks
+    (`replay_backend: local`), so a recording made with the local backend replays in bwrap."""
     config = environment.config
     name = config.get("server")
     if not name or "entry" not in config:
         raise ValueError("this MCP environment records no server entry to replay")
     entry = entry_from_dict(name, config["entry"], "recorded environment")
-    backend_config = dict(config.get("backend_config") or {"kind": environment.backend})
-    kind = backend_config.pop("kind", environment.backend)
-    backend = LocalBackend() if kind == "local" else BwrapBackend(**backend_config)
+    choice = str(config.get(REPLAY_BACKEND) or "auto")
+    if choice not in ("auto", "bwrap", "local"):
+        raise ValueError(f"the MCP sandbox has no {choice!r} backend; choose bwrap or local")
+    recorded = dict(config.get("backend_config") or {})
+    if choice == "local":
+        backend: BwrapBackend | LocalBackend = LocalBackend()
+    elif recorded.pop("kind", "") == "bwrap":
+        backend = BwrapBackend(**recorded)
+    else:
+        backend = BwrapBackend()
     return McpSandbox(McpConfig(catalogue={name: entry}, backend=backend))
 
 

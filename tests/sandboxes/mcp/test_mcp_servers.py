@@ -3,12 +3,14 @@ unknown tool, and what a reset restores."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 import pytest
 
-from sandboxes.mcp import TOOL_CALL, parse_action
+from sandboxes.domains import REPLAY_BACKEND, domain_spec
+from sandboxes.mcp import TOOL_CALL, McpSandbox, parse_action
 from schemas.records import Observation, Task, ToolDefinition
 from tests.sandboxes.mcp.conftest import TrackedSandbox
 
@@ -55,7 +57,7 @@ CASES: dict[str, tuple[str, tuple[str, dict[str, Any]], str, tuple[str, dict[str
 }
 
 
-def call(sandbox: TrackedSandbox, name: str, arguments: dict[str, Any], site: str = "") -> Observation:
+def call(sandbox: McpSandbox, name: str, arguments: dict[str, Any], site: str = "") -> Observation:
     filled = json.loads(json.dumps(arguments).replace(SITE, site))
     return sandbox.step(parse_action(TOOL_CALL, {"name": name, "arguments": filled})).observation
 
@@ -134,3 +136,19 @@ def test_a_stateless_server_is_kept_across_resets(sandbox: TrackedSandbox) -> No
     sandbox.reset(Task(id="time-b", metadata={"server": "time"}))
     assert sandbox.resources() == before
     assert '"timezone": "Asia/Tokyo"' in call(sandbox, "get_current_time", {"timezone": "Asia/Tokyo"}).text
+
+
+@pytest.mark.bwrap
+def test_a_recorded_environment_replays_in_a_fresh_sandbox(sandbox: TrackedSandbox) -> None:
+    sandbox.reset(Task(id="memory-rec", metadata={"server": "memory"}))
+    recorded = sandbox.describe()
+    replay = domain_spec("mcp").replay_sandbox(recorded)
+    assert isinstance(replay, McpSandbox) and replay.config.catalogue == {
+        "memory": sandbox.config.catalogue["memory"]
+    }
+    with replay:
+        replay.reset(Task(id="memory-rec", metadata={"server": "memory"}))
+        assert [t.name for t in replay.describe().tools] == [t.name for t in recorded.tools]
+        assert call(replay, "read_graph", {}).data["is_error"] is False
+    local = dataclasses.replace(recorded, config={**recorded.config, REPLAY_BACKEND: "local"})
+    assert domain_spec("mcp").replay_sandbox(local).describe().backend == "local"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from itertools import islice
 from typing import Any
 
 import apache_beam as beam
@@ -90,6 +91,12 @@ def redact_all(t: Trajectory, redactor: Redactor) -> Trajectory:
     return redact_trajectory(t, redactor.redact) if redactor.counts else t
 
 
+def _may_hold_data(key: object) -> bool:
+    """Whether a map key may itself be an e-mail, an address or a token: not a short identifier
+    (`exit_code`, `structuredContent`), which almost every key is, so those skip the redactor."""
+    return isinstance(key, str) and not (key.isidentifier() and len(key) < 20)
+
+
 def _json(value: Any, redact: Redact, key: str = "") -> Any:
     """`value` with strings redacted, each with the key it is under (a list's items with the list's
     key), and map keys too (structured tool results key entries by name, address or e-mail); the
@@ -97,13 +104,15 @@ def _json(value: Any, redact: Redact, key: str = "") -> Any:
     if isinstance(value, str):
         return redact(value, 0, key)
     if isinstance(value, dict):
-        changed = False
-        pairs = []
-        for k, item in value.items():
-            new, new_key = _json(item, redact, str(k)), redact(k, 0, "") if isinstance(k, str) else k
-            changed = changed or new is not item or new_key is not k
-            pairs.append((new_key, new))
-        return dict(pairs) if changed else value
+        out: dict | None = None
+        for i, (k, item) in enumerate(value.items()):
+            new = _json(item, redact, str(k))
+            new_key = redact(k, 0, "") if _may_hold_data(k) else k
+            if out is None and (new is not item or new_key is not k):
+                out = dict(islice(value.items(), i))  # the unchanged pairs before this one
+            if out is not None:
+                out[new_key] = new
+        return value if out is None else out
     if isinstance(value, list):
         items: list | None = None
         for i, item in enumerate(value):

@@ -8,7 +8,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from collectors.swe.suite import build_task
@@ -95,7 +95,8 @@ def _run_all(labels: list[str], work: Callable[[int], str], jobs: int) -> int:
             return index, f"FAILED: {exc}", time.monotonic() - started
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for index, status, seconds in pool.map(timed, range(len(labels))):
+        for future in as_completed([pool.submit(timed, index) for index in range(len(labels))]):
+            index, status, seconds = future.result()
             done += 1
             failed += status.startswith("FAILED")
             print(f"[{done}/{len(labels)}] {labels[index]}: {status} ({seconds:.1f} s)", file=sys.stderr)

@@ -106,10 +106,12 @@ def unique_context(text: str, start: int, end: int, replacement: str) -> tuple[s
     last = max(i for i, off in enumerate(offsets[:-1]) if off < end) if end > start else first
     delta = len(replacement) - (end - start)
     while True:
-        original = text[offsets[first] : offsets[last + 1]]
-        mutated = mutated_text[offsets[first] : offsets[last + 1] + delta]
+        original = text[offsets[first] : offsets[last + 1]].rstrip("\n")
+        mutated = mutated_text[offsets[first] : offsets[last + 1] + delta].rstrip("\n")
+        # Counted without the newline, as the str_replace will search for it: "    return None"
+        # is also inside "        return None".
         if mutated_text.count(mutated) == 1 or (first == 0 and last == len(lines) - 1):
-            return original.rstrip("\n"), mutated.rstrip("\n")
+            return original, mutated
         if last + 1 < len(lines) and (last - first) % 2 == 0:
             last += 1
         elif first > 0:

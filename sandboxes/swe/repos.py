@@ -193,7 +193,10 @@ def prepare_repo(spec: RepoSpec, cache_dir: Path) -> Path:
         scratch = Path(tempfile.mkdtemp(prefix=f".tmp-{spec.key}-", dir=final.parent))
         try:
             unpack(archive, scratch / "repo")
-            init_repository(scratch / "repo", f"{spec.name} {spec.version} from {archive.name}")
+            try:
+                init_repository(scratch / "repo", f"{spec.name} {spec.version} from {archive.name}")
+            except MutationError as exc:  # git failed: not installed, disk full
+                raise RepoError(f"cannot make a git repository of {archive.name}: {exc}") from exc
             _publish(scratch / "repo", final)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)

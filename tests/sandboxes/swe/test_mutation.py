@@ -163,6 +163,15 @@ def test_unique_context_grows_until_unique() -> None:
     assert original.replace("+", "-", 1) == mutated
 
 
+def test_unique_context_counts_what_str_replace_searches() -> None:
+    # "    return None" alone also matches inside the deeper "        return None" line.
+    text = "def f(x):\n    if x:\n        return None\n    return x\n"
+    start = text.rindex("x\n")
+    original, mutated = unique_context(text, start, start + 1, "None")
+    assert mutated == "        return None\n    return None"
+    assert original == "        return None\n    return x"
+
+
 def test_test_run_is_bounded(tmp_path: Path) -> None:
     run = run_tests(tmp_path, ("python3", "-c", "while True: pass"), 1)
     assert run.timed_out and run.exit_status is None and not run.failed

@@ -28,7 +28,8 @@ T = TypeVar("T")
 CLIENT_INFO = types.Implementation(name="agentworld-mcp-sandbox", version="1")
 # The SDK's own stdio shutdown is bounded (stdin close 2 s, SIGTERM 2 s, SIGKILL 2 s); ours is above it.
 SHUTDOWN_TIMEOUT_S = 10.0
-# How much longer than a call's own timeout the synchronous side waits before giving up on the loop.
+# How much longer than the SDK's own bound (a call's read timeout, the startup timeout) the sandbox
+# waits before cancelling the operation itself.
 LOOP_GRACE_S = 5.0
 
 

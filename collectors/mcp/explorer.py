@@ -24,7 +24,7 @@ from typing import Any
 from collectors.mcp.schema_values import Synthesizer, invalid
 from collectors.mcp.values import ValuePool, role_of
 from collectors.policies.base import Policy
-from sandboxes.mcp.actions import TOOL_CALL, parse_action
+from sandboxes.mcp import MCP_RESULT, TOOL_CALL, parse_action
 from schemas.records import Action, Observation, Task, ToolDefinition
 
 # Words in a tool name that mark a call which destroys what the episode built: called less often.
@@ -139,7 +139,9 @@ class McpExplorer(Policy):
         if draw < self.unknown_tool_rate:
             return tool_call(self._made_up_name(s), {})
         tool = self._pick_tool(s)
-        synthesizer = Synthesizer(rng=s.rng, suggest=s.pool.suggest)
+        synthesizer = Synthesizer(
+            rng=s.rng, suggest=lambda name, schema: s.pool.suggest(name, schema, tool.name)
+        )
         arguments = synthesizer.valid(tool.input_schema) if tool.input_schema else {}
         if not isinstance(arguments, dict):
             arguments = {}
@@ -148,7 +150,6 @@ class McpExplorer(Policy):
             if broken is not None:
                 return tool_call(tool.name, broken[0])
         s.calls[tool.name] = s.calls.get(tool.name, 0) + 1
-        s.pool.add_arguments(arguments)
         return tool_call(tool.name, arguments)
 
     def _pick_tool(self, s: _Session) -> ToolDefinition:
@@ -182,6 +183,8 @@ class McpExplorer(Policy):
         assert s is not None
         data = observation.data or {}
         s.pool.add_result(observation.text, data.get("structured_content"), s.last_sent)
+        if observation.format == MCP_RESULT and data.get("is_error") is False:
+            s.pool.add_arguments(s.last_sent)  # what worked: an entity created is one to open later
 
 
 def tool_call(name: str, arguments: dict[str, Any]) -> Action:

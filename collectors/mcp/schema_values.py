@@ -3,8 +3,9 @@
 `valid` builds a value that satisfies the schema by construction: types (and type lists), enum and
 const, anyOf/oneOf/allOf, local $ref, string formats (date-time, date, time, email, uri, uuid, ipv4,
 hostname), length, numeric bounds and multipleOf, array sizes and uniqueness, required and optional
-properties. Strings come from a `suggest` callback first (the explorer's pool of values seen in
-earlier results, chosen by what the property is), so calls chain into each other.
+properties. Strings come from a `suggest` callback first: values the episode has seen for what the
+property is (so calls chain into each other), then plausible ones (real timezone names, say); a
+few are made up, which is how agents end up calling with a value the server does not know.
 
 `invalid` takes a valid object and breaks exactly one rule (drops a required property, gives a
 property a wrong JSON type, steps out of an enum or a bound, adds a property where none may be
@@ -22,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-# (property name, its schema) -> candidate strings; empty when nothing fits.
-Suggest = Callable[[str, dict[str, Any]], list[str]]
+# (property name, its schema) -> (values seen in the episode, plausible values); either may be empty.
+Suggest = Callable[[str, dict[str, Any]], tuple[list[str], list[str]]]
 
 _JSON_TYPES = ("string", "integer", "number", "boolean", "array", "object", "null")
 # A value of each JSON type, used to give a property a type its schema does not allow.
@@ -132,7 +133,8 @@ class Synthesizer:
     rng: random.Random
     suggest: Suggest
     optional_probability: float = 0.45  # how often an optional property is given
-    suggestion_probability: float = 0.85  # how often a fitting seen value is preferred to a fresh one
+    seen_probability: float = 0.7  # how often a fitting seen value is reused
+    plausible_probability: float = 0.85  # else how often a plausible value is taken over a made-up one
 
     def valid(self, schema: dict[str, Any], root: dict[str, Any] | None = None, name: str = "") -> Any:
         """A value that satisfies `schema`; `root` holds its $defs (the tool's whole input schema)."""
@@ -167,9 +169,10 @@ class Synthesizer:
         return self._string(schema, name)
 
     def _from_enum(self, schema: dict[str, Any], name: str) -> Any:
-        seen = [s for s in self.suggest(name, schema) if s in schema["enum"]]
-        if seen and self.rng.random() < self.suggestion_probability:
-            return self.rng.choice(seen)
+        seen, _ = self.suggest(name, schema)
+        fits = [value for value in seen if value in schema["enum"]]
+        if fits and self.rng.random() < self.seen_probability:
+            return self.rng.choice(fits)
         return self.rng.choice(schema["enum"])
 
     def _pick_branch(self, branches: list[Any], root: dict[str, Any]) -> dict[str, Any]:
@@ -218,14 +221,19 @@ class Synthesizer:
             first, last = math.ceil(low / step), math.floor(high / step)
             multiple = self.rng.randint(first, max(first, min(last, first + 20))) * step
             return int(multiple) if integer or float(multiple).is_integer() else multiple
-        if integer or self.rng.random() < 0.6 and math.ceil(low) <= math.floor(high):
+        if integer or self.rng.random() < 0.8 and math.ceil(low) <= math.floor(high):
             return self.rng.randint(math.ceil(low), math.floor(high))
         return round(self.rng.uniform(low, high), 2)
 
     def _string(self, schema: dict[str, Any], name: str) -> str:
-        fits = [s for s in self.suggest(name, schema) if _string_fits(s, schema)]
-        if fits and self.rng.random() < self.suggestion_probability:
+        seen, plausible = self.suggest(name, schema)
+        fits = [s for s in seen if _string_fits(s, schema)]
+        if fits and self.rng.random() < self.seen_probability:
             return self.rng.choice(fits)
+        likely = [s for s in plausible if _string_fits(s, schema)]
+        if likely and self.rng.random() < self.plausible_probability:
+            return self.rng.choice(likely)
+        fits += likely
         fresh = _formatted(schema.get("format"), self.rng)
         if fresh is None:
             fresh = _words(self.rng, self.rng.randint(1, 2)).replace(" ", "-" if "name" in name else " ")

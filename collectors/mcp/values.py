@@ -23,11 +23,11 @@ _ROLE_WORDS: list[tuple[str, frozenset[str]]] = [
         ("clock", "time clock"),
         ("date", "timestamp date since until before after"),
         ("url", "url uri link href"),
+        ("kind", "type kind category mode"),
         ("revision", "revision sha commit target contains ref"),
         ("branch", "branch"),
         ("repository", "repository repo"),
         ("path", "path file source destination directory dir folder"),
-        ("kind", "type kind category"),
         ("line", "old"),
         ("name", "name entity from to id key title label"),
         ("query", "query pattern keyword term filter search"),
@@ -35,6 +35,7 @@ _ROLE_WORDS: list[tuple[str, frozenset[str]]] = [
     ]
 ]
 _DESCRIPTION_ROLES = (("timezone", "iana"), ("clock", "hh:mm"), ("date", "iso 8601"), ("url", "url"))
+_QUOTED = re.compile(r"'([^'\s][^'\n]{0,40}?)'|\"([^\"\s][^\"\n]{0,40}?)\"")
 _NAME_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
 TIMEZONES = [
@@ -45,13 +46,14 @@ TIMEZONES = [
 _STARTERS: dict[str, list[str]] = {
     "timezone": TIMEZONES,
     "clock": ["09:00", "12:30", "17:45", "23:15"],
-    "date": ["2024-01-15", "2025-06-01T08:00:00", "2 weeks ago", "yesterday"],
+    "date": ["2024-01-01", "2023-06-01T08:00:00", "2 weeks ago", "yesterday"],
     "revision": ["HEAD", "HEAD~1"],
     "kind": ["person", "project", "organization", "event", "tool", "works_on", "knows", "uses"],
     "name": ["Alice", "Bob_Martin", "Project_Apollo", "Acme_Corp", "Weekly_Sync"],
     "text": ["Initial draft", "Fix typo in the summary", "Meets on Tuesdays", "Prefers email"],
     "query": ["notes", "project", "Alice", "TODO"],
 }
+_DIRECTORY_TOOL_WORDS = frozenset("directory directories dir tree list search find".split())
 _NEW_NAMES = ("notes.txt", "draft.md", "todo.txt", "report", "archive")
 
 _TIMEZONE = re.compile(
@@ -63,7 +65,11 @@ _HASH = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
 _PATH = re.compile(r"(?<![\w:/.])/(?:[\w.@+-]+/)*[\w.@+-]+/?")
 # `[FILE] todo.txt`, and `[FILE] todo.txt     42 B` from list_directory_with_sizes.
 _LISTING = re.compile(r"^\s*\[(FILE|DIR)\]\s+(\S(?:.*?\S)?)(?:\s{2,}.*)?\s*$", re.MULTILINE)
-_BRANCH = re.compile(r"^[*+ ] ([\w./-]+)$", re.MULTILINE)
+# Files a version-control answer names relative to its repository: diff headers, `git status` lines.
+_CHANGED_FILE = re.compile(
+    r"^(?:diff --git a/(\S+) b/|\s+(?:modified|new file|deleted|renamed):\s+(\S+)$)", re.MULTILINE
+)
+_BRANCH = re.compile(r"^(?:[*+ ] |On branch )([\w./-]+)$", re.MULTILINE)
 _CAP = 60  # values kept per role: enough variety, bounded memory in long episodes
 
 
@@ -105,18 +111,29 @@ class ValuePool:
     def get(self, role: str) -> list[str]:
         return list(self._values.get(role, []))
 
-    def suggest(self, name: str, schema: dict[str, Any]) -> list[str]:
-        """Candidates for a property: what the episode saw for its role, else plausible starters.
-        Paths also get new names inside the directories seen, for calls that create something."""
+    def suggest(self, name: str, schema: dict[str, Any], tool: str = "") -> tuple[list[str], list[str]]:
+        """(values the episode saw for the property's role, plausible values for it). A path for a
+        tool whose name speaks of directories (list_directory, directory_tree, search_files) is a
+        directory seen, for any other tool a file seen; new names inside the directories seen are
+        plausible, for calls that create something."""
         role = role_of(name, schema)
+        # Examples the description quotes ("'local', 'remote' or 'all'", "e.g. 'Europe/London'").
+        quoted = [a or b for a, b in _QUOTED.findall(str(schema.get("description", "")))]
+        if role == "kind" and quoted:
+            return quoted, quoted  # an enum written in prose
+        starters = list(dict.fromkeys(quoted + _STARTERS.get(role, [])))
         if role == "revision":
-            return self.get("revision") + self.get("branch") or list(_STARTERS["revision"])
+            return self.get("revision") + self.get("branch"), starters
         if role in ("path", "repository"):
-            seen = self.get(role) or self.get("path")
             directories = self.get("directory") + self.get("repository")
             fresh = [f"{d.rstrip('/')}/{new}" for d in directories[:3] for new in _NEW_NAMES[:2]]
-            return seen + directories + fresh if role == "path" else seen + directories
-        return self.get(role) or list(_STARTERS.get(role, []))
+            fresh = fresh or ["."]  # a server's working directory is often where its files are
+            if role == "repository":
+                return self.get("repository") or directories, directories or ["."]
+            wants_directory = set(name_words(tool)) & _DIRECTORY_TOOL_WORDS
+            files = [p for p in self.get("path") if p not in directories]
+            return (directories or files) if wants_directory else (files or directories), fresh
+        return self.get(role), starters
 
     def roles(self) -> dict[str, list[str]]:
         return {role: list(values) for role, values in self._values.items()}
@@ -134,35 +151,58 @@ class ValuePool:
         if structured is not None:
             _walk(structured, "", self)
         envelope = _json_or_none(text)
+        failed = not isinstance(envelope, dict) or "error" in envelope or bool(envelope.get("isError"))
+        sent_strings = {v for v in sent.values() if isinstance(v, str)}
         base = sent.get("path") if isinstance(sent.get("path"), str) else None
         for chunk in _text_chunks(envelope):
             parsed = _json_or_none(chunk) if chunk[:1] in "[{" else None
             if parsed is not None:
                 _walk(parsed, "", self)
+                if base:
+                    self._add_tree(parsed, base)
             else:
-                self.add_text(chunk, base=base)
+                self.add_text(chunk, base=base, sent=sent_strings, lines=not failed)
 
-    def add_text(self, text: str, base: str | None = None) -> None:
-        """Values in plain text; `base` is the path a listing is relative to, and the path the call
-        named (so "/etc/passwd not in /workdir" files only the second as a directory)."""
+    def _add_tree(self, node: Any, base: str, depth: int = 0) -> None:
+        """Paths from a JSON directory tree ([{"name", "type", "children"}]) listed under `base`."""
+        if depth > 8:
+            return
+        for item in node if isinstance(node, list) else []:
+            if isinstance(item, dict) and isinstance(item.get("name"), str):
+                path = f"{base.rstrip('/')}/{item['name']}"
+                is_directory = "children" in item or item.get("type") == "directory"
+                self.add("directory" if is_directory else "path", path)
+                self._add_tree(item.get("children"), path, depth + 1)
+
+    def add_text(
+        self, text: str, base: str | None = None, sent: set[str] | None = None, lines: bool = False
+    ) -> None:
+        """Values in plain text. `base`: the path a listing is relative to; `sent`: the call's own
+        values, which an answer repeats ("/etc/passwd not in /workdir" makes only the second a
+        directory); `lines`: keep the text's lines (a file's content, for a later edit)."""
         for zone in _TIMEZONE.findall(text):
             self.add("timezone", zone)
         for url in _URL.findall(text):
             self.add("url", url.rstrip(".,;"))
         for digest in _HASH.findall(text):
             self.add("revision", digest)
-        # A path in a text about directories ("Allowed directories:", "created directory") is one.
-        about_directories = "director" in text.lower()
+        # A path in a text about directories ("Allowed directories:", "created directory") is a
+        # directory; in one about repositories ("outside the allowed repository '...'"), a repository.
+        lowered = text.lower()
+        container = "directory" if "director" in lowered else "repository" if "repositor" in lowered else ""
         for path in _PATH.findall(text):
-            if len(path) > 2:
-                directory = path.endswith("/") or (about_directories and path != base)
-                self.add("directory" if directory else "path", path.rstrip("/") or "/")
+            if len(path) > 2 and path not in (sent or set()):  # a path the call named is known already
+                self.add(
+                    container or ("directory" if path.endswith("/") else "path"), path.rstrip("/") or "/"
+                )
+        for changed in _CHANGED_FILE.findall(text):
+            self.add("path", changed[0] or changed[1])
         for branch in _BRANCH.findall(text):
             self.add("branch", branch)
         if base:
             for kind, entry in _LISTING.findall(text):
                 self.add("directory" if kind == "DIR" else "path", f"{base.rstrip('/')}/{entry}")
-        for line in text.splitlines()[:40]:
+        for line in text.splitlines()[:40] if lines else []:
             if 3 <= len(line.strip()) <= 120 and not _LISTING.match(line):
                 self.add("line", line.strip())
 

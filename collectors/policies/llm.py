@@ -13,6 +13,7 @@ import os
 import random
 import re
 from collections import deque
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import openai
@@ -21,7 +22,8 @@ from collectors.policies.base import Policy, invalid_action
 from sandboxes.base import InvalidActionError
 from sandboxes.domains import KNOWN_DOMAINS, DomainSpec, domain_spec
 from schemas.prompts import DOMAIN_PROMPTS
-from schemas.records import Action, Observation, Task
+from schemas.records import Action, Observation, Task, ToolDefinition
+from schemas.render import tools_text
 
 # The domain's action space says what the agent sees and how to reply (one JSON object per turn).
 SYSTEM_PROMPT = """You are an agent operating {environment} to complete a task.
@@ -112,6 +114,13 @@ def _with_done(action_space: str) -> str:
     return f'{action_space}\n- stop when the task is finished: {{"{DONE}": true}}'
 
 
+def _with_tools(action_space: str, tools: Sequence[ToolDefinition]) -> str:
+    """The environment's tools (name, description, input schema), listed before the action space."""
+    if not tools:
+        return action_space
+    return f"Tools:\n\n{tools_text(tools)}\n\n{action_space}"
+
+
 def domain_of(observation: Observation) -> str:
     """The domain whose sandboxes emit `observation.format`; the terminal when none does. Specs are
     imported in order and the first match stops the search, so a terminal run imports no browser."""
@@ -140,10 +149,14 @@ class LLMPolicy(Policy):
         system_prompt: str = SYSTEM_PROMPT,
         json_mode: bool = False,
         domain: str | None = None,
+        tool_lookup: Callable[[Task], Sequence[ToolDefinition]] | None = None,
     ) -> None:
         """`domain` fixes the action space and parser; by default each episode takes them from the
-        domain whose sandboxes emit its first observation's format (the terminal when none does)."""
+        domain whose sandboxes emit its first observation's format (the terminal when none does).
+        `tool_lookup` gives the tools the episode's environment offers (an MCP server's, listed by the
+        collector before the fleet starts): the system prompt shows them before the action space."""
         self.base_url = base_url
+        self.tool_lookup = tool_lookup
         self.domain = domain
         self._spec = domain_spec(domain or DEFAULT_DOMAIN)
         self.model = model
@@ -165,7 +178,9 @@ class LLMPolicy(Policy):
         self._system = self.system_prompt.format(
             instruction=task.instruction or "(no instruction given)",
             environment=DOMAIN_PROMPTS[self._spec.name].agent_title,
-            action_space=_with_done(self._spec.action_space),
+            action_space=_with_tools(
+                _with_done(self._spec.action_space), self.tool_lookup(task) if self.tool_lookup else ()
+            ),
         )
         self._history.clear()
         self._rng = rng

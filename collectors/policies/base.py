@@ -12,9 +12,10 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 
+from schemas.invalid_actions import INVALID
 from schemas.records import Action, Observation, Task
 
-INVALID = "invalid"
+__all__ = ["INVALID", "Policy", "invalid_action"]
 
 
 def invalid_action(raw: str, error: str) -> Action:

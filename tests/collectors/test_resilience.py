@@ -77,7 +77,12 @@ def test_sigterm_stops_cleanly_and_keeps_aborted_episodes(tmp_path: Path, termin
     args = ["--tasks", str(tasks), "--policy", "scripted", "--sandboxes", "2", "--episodes", "6",
             "--memory", "281m", "--out", str(out)]  # fmt: skip
     process = start_collector(*args)
-    time.sleep(3)  # both workers are inside their first 5-second episode
+    # both workers are inside their first 5-second episode once each has its tmux server
+    tmux_dir = Path(f"/tmp/tmux-{os.getuid()}")
+    deadline = time.monotonic() + 60
+    while len(list(tmux_dir.glob(f"agentworld-{process.pid}-*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.5)
     process.send_signal(signal.SIGTERM)
     stdout, stderr = process.communicate(timeout=30)
     assert process.returncode == 143, stderr[-3000:]

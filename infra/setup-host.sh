@@ -48,4 +48,8 @@ if [[ ! -f "$stamp" ]]; then
     rm -f "$VENV"/.installed-*
     touch "$stamp"
 fi
+# The embedded MCP servers (PyPI and npm, pinned) and the SWE suite's repositories (PyPI sdists,
+# mutated and committed): both idempotent, seconds when already there.
+"$VENV/bin/python" -m sandboxes.mcp install
+"$VENV/bin/python" -m collectors.swe prepare
 echo "setup: ready"

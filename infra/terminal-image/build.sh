@@ -5,11 +5,11 @@
 # under /var/cache/agentworld so a rebuild after `docker rmi` takes seconds, not minutes.
 set -euo pipefail
 
-VERSION=2
+VERSION=3
 IMAGE=agentworld/terminal
 BASE_IMAGE=agentworld/terminal-base
 SUITE=bookworm
-PACKAGES=bash,coreutils,findutils,grep,sed,gawk,git,python3,procps,vim-tiny,nano,less,tar,gzip,file,bc,ncurses-bin,passwd,tmux
+PACKAGES=bash,coreutils,findutils,grep,sed,gawk,git,python3,python3-pytest,python-is-python3,procps,vim-tiny,nano,less,tar,gzip,file,bc,ncurses-bin,passwd,tmux
 CACHE_DIR=/var/cache/agentworld
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from sandboxes.base import SandboxError
+from sandboxes.cache import cache_root
 from sandboxes.mcp.catalogue import ServerEntry
 
 log = logging.getLogger(__name__)
@@ -28,14 +29,6 @@ MARKER = "installed.json"
 # Bumped when the install steps change, so an install made by older steps is redone.
 RECIPE = 2
 INSTALL_TIMEOUT_S = 900.0
-
-
-def cache_root() -> Path:
-    """$AGENTWORLD_CACHE_DIR, else the XDG cache: the same rule as sandboxes.search.build.cache_root,
-    restated here because importing that package loads tantivy."""
-    if os.environ.get("AGENTWORLD_CACHE_DIR"):
-        return Path(os.environ["AGENTWORLD_CACHE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "agentworld"
 
 
 def servers_root() -> Path:

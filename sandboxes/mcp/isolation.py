@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 
 from sandboxes.base import SandboxError
-from sandboxes.terminal.backends import AGENT_UID, BWRAP_HOST_UID, _make_cgroups, _remove_cgroup, bwrap_limits
+from sandboxes.terminal.backends import AGENT_UID, BWRAP_HOST_UID, bwrap_limits, make_cgroups, remove_cgroup
 from sandboxes.terminal.config import BwrapBackend, LocalBackend
 
 WORKDIR_IN_SANDBOX = "/home/agent/workdir"
@@ -62,7 +62,7 @@ class ServerJail:
             self.limits = bwrap_limits(backend)
             if self.limits == "cgroup":
                 try:
-                    self.cgroups = _make_cgroups(f"agentworld-mcp-{uuid.uuid4().hex[:12]}", backend)
+                    self.cgroups = make_cgroups(f"agentworld-mcp-{uuid.uuid4().hex[:12]}", backend)
                 except OSError as exc:
                     raise SandboxError(f"bwrap sandbox: cannot set its cgroup limits: {exc}") from exc
 
@@ -146,7 +146,7 @@ class ServerJail:
 
     def destroy(self) -> None:
         for cgroup in self.cgroups:
-            _remove_cgroup(cgroup)
+            remove_cgroup(cgroup)
         self.cgroups = []
         shutil.rmtree(self.tmpdir, ignore_errors=True)
 

@@ -27,6 +27,7 @@ from typing import Any
 import tantivy
 from tqdm import tqdm
 
+from sandboxes.cache import cache_root
 from sandboxes.search.corpus import Page, man_pages, python_doc_pages
 from sandboxes.search.engines import INDEX_SUBDIR, build_schema
 
@@ -52,13 +53,6 @@ class BuildParams:
     def key(self) -> str:
         recipe = {**dataclasses.asdict(self), "format": FORMAT_VERSION}
         return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
-
-
-def cache_root() -> Path:
-    """$AGENTWORLD_CACHE_DIR, else the XDG cache, like the other cached artefacts of the project."""
-    if os.environ.get("AGENTWORLD_CACHE_DIR"):
-        return Path(os.environ["AGENTWORLD_CACHE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "agentworld"
 
 
 def default_index_dir(params: BuildParams) -> Path:

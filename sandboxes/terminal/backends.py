@@ -124,7 +124,7 @@ class BwrapInstance(Instance):
         self.cgroups: list[str] = []
         if self.limits == "cgroup":
             try:
-                self.cgroups = _make_cgroups(f"agentworld-{uuid.uuid4().hex[:12]}", cfg)
+                self.cgroups = make_cgroups(f"agentworld-{uuid.uuid4().hex[:12]}", cfg)
             except OSError as exc:
                 raise SandboxError(f"bwrap sandbox: cannot set its cgroup limits: {exc}") from exc
         elif shutil.which("prlimit") is None:
@@ -170,7 +170,7 @@ class BwrapInstance(Instance):
 
     def destroy(self) -> None:
         for cgroup in self.cgroups:
-            _remove_cgroup(cgroup)
+            remove_cgroup(cgroup)
         super().destroy()
 
 
@@ -221,7 +221,7 @@ def _cgroup_settings(cfg: BwrapBackend) -> list[tuple[str, str, str]]:
     return [(os.path.join(_CGROUP_ROOT, controller), file, value) for controller, file, value in v1]
 
 
-def _make_cgroups(name: str, cfg: BwrapBackend) -> list[str]:
+def make_cgroups(name: str, cfg: BwrapBackend) -> list[str]:
     """The sandbox's cgroups with every limit set; OSError (nothing left behind) if one cannot be."""
     made: list[str] = []
     try:
@@ -237,7 +237,7 @@ def _make_cgroups(name: str, cfg: BwrapBackend) -> list[str]:
                 f.write(value)
     except OSError:
         for path in made:
-            _remove_cgroup(path)
+            remove_cgroup(path)
         raise
     return made
 
@@ -246,8 +246,8 @@ def _make_cgroups(name: str, cfg: BwrapBackend) -> list[str]:
 def _cgroups_usable() -> str | None:
     """None if this process can make limited cgroups, else why not."""
     try:
-        for path in _make_cgroups(f"agentworld-probe-{uuid.uuid4().hex[:12]}", BwrapBackend()):
-            _remove_cgroup(path)
+        for path in make_cgroups(f"agentworld-probe-{uuid.uuid4().hex[:12]}", BwrapBackend()):
+            remove_cgroup(path)
     except OSError as exc:
         return str(exc)
     return None
@@ -278,7 +278,8 @@ def _warn_rlimit_once(why: str) -> None:
     )
 
 
-def _remove_cgroup(path: str) -> None:
+def remove_cgroup(path: str) -> None:
+    """Remove a cgroup made by `make_cgroups` once its processes are gone."""
     # The kernel refuses rmdir while the killed processes are still exiting: retry for a while.
     deadline = time.monotonic() + 2.0
     while True:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 from typing import Any
 
 # Role of a property, from the words of its name (first match wins), then its description.
@@ -54,12 +55,15 @@ _STARTERS: dict[str, list[str]] = {
     "query": ["notes", "project", "Alice", "TODO"],
 }
 _DIRECTORY_TOOL_WORDS = frozenset("directory directories dir tree list search find".split())
+# Pages an agent guesses on a site it has seen (some exist, most answer 404).
+_GUESSED_PAGES = ("/index.html", "/about.html", "/robots.txt", "/data.json")
 _NEW_NAMES = ("notes.txt", "draft.md", "todo.txt", "report", "archive")
 
 _TIMEZONE = re.compile(
     r"\b(?:Africa|America|Antarctica|Asia|Atlantic|Australia|Europe|Indian|Pacific|Etc)/[A-Za-z_]+"
     r"(?:/[A-Za-z_]+)?\b"
 )
+_LINK = re.compile(r"\]\(([^)\s]+)\)|href=\"([^\"]+)\"")
 _URL = re.compile(r"https?://[^\s\"'<>)\]]+")
 _HASH = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
 _PATH = re.compile(r"(?<![\w:/.])/(?:[\w.@+-]+/)*[\w.@+-]+/?")
@@ -133,6 +137,9 @@ class ValuePool:
             wants_directory = set(name_words(tool)) & _DIRECTORY_TOOL_WORDS
             files = [p for p in self.get("path") if p not in directories]
             return (directories or files) if wants_directory else (files or directories), fresh
+        if role == "url":
+            guesses = [urllib.parse.urljoin(u, page) for u in self.get("url")[:2] for page in _GUESSED_PAGES]
+            return self.get(role), guesses + starters
         return self.get(role), starters
 
     def roles(self) -> dict[str, list[str]]:
@@ -162,6 +169,15 @@ class ValuePool:
                     self._add_tree(parsed, base)
             else:
                 self.add_text(chunk, base=base, sent=sent_strings, lines=not failed)
+                if isinstance(sent.get("url"), str) and not failed:
+                    self._add_links(chunk, sent["url"])
+
+    def _add_links(self, text: str, page: str) -> None:
+        """Links of a fetched page (markdown or HTML), made absolute against the page's URL."""
+        for markdown, html in _LINK.findall(text):
+            target = urllib.parse.urljoin(page, markdown or html)
+            if target.startswith(("http://", "https://")):
+                self.add("url", urllib.parse.urldefrag(target).url)
 
     def _add_tree(self, node: Any, base: str, depth: int = 0) -> None:
         """Paths from a JSON directory tree ([{"name", "type", "children"}]) listed under `base`."""
@@ -183,7 +199,8 @@ class ValuePool:
         for zone in _TIMEZONE.findall(text):
             self.add("timezone", zone)
         for url in _URL.findall(text):
-            self.add("url", url.rstrip(".,;"))
+            if url.rstrip(".,;:") not in (sent or set()):
+                self.add("url", url.rstrip(".,;:"))
         for digest in _HASH.findall(text):
             self.add("revision", digest)
         # A path in a text about directories ("Allowed directories:", "created directory") is a

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +17,7 @@ from sandboxes.mcp import McpConfig, McpSandbox
 from sandboxes.mcp.isolation import WORKDIR_IN_SANDBOX
 from schemas.records import Action, Observation, Task, ToolDefinition
 
-SERVERS = ("time", "git", "filesystem", "memory")
+SERVERS = ("time", "git", "fetch", "filesystem", "memory")
 TASKS: dict[str, Task] = {}
 for spec in embedded_tasks("mcp"):
     TASKS.setdefault(spec.task.metadata["server"], spec.task)  # the first task of each server
@@ -143,6 +144,20 @@ def test_values_from_results_are_used_in_later_calls(
     for seed in range(3):
         found |= chained(episode(sandbox, policy, TASKS[server], seed=seed, steps=12), TASKS[server])
     assert any(value.startswith(expected) for value in found), found
+
+
+def test_links_on_a_fetched_page_are_followed(
+    sandbox: McpSandbox, tools: dict[str, list[ToolDefinition]]
+) -> None:
+    """The fetch server reads the sandbox's local site; a page's relative links are fetched later."""
+    policy = McpExplorer(tools, invalid_rate=0.0, unknown_tool_rate=0.0, stop_probability=0.0)
+    played = episode(sandbox, policy, TASKS["fetch"], seed=0, steps=8)
+    followed = []
+    for i, (action, _) in enumerate(played):
+        path = urllib.parse.urlsplit(action.arguments["arguments"]["url"]).path
+        if len(path) > 1 and any(f"]({path})" in o.text for a, o in played[:i] if not o.data["is_error"]):
+            followed.append(path)
+    assert followed, [a.text for a, _ in played]
 
 
 def test_an_entity_created_in_memory_is_used_later(

@@ -70,6 +70,7 @@ class _Session:
     edited: list[str] = field(default_factory=list)
     last_kind: str = ""  # the last action's tool, or its command for bash
     read_path: str = ""  # the path the last action read
+    opened: set[str] = field(default_factory=set)  # paths read so far
     recent_change: tuple[str, str, str] | None = None  # (path, added, removed) of the last commit
     tests_ran: bool = False
     tests_pass: bool = False
@@ -110,18 +111,21 @@ class SweExplorer(Policy):
         action = s.rng.choices([m for _, m in moves], weights=[w for w, _ in moves])[0]()
         s.last_kind = action.kind if action.kind != "bash" else action.arguments["command"]
         s.read_path = action.arguments["path"] if action.kind == "read" else ""
+        s.opened.add(s.read_path)
         return action
 
     def _moves(self, s: _Session) -> list[tuple[float, Callable[[], Action], bool]]:
-        source = [f for f in s.files if not _is_test_file(f)]
+        # Agents open what they have not seen yet far more often than what they already read.
+        source = [f for f in s.files if not _is_test_file(f) and f not in s.opened]
+        dirs = [d for d in s.dirs if d not in s.opened]
         after_edit = bool(s.edited) and s.last_kind == "edit"
         return [
             (40 if not s.tests_ran or after_edit else 6, self._run_tests, True),
             (30 if set(s.failures) - s.looked_at else 4, self._read_failure, bool(s.failures)),
             (20, self._find_definition, bool(s.suspects)),
             (12, lambda: read_action(s.rng.choice(source)), bool(source)),
-            (5, lambda: read_action(s.rng.choice(s.files)), bool(s.files)),
-            (6, lambda: read_action(s.rng.choice(s.dirs)), bool(s.dirs)),
+            (2, lambda: read_action(s.rng.choice(s.files)), bool(s.files)),
+            (8, lambda: read_action(s.rng.choice(dirs)), bool(dirs)),
             (
                 25 if any(_variants(t) for _, _, t in self._near_failure()) else 3,
                 self._edit,

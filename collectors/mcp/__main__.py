@@ -16,7 +16,7 @@ from collectors.cli import (
     run_cli,
     validate_counts,
 )
-from collectors.mcp.explorer import McpExplorer
+from collectors.mcp.explorer import McpExplorer, tool_definitions
 from collectors.policies.base import Policy
 from collectors.tasks import TaskSpec
 from sandboxes.base import SandboxError
@@ -174,11 +174,14 @@ def list_tools(config: McpConfig, servers: Sequence[str]) -> dict[str, list[Tool
 def with_tool_lookup(
     build: Callable[[], Policy], tools: dict[str, list[ToolDefinition]]
 ) -> Callable[[], Policy]:
-    """The LLM policy factory, its agents shown the tools of each episode's server."""
+    """The LLM policy factory, its agents shown the tools of each episode's task or server."""
+
+    def lookup(task: Task) -> list[ToolDefinition]:
+        return tool_definitions(task.metadata.get("tools")) or tools.get(task.metadata.get("server"), [])
 
     def make() -> Policy:
         policy = build()
-        policy.tool_lookup = lambda task: tools.get(task.metadata.get("server"), [])  # type: ignore[attr-defined]
+        policy.tool_lookup = lookup  # type: ignore[attr-defined]
         return policy
 
     return make

@@ -9,9 +9,10 @@ purpose, as agents' calls are: a required argument missing, a wrong type, a valu
 a tool name that does not exist. All randomness comes from the rng given at reset, so a seed and
 the same observations give the same calls.
 
-The tool definitions come from the initial observation when it carries them
-(`data["tool_definitions"]`), else from `tools_by_server` (what the collector listed from each
-catalogue server before the fleet started), else the tool names alone, called with no arguments.
+The tool definitions come from the task when it carries them (`metadata["tools"]`, as the
+simulated sandbox takes them), else from `tools_by_server` (what the collector listed from each
+catalogue server before the fleet started), else the initial observation's tool names alone, called
+with no arguments.
 """
 
 from __future__ import annotations
@@ -45,19 +46,14 @@ class _Session:
 
 
 def tool_definitions(data: Any) -> list[ToolDefinition]:
-    """ToolDefinitions from a list of dicts ({name, description, input_schema, output_schema})."""
+    """ToolDefinitions from their JSON form, a list of {name, description, input_schema}."""
     found = []
     for item in data if isinstance(data, list) else []:
-        if isinstance(item, ToolDefinition):
-            found.append(item)
-        elif isinstance(item, dict) and isinstance(item.get("name"), str):
-            schema = item.get("input_schema", item.get("inputSchema"))
+        if isinstance(item, dict) and isinstance(item.get("name"), str):
+            schema = item.get("input_schema")
+            description = str(item.get("description") or "")
             found.append(
-                ToolDefinition(
-                    name=item["name"],
-                    description=str(item.get("description") or ""),
-                    input_schema=schema if isinstance(schema, dict) else {},
-                )
+                ToolDefinition(item["name"], description, schema if isinstance(schema, dict) else {})
             )
     return found
 
@@ -102,7 +98,7 @@ class McpExplorer(Policy):
     def reset(self, task: Task, observation: Observation, rng: random.Random) -> None:
         data = observation.data or {}
         server = str(task.metadata.get("server") or data.get("server") or "")
-        tools = tool_definitions(data.get("tool_definitions")) or list(self.tools_by_server.get(server, []))
+        tools = tool_definitions(task.metadata.get("tools")) or list(self.tools_by_server.get(server, []))
         if not tools:
             names = data.get("tools") if isinstance(data.get("tools"), list) else []
             tools = [ToolDefinition(name=str(n)) for n in names]

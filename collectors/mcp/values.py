@@ -130,10 +130,10 @@ class ValuePool:
             return self.get("revision") + self.get("branch"), starters
         if role in ("path", "repository"):
             directories = self.get("directory") + self.get("repository")
-            fresh = [f"{d.rstrip('/')}/{new}" for d in directories[:3] for new in _NEW_NAMES[:2]]
-            fresh = fresh or ["."]  # a server's working directory is often where its files are
-            if role == "repository":
+            if role == "repository":  # a server's working directory is often its repository
                 return self.get("repository") or directories, directories or ["."]
+            fresh = [f"{d.rstrip('/')}/{new}" for d in directories[:3] for new in _NEW_NAMES[:2]]
+            fresh = fresh or ["."]
             wants_directory = set(name_words(tool)) & _DIRECTORY_TOOL_WORDS
             files = [p for p in self.get("path") if p not in directories]
             return (directories or files) if wants_directory else (files or directories), fresh
@@ -244,7 +244,8 @@ def _text_chunks(envelope: Any) -> list[str]:
 
 
 def _walk(node: Any, key: str, pool: ValuePool, depth: int = 0) -> None:
-    """File every string under its key's role; JSON inside a string (the memory server's text) too."""
+    """File every string under its key's role (a `name` is a name, a `path` a path), and look for
+    patterns in it (a hash, a URL, a timezone)."""
     if depth > 8:
         return
     if isinstance(node, dict):

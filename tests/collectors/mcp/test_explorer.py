@@ -6,6 +6,7 @@ import json
 import random
 import urllib.parse
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -85,6 +86,25 @@ def test_embedded_tasks_name_the_sandboxes_workdir() -> None:
         for value in [*leaves(spec.task.metadata.get("values", {})), *leaves(spec.actions)]:
             if value.startswith("/"):
                 assert value.startswith(WORKDIR_IN_SANDBOX), (spec.id, value)
+
+
+def test_tools_from_the_task_else_the_observations_names() -> None:
+    """A task may carry its tools (as the simulated sandbox takes them); with none known anywhere,
+    the initial observation's tool names are called without arguments."""
+    recorded = json.loads((Path(__file__).parent / "fixtures" / "time.json").read_text())["tools"]
+    connected = Observation("mcp_result", "Connected", {"server": "clock", "tools": ["tick", "tock"]})
+    policy = McpExplorer(invalid_rate=0.0, unknown_tool_rate=0.0)
+    policy.reset(Task(id="t", metadata={"server": "clock", "tools": recorded}), connected, random.Random(0))
+    action = policy.act(connected)
+    assert action is not None and action.arguments["name"] in ("get_current_time", "convert_time")
+    schema = next(t["input_schema"] for t in recorded if t["name"] == action.arguments["name"])
+    jsonschema.validate(action.arguments["arguments"], schema)
+    policy.reset(Task(id="u", metadata={"server": "clock"}), connected, random.Random(0))
+    action = policy.act(connected)
+    assert action is not None and action.arguments in (
+        {"name": "tick", "arguments": {}},
+        {"name": "tock", "arguments": {}},
+    )
 
 
 @pytest.mark.parametrize("server", SERVERS)

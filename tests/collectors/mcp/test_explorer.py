@@ -114,8 +114,8 @@ def test_calls_follow_the_listed_schemas(
     """With no deliberate mistakes every call names a listed tool with arguments its schema allows;
     the server answers each with a result (never a protocol error)."""
     policy = McpExplorer(tools, invalid_rate=0.0, unknown_tool_rate=0.0, stop_probability=0.0)
-    played = episode(sandbox, policy, TASKS[server], seed=1, steps=10)
-    assert len(played) == 10
+    played = episode(sandbox, policy, TASKS[server], seed=1, steps=8)
+    assert len(played) == 8
     schemas = {tool.name: tool.input_schema for tool in tools[server]}
     for action, observation in played:
         name, arguments = action.arguments["name"], action.arguments["arguments"]
@@ -171,7 +171,7 @@ def test_links_on_a_fetched_page_are_followed(
 ) -> None:
     """The fetch server reads the sandbox's local site; a page's relative links are fetched later."""
     policy = McpExplorer(tools, invalid_rate=0.0, unknown_tool_rate=0.0, stop_probability=0.0)
-    played = episode(sandbox, policy, TASKS["fetch"], seed=0, steps=8)
+    played = episode(sandbox, policy, TASKS["fetch"], seed=0, steps=6)
     followed = []
     for i, (action, _) in enumerate(played):
         path = urllib.parse.urlsplit(action.arguments["arguments"]["url"]).path

@@ -56,7 +56,9 @@ EPILOG = """examples:
 Each task names its server in metadata.server. The embedded tasks cover the embedded servers; a
 catalogue server no task names gets one exploration task of its own. Before the fleet starts, each
 server is started once and its tools are listed (what the explorer and the LLM agent call).
-Servers run in bubblewrap with no network unless their entry says `network = true`.
+Servers run in bubblewrap with no network unless their entry says `network = true`. The embedded
+tasks name paths as the servers see them there (/home/agent/workdir); under --backend local the
+explorer learns the real ones from the servers' answers, and scripted paths do not resolve.
 Rerunning the same command resumes: committed episodes are skipped. One collector per --out.
 """
 
@@ -195,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
             servers = catalogue(args)
             tasks = select_tasks(args, load_task_specs(args, "mcp"), servers)
             config = mcp_config(args, servers)
+            if args.backend == "local":
+                print(
+                    "warning: --backend local runs the MCP servers on THIS HOST, unisolated", file=sys.stderr
+                )
             tools: dict[str, list[ToolDefinition]] = {}  # filled below, before any policy is built
             explorer = lambda: McpExplorer(  # noqa: E731 - a factory, built per worker
                 tools, invalid_rate=args.invalid_rate, unknown_tool_rate=args.unknown_tool_rate

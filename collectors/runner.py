@@ -239,10 +239,6 @@ class Fleet:
         reset_s: float | None = None
         healthy = True
         try:
-            environment = sandbox.describe()
-        except Exception:
-            environment = Environment(name=config.domain, backend="unknown")
-        try:
             clock = time.monotonic()
             initial = sandbox.reset(task)
             reset_s = time.monotonic() - clock
@@ -250,6 +246,10 @@ class Fleet:
             healthy = False
             outcome = self._failure(exc, "reset failed")
             initial = _error_observation(f"reset failed: {exc}", error_kind=outcome.error_kind)
+        try:  # after the reset: what a sandbox offers (an MCP server's tools) may depend on the task
+            environment = sandbox.describe()
+        except Exception:
+            environment = Environment(name=config.domain, backend="unknown")
         if healthy:
             outcome, healthy = self._loop(sandbox, policy, task, initial, max_steps, slot, steps)
         if outcome.status == "error":

@@ -96,12 +96,6 @@ def test_embedded_defaults_write_valid_trajectories_and_resume(
     assert len(trajectories(out)) == 10
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="collectors/runner.py records sandbox.describe() before sandbox.reset(task); an MCP sandbox "
-    "knows its server (and its tools) only after the reset, so each trajectory gets the previous "
-    "episode's environment. Fix in the runner: describe after a successful reset.",
-)
 def test_each_trajectory_records_its_own_servers_tools(
     embedded_run: tuple[Path, subprocess.CompletedProcess[str]],
 ) -> None:

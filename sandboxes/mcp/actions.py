@@ -18,10 +18,10 @@ TOOL_CALL = "tool_call"
 MCP_RESULT = "mcp_result"
 ACTION_SPACE = (
     "Call one of the server's tools per turn, as a JSON object:\n"
-    '{"kind": "tool_call", "arguments": {"name": "<tool name>", "arguments": {<the tool\'s arguments>}}}\n'
-    "The tools and their input schemas are listed above. The observation is the tool's result as JSON: "
-    '{"content": [...], "structuredContent": {...}, "isError": false}, or {"error": {"code", "message"}} '
-    "for a protocol error or a timeout."
+    '{"action": "tool_call", "name": "<tool name>", "arguments": {<the tool\'s arguments>}}\n'
+    "The tools and their input schemas are listed above. The observation is the tool's result as JSON "
+    '(its "content" items, "structuredContent" when the tool gives one, and "isError"), or an "error" '
+    'object with a "code" and a "message" for a protocol error or a timeout.'
 )
 
 

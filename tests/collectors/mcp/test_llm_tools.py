@@ -62,3 +62,13 @@ def test_a_reply_becomes_a_tool_call_or_an_invalid_action() -> None:
     assert action.text == '{"name": "get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}'
     bad = parse_reply('{"action": "tool_call", "arguments": {"timezone": "Asia/Tokyo"}}', MCP)
     assert bad is not None and bad.kind == INVALID and "name" in bad.arguments["error"]
+
+
+def test_the_action_space_example_parses_once_filled_in() -> None:
+    example = next(line for line in MCP.action_space.splitlines() if line.startswith("{"))
+    filled = example.replace("<tool name>", "get_current_time").replace(
+        "{<the tool's arguments>}", '{"timezone": "UTC"}'
+    )
+    action = parse_reply(filled, MCP)
+    assert action is not None and action.kind == "tool_call", action
+    assert action.arguments == {"name": "get_current_time", "arguments": {"timezone": "UTC"}}

@@ -4,9 +4,8 @@ It looks around (the listing, directories, source files), runs the tests, reads 
 source lines the traceback names), greps for names it saw, and tries fixes: a small edit on a line
 near the failure (an operator or a number changed, the kind of slip the task's bug is), sometimes
 a wrong one, sometimes an `old_str` that does not match or is not unique, as agents do; after an
-edit it reruns the tests, and it may undo an edit with git. Since the task says a recent change
-broke the tests, it sometimes looks at the last commit and puts back what it removed. It stops once
-the tests pass after an edit. All randomness comes from the rng given at reset.
+edit it reruns the tests, and it may undo an edit with git. It stops once the tests pass after an
+edit. All randomness comes from the rng given at reset.
 """
 
 from __future__ import annotations
@@ -37,8 +36,6 @@ _SWAPS = [
     (" * ", " // "), (" // ", " * "),
 ]  # fmt: skip
 _NUMBER = re.compile(r"(?<![\w.])(\d+)(?![\w.])")
-# The task says the tests broke after a recent change: agents look at the last commit.
-RECENT_CHANGE = ("git show HEAD", "git log -p -1", "git diff HEAD~1")
 SHELL_LOOKS = (
     "git status --short",
     "git diff",
@@ -71,7 +68,6 @@ class _Session:
     last_kind: str = ""  # the last action's tool, or its command for bash
     read_path: str = ""  # the path the last action read
     opened: set[str] = field(default_factory=set)  # paths read so far
-    recent_change: tuple[str, str, str] | None = None  # (path, added, removed) of the last commit
     tests_ran: bool = False
     tests_pass: bool = False
 
@@ -133,8 +129,6 @@ class SweExplorer(Policy):
             ),
             (5, self._grep, bool(s.names)),
             (3, lambda: bash_action(s.rng.choice(SHELL_LOOKS)), True),
-            (4 if s.failures else 1, lambda: bash_action(s.rng.choice(RECENT_CHANGE)), not s.recent_change),
-            (30, self._undo_recent_change, bool(s.recent_change) and not s.tests_pass),
             (4, lambda: bash_action(f"git checkout -- {shlex.quote(s.edited[-1])}"), bool(s.edited)),
             (2, lambda: read_action(s.rng.choice(["missing.py", "src/", "README"])), True),
         ]
@@ -203,16 +197,6 @@ class SweExplorer(Policy):
         s.edited.append(path)
         return edit_action("str_replace", path, old_str=old, new_str=new)
 
-    def _undo_recent_change(self) -> Action:
-        """Put back what the last commit removed; sometimes only its last line (maybe not unique)."""
-        s = self.session
-        assert s is not None and s.recent_change is not None
-        path, added, removed = s.recent_change
-        if s.rng.random() < 0.25 and "\n" in added:
-            added, removed = added.rsplit("\n", 1)[1], removed.rsplit("\n", 1)[-1]
-        s.edited.append(path)
-        return edit_action("str_replace", path, old_str=added, new_str=removed)
-
     def _grep(self) -> Action:
         s = self.session
         assert s is not None
@@ -244,8 +228,6 @@ class SweExplorer(Policy):
                 s.names = sorted(set(s.names) | {n for n in found if n})[:80]
             else:
                 self._listing(text, path)
-        elif tool == "bash" and s.last_kind in RECENT_CHANGE:
-            s.recent_change = _single_change(text)
         elif tool == "bash" and s.last_kind.startswith("grep"):
             for path, n, line in _GREP_LINE.findall(text):
                 if not _is_test_file(path) and "def " in line and (path, int(n)) not in s.failures:
@@ -281,17 +263,3 @@ def _variants(line: str) -> list[str]:
         for changed in {value + 1, max(0, value - 1)} - {value}:
             found.append(line[: match.start()] + str(changed) + line[match.end() :])
     return found
-
-
-def _single_change(diff: str) -> tuple[str, str, str] | None:
-    """(path, added lines, removed lines) of a diff with one hunk in one file, else None."""
-    files = re.findall(r"^\+\+\+ b/(.+)$", diff, re.MULTILINE)
-    if len(files) != 1 or diff.count("\n@@ ") != 1:
-        return None
-    hunk = diff.split("\n@@ ", 1)[1].split("\n", 1)[1]
-    lines = [line for line in hunk.splitlines() if not line.startswith("[exit status")]
-    added = [line[1:] for line in lines if line.startswith("+")]
-    removed = [line[1:] for line in lines if line.startswith("-")]
-    if not added:
-        return None
-    return files[0], "\n".join(added), "\n".join(removed)

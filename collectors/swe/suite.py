@@ -15,7 +15,7 @@ from sandboxes.swe.repos import RepoSpec, load_mutation, task_template
 
 def instruction(spec: RepoSpec) -> str:
     return (
-        f"The test suite of {spec.name} {spec.version} fails after a recent change to its source code. "
+        f"The test suite of {spec.name} {spec.version} fails: its source code has a bug. "
         f"Find the bug and fix the source so that the tests pass (`{shlex.join(spec.test_command)}`); "
         "do not change the tests."
     )

@@ -5,8 +5,9 @@ arithmetic operator swapped, an integer constant or slice bound off by one, `and
 if-body replaced by `pass`, a returned value replaced by None. The edit rewrites only the exact
 source span of the site, so undoing it is one `str_replace` of a few whole lines (`revert_patch`).
 Candidates are tried in an order drawn from the seed until one makes the test command fail (at most
-`max_tries` test runs); the kept edit is committed, so `git diff HEAD~1` shows it. Same repository,
-same seed: same mutation.
+`max_tries` test runs). The kept edit is amended into the repository's one commit (same fixed
+identity and dates), so the history does not give the bug away. Same repository, same seed: same
+mutation and commit id.
 """
 
 from __future__ import annotations
@@ -166,7 +167,7 @@ def mutate(
     source: Sequence[str] = (),
     max_tries: int = MAX_TRIES,
 ) -> Mutation:
-    """Inject the seed's mutation into the committed repository at `repo` and commit it."""
+    """Inject the seed's mutation into the committed repository at `repo`, amending its one commit."""
     repo = Path(repo)
     sites = find_sites(repo, source)
     if not sites:
@@ -189,7 +190,10 @@ def mutate(
         _restore_untracked(repo)
         if outcome.failed:
             git(repo, "add", "--", site.file)
-            git(repo, "commit", "--quiet", "--no-verify", "-m", f"Update {site.file}")
+            git(repo, "commit", "--quiet", "--no-verify", "--amend", "--no-edit")
+            # The commit it replaced would still answer `git reflog` / `git diff HEAD@{1}`.
+            git(repo, "reflog", "expire", "--expire=now", "--all")
+            git(repo, "gc", "--quiet", "--prune=now")
             return found
         git(repo, "checkout", "--quiet", "--", site.file)
         tried.append(f"{found.description}: {outcome.summary}")

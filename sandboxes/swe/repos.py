@@ -1,12 +1,12 @@
 """Repositories for SWE tasks: real sdists from PyPI, unpacked into git repositories, then mutated.
 
-`prepare_repo` downloads `NAME==VERSION` once (`pip download --no-binary :all: --no-deps`) and
+`prepare_repo` downloads `NAME==VERSION` once (`pip download --no-binary NAME --no-deps`) and
 unpacks it into a git repository with one commit whose author, committer and dates are fixed, so
-the same sdist always gives the same commit id. `task_template` adds the task's seeded mutation as a
-second commit in a copy of that repository. Both results are cached under `cache_dir`, built in a
-temporary directory and renamed into place, under a per-entry lock, so concurrent callers (a fleet of
-sandboxes) build each entry once and never see a half-built one. Sandboxes copy a template, never
-modify it.
+the same sdist always gives the same commit id. `task_template` folds the task's seeded mutation
+into that one commit, in a copy of the repository, so `git log` and `git show` do not reveal the bug.
+Both results are cached under `cache_dir`, built in a temporary directory and renamed into place,
+under a per-entry lock, so concurrent callers (a fleet of sandboxes) build each entry once and never
+see a half-built one. Sandboxes copy a template, never modify it.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sandboxes.cache import cache_root
 from sandboxes.swe.mutation import Mutation, MutationError, git, mutate
 from sandboxes.swe.repos_suite import EMBEDDED_SUITE
 
@@ -69,10 +70,7 @@ def embedded_suite() -> dict[str, RepoSpec]:
 
 
 def default_cache_dir() -> Path:
-    """$AGENTWORLD_CACHE_DIR/swe, else the XDG cache, like the other cached artefacts of the project."""
-    if os.environ.get("AGENTWORLD_CACHE_DIR"):
-        return Path(os.environ["AGENTWORLD_CACHE_DIR"]) / "swe"
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "agentworld" / "swe"
+    return cache_root() / "swe"
 
 
 @contextmanager
@@ -222,8 +220,12 @@ def spec_for(metadata: dict[str, Any]) -> RepoSpec:
     return RepoSpec(name, version, tuple(command), timeout, tuple(metadata.get("source", ())))
 
 
+# 2: the mutation is amended into the one commit (version 1 added a second commit that showed it).
+TEMPLATE_LAYOUT = 2
+
+
 def task_template(metadata: dict[str, Any], cache_dir: Path) -> Path:
-    """A prepared repository with the task's mutation committed on top (cached; never modify it).
+    """A prepared repository whose one commit holds the task's mutation (cached; never modify it).
 
     metadata: {"repo", "version", "seed", "test_command"?, "mutation"?}. When the task records its
     mutation, the rebuilt one must match it, so a changed sdist or mutation step is caught here.
@@ -233,7 +235,7 @@ def task_template(metadata: dict[str, Any], cache_dir: Path) -> Path:
     seed = metadata.get("seed")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise RepoError(f"a SWE task's metadata needs an integer 'seed', got {seed!r}")
-    final = cache_dir / "templates" / f"{spec.key}-seed{seed}"
+    final = cache_dir / "templates" / f"{spec.key}-seed{seed}-v{TEMPLATE_LAYOUT}"
     if not (final / ".git").is_dir():
         with _entry_lock(cache_dir, f"template-{spec.key}-seed{seed}"):
             if not (final / ".git").is_dir():

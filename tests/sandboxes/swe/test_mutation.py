@@ -19,6 +19,7 @@ from sandboxes.swe.mutation import (
 )
 from sandboxes.swe.mutation_sites import find_sites, source_files
 from sandboxes.swe.repos import init_repository
+from tests.sandboxes.swe.git_checks import changed_files, commits_in_object_store
 
 CALC = '''"""A tiny calculator."""
 
@@ -117,9 +118,9 @@ def test_same_seed_same_mutation_and_commit(base: Path, tmp_path: Path) -> None:
     one, two = mutate(first, 7, COMMAND, 60), mutate(second, 7, COMMAND, 60)
     assert one == two
     assert git(first, "rev-parse", "HEAD") == git(second, "rev-parse", "HEAD")
-    assert git(first, "rev-list", "--count", "HEAD").strip() == "2"
-    # the mutation is the whole diff of the second commit, in the source file only
-    assert git(first, "diff", "--name-only", "HEAD~1").split() == [one.file] == ["calc.py"]
+    assert commits_in_object_store(first) == 1  # neither the history nor the reflog shows the bug
+    # the mutation is the whole difference from the original, in the source file only
+    assert changed_files(base, first) == [one.file] == ["calc.py"]
     assert git(first, "status", "--porcelain") == ""  # test runs left nothing behind
     others = {
         mutate(copy_of(base, tmp_path, f"s{seed}"), seed, COMMAND, 60).description for seed in (1, 2, 3)

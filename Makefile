@@ -8,13 +8,15 @@ DEMO_OUT ?= out/demo
 setup:
 	bash infra/setup-host.sh
 
-# The whole loop on embedded defaults, on a CPU: collect real terminal, web and search trajectories,
+# The whole loop on embedded defaults, on a CPU: collect real terminal, web, search, MCP and SWE trajectories,
 # build the corpus, train a small world model briefly, and measure it against real sandboxes.
 demo: setup
 	$(PY) -m collectors.terminal --sandboxes 4 --episodes 32 --max-steps 12 --out $(DEMO_OUT)/raw
 	$(PY) -m collectors.web --browsers 2 --episodes 6 --max-steps 8 --out $(DEMO_OUT)/raw
 	$(PY) -m collectors.search --workers 2 --episodes 10 --max-steps 8 --max-page-chars 4000 \
 		--out $(DEMO_OUT)/raw
+	$(PY) -m collectors.mcp --workers 2 --episodes 5 --max-steps 6 --out $(DEMO_OUT)/raw
+	$(PY) -m collectors.swe --sandboxes 2 --episodes 4 --max-steps 10 --out $(DEMO_OUT)/raw
 	$(PY) -m schemas stats $(DEMO_OUT)/raw
 	$(PY) -m beam_pipelines.build_corpus --input $(DEMO_OUT)/raw --output $(DEMO_OUT)/corpus \
 		--seq-len 2048 --split-ratios 0.7,0.15,0.15

@@ -1,9 +1,10 @@
-"""MCP and SWE trajectories in the forms the contract (brief/mcp-swe-spec.md) gives their sandboxes:
-`mcp_result` JSON texts with tool definitions in the environment, `swe_tool_result` texts of the
-read/edit/bash tools. Built here so the render, corpus, simulator and fidelity tests share them."""
+"""MCP and SWE trajectories in the forms their sandboxes record (sandboxes/mcp/README.md,
+sandboxes/swe/README.md): `mcp_result` JSON texts with tool definitions in the environment,
+`swe_tool_result` texts of the read/edit/bash tools. Built here so the render, corpus, simulator and fidelity tests share them."""
 
 from __future__ import annotations
 
+import copy
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -145,7 +146,7 @@ def mcp_trajectory(
         "bwrap",
         "memory-time 1.0.0",
         {"server": "memory", "server_info": {"name": "memory-time", "version": "1.0.0"}},
-        [GET_TIME, CREATE_ENTITIES],
+        copy.deepcopy(MCP_TOOLS),  # tests plant secrets in them: no trajectory shares the module's
     )
     initial = Observation(
         "mcp_result",
@@ -214,7 +215,7 @@ def _swe_call(tool: str, **arguments: Any) -> Action:
 
 def swe_trajectory(trajectory_id: str = "swe-0001", seconds: str = "0.03") -> Trajectory:
     """Run the failing tests, read the file, a failed edit, the fix, and the passing run."""
-    env = Environment("swe", "bwrap", "clampy 1.0.0", {"repo": "clampy"}, SWE_TOOLS)
+    env = Environment("swe", "bwrap", "clampy 1.0.0", {"repo": "clampy"}, copy.deepcopy(SWE_TOOLS))
     initial = Observation(
         "swe_tool_result",
         "Repository clampy 1.0.0 at /repo. Run the tests with: python -m pytest -q\nsrc/\ntests/\nsetup.py",

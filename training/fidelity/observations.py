@@ -32,7 +32,7 @@ _RESULT_RE = re.compile(r"^\s*\[(\d+)\]\s+(\S+)\s*$")
 _FIELD_RE = re.compile(r"^(Title|Snippet|Date|URL):[ \t]?(.*)$")
 
 
-# MCP (brief/mcp-swe-spec.md): a result is canonical JSON, {"content": [...], "structuredContent": {...}
+# MCP (sandboxes/mcp/README.md): a result is canonical JSON, {"content": [...], "structuredContent": {...}
 # (when present), "isError": bool} or {"error": {"code", "message"}}; the first observation is
 # "Connected to <name> <version>: N tools (a, b, c)."
 _CONNECTED_RE = re.compile(r"^Connected to (.+?): (\d+) tools? \((.*)\)\.$")

@@ -1,5 +1,5 @@
 """Metrics for tool results (pure): MCP results compared as JSON structure, SWE results on exit status,
-output lines, diff lines and test counts. Forms as brief/mcp-swe-spec.md gives them (see
+output lines, diff lines and test counts. Forms as the sandboxes record them (see
 observations.py). Volatility comes from the noise floor: `others` are other real runs of the same
 turn, and what differs between them and the recording is only held to its form.
 

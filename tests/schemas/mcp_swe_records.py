@@ -1,6 +1,7 @@
 """MCP and SWE trajectories in the forms their sandboxes record (sandboxes/mcp/README.md,
 sandboxes/swe/README.md): `mcp_result` JSON texts with tool definitions in the environment,
-`swe_tool_result` texts of the read/edit/bash tools. Built here so the render, corpus, simulator and fidelity tests share them."""
+`swe_tool_result` texts of the read/edit/bash tools. Built here so the render, corpus, simulator and
+fidelity tests share them."""
 
 from __future__ import annotations
 

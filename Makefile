@@ -15,11 +15,11 @@ demo: setup
 	$(PY) -m collectors.web --browsers 2 --episodes 6 --max-steps 8 --out $(DEMO_OUT)/raw
 	$(PY) -m collectors.search --workers 2 --episodes 10 --max-steps 8 --max-page-chars 4000 \
 		--out $(DEMO_OUT)/raw
-	$(PY) -m collectors.mcp --workers 2 --episodes 5 --max-steps 6 --out $(DEMO_OUT)/raw
+	$(PY) -m collectors.mcp --workers 2 --episodes 6 --max-steps 6 --out $(DEMO_OUT)/raw
 	$(PY) -m collectors.swe --sandboxes 2 --episodes 4 --max-steps 10 --out $(DEMO_OUT)/raw
 	$(PY) -m schemas stats $(DEMO_OUT)/raw
 	$(PY) -m beam_pipelines.build_corpus --input $(DEMO_OUT)/raw --output $(DEMO_OUT)/corpus \
-		--seq-len 4096 --split-ratios 0.7,0.15,0.15
+		--seq-len 4096 --split-ratios 0.6,0.1,0.3
 	HF_HUB_OFFLINE=1 $(PY) -m training.sft --data $(DEMO_OUT)/corpus --out $(DEMO_OUT)/model \
 		--model qwen3-tiny --max-steps 30 --batch-size 2 --lr 3e-3 --warmup-steps 3 \
 		--eval-every 15 --save-every 30 --resume

@@ -32,11 +32,15 @@ class CliError(Exception):
     """A problem the user must fix before the run can start (exit code 2)."""
 
 
-def add_fleet_arguments(parser: argparse.ArgumentParser, default_policy: str = "explorer") -> None:
+def add_fleet_arguments(
+    parser: argparse.ArgumentParser, default_policy: str = "explorer", sandboxes_alias: str = ""
+) -> None:
+    """The arguments every collector shares. `sandboxes_alias` is a domain's own name for
+    --sandboxes (--browsers, --workers), the same option under the word its users expect."""
     fleet = parser.add_argument_group("fleet")
-    fleet.add_argument(
-        "--sandboxes", "-n", type=int, default=1, metavar="N", help="parallel sandboxes (default 1)"
-    )
+    names = ["--sandboxes", "-n", *([sandboxes_alias] if sandboxes_alias else [])]
+    fleet.add_argument(*names, dest="sandboxes", type=int, default=1, metavar="N",
+                       help="parallel sandboxes (default 1)")  # fmt: skip
     fleet.add_argument(
         "--episodes", "-m", type=int, default=None, metavar="M",
         help="episodes to record (default: each task of --tasks once; else 10; with --policy"

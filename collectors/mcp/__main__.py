@@ -70,9 +70,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_fleet_arguments(parser)
+    add_fleet_arguments(parser, sandboxes_alias="--workers")
     group = parser.add_argument_group("MCP servers")
-    group.add_argument("--workers", type=int, metavar="N", help="parallel sandboxes (same as --sandboxes)")
     group.add_argument(
         "--servers", metavar="CATALOGUE", help="JSON or TOML server catalogue (default: the embedded one)"
     )
@@ -98,8 +97,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="share of calls to a tool name the server does not have (0.03)",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    if args.workers is not None:
-        args.sandboxes = args.workers
     if not (0 <= args.invalid_rate <= 1 and 0 <= args.unknown_tool_rate <= 1 - args.invalid_rate):
         parser.error("--invalid-rate and --unknown-tool-rate must be in [0, 1] and add up to at most 1")
     validate_counts(parser, args)

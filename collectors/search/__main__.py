@@ -69,9 +69,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_fleet_arguments(parser)
+    add_fleet_arguments(parser, sandboxes_alias="--workers")
     group = parser.add_argument_group("search sandbox")
-    group.add_argument("--workers", type=int, metavar="N", help="parallel sandboxes (same as --sandboxes)")
     group.add_argument(
         "--backend", choices=("tantivy", "searxng", "json_api"), default="tantivy", help="(tantivy)"
     )
@@ -107,8 +106,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--max-page-chars", type=int, default=20_000, metavar="N", help="extracted page cap (20000)"
     )
     args = parser.parse_args(argv)
-    if args.workers is not None:
-        args.sandboxes = args.workers
     if args.index_limit < 0:
         parser.error("--index-limit must be >= 0")
     validate_counts(parser, args)

@@ -51,11 +51,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_fleet_arguments(parser)
+    add_fleet_arguments(parser, sandboxes_alias="--browsers")  # one browser per sandbox
     web = parser.add_argument_group("web sandbox")
-    web.add_argument(
-        "--browsers", type=int, metavar="N", help="parallel browsers, one per sandbox (same as --sandboxes)"
-    )
     web.add_argument(
         "--start-urls", metavar="FILE",
         help="one start URL per line (# comments): a task each, instead of the embedded sites",
@@ -71,8 +68,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )  # fmt: skip
     web.add_argument("--chromium", default="/usr/bin/chromium", metavar="PATH", help="browser binary")
     args = parser.parse_args(argv)
-    if args.browsers is not None:
-        args.sandboxes = args.browsers
     if args.start_urls and args.tasks:
         parser.error("--start-urls and --tasks are alternatives: give one")
     validate_counts(parser, args)

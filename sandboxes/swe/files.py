@@ -206,6 +206,7 @@ class Workspace:
         change = _replace if command == "str_replace" else _insert
         new, span = change(old, arguments, rel)
         self._write(real, new, new=False)
+        _drop_cached_bytecode(real)
         return self._diffed(old, new, rel, created=False, span=span)
 
     @staticmethod
@@ -214,6 +215,25 @@ class Workspace:
     ) -> ToolOutput:
         diff = unified_diff(old, new, rel, created, span)
         return ToolOutput(diff or f"No change to {rel}.\n", diff=diff)
+
+
+def _drop_cached_bytecode(real: str) -> None:
+    """Python trusts a .pyc while the source's mtime (in whole seconds) and size match, so an
+    edit of the same length within the second of the last run (`a + b` to `a - b` right after
+    pytest) would still run the old code. The edit tool removes the file's cached bytecode."""
+    if not real.endswith(".py"):
+        return
+    cache = os.path.join(os.path.dirname(real), "__pycache__")
+    stem = os.path.basename(real)[:-3] + "."
+    try:
+        names = [n for n in os.listdir(cache) if n.startswith(stem) and n.endswith(".pyc")]
+    except OSError:
+        return
+    for name in names:
+        try:
+            os.unlink(os.path.join(cache, name))
+        except OSError:
+            pass
 
 
 def _first_page(raw: bytes, size: int, limit: int) -> tuple[str, bool]:

@@ -106,6 +106,16 @@ def test_reset_shows_the_repository_and_records_the_tools(sandbox: SweSandbox, t
     assert domain_spec("swe") is DOMAIN
 
 
+def test_an_edit_within_the_second_of_the_last_run_is_what_the_next_run_imports(fresh: SweSandbox) -> None:
+    # CI once saw pytest pass on `a - b`: same size, same mtime second, so Python kept the .pyc.
+    # Setting the old mtime back makes that race certain.
+    assert "2 passed" in text_of(fresh, bash_action("python -m pytest -q -p no:cacheprovider"))
+    mtime = text_of(fresh, bash_action("stat -c %Y mathx/ops.py")).split("\n")[0]
+    fresh.step(edit_action("str_replace", "mathx/ops.py", old_str="a + b", new_str="a - b"))
+    text_of(fresh, bash_action(f"touch -d @{mtime} mathx/ops.py"))
+    assert "1 failed, 1 passed" in text_of(fresh, bash_action("python -m pytest -q -p no:cacheprovider"))
+
+
 def test_every_tool_and_a_full_fix_cycle(fresh: SweSandbox, template: Path) -> None:
     assert (
         text_of(fresh, read_action("mathx/ops.py", 1, 2))

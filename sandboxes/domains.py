@@ -1,8 +1,9 @@
 """What domain-agnostic code (the LLM and replay policies, the simulator, the fidelity replays)
 needs to know about a domain, looked up by its AgentWorldBench name.
 
-Each domain package `sandboxes.<name>` exports `DOMAIN = DomainSpec(...)`. The lookup imports it
-lazily, so a user who only collects terminal data never imports Playwright or tantivy.
+Each domain package `sandboxes.<name>` (`sandboxes.desktop` for `os`) exports
+`DOMAIN = DomainSpec(...)`. The lookup imports it lazily, so a user
+who only collects terminal data never imports Playwright or tantivy.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from schemas.records import Action, Environment
 
 # The domains that have a sandbox package; the other AgentWorldBench names come with their issues.
 KNOWN_DOMAINS = ("terminal", "web", "search", "swe", "mcp")
+# A domain whose package is not named after it (`sandboxes.os` would read as the standard module).
+_PACKAGES = {"os": "desktop"}
 # An environment config key a replay may set to run a recording under another backend ("auto" keeps
 # the recorded one); the fidelity command's --backend sets it. Only the terminal has backends to choose.
 REPLAY_BACKEND = "replay_backend"
@@ -41,5 +44,5 @@ def domain_spec(name: str) -> DomainSpec:
     """The spec of `name`; ValueError naming the known domains when there is none."""
     if name not in KNOWN_DOMAINS:
         raise ValueError(f"no sandbox for domain {name!r}; known domains: {', '.join(KNOWN_DOMAINS)}")
-    module = importlib.import_module(f"sandboxes.{name}")
+    module = importlib.import_module(f"sandboxes.{_PACKAGES.get(name, name)}")
     return module.DOMAIN

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepare a Debian 12 machine for development, tests and the demo. Idempotent: every step checks
 # before it acts, so `make test` can call it on every run.
-#   - system packages: docker engine, bubblewrap, tmux, debootstrap, chromium, python3-doc, manpages
+#   - system packages: docker engine, bubblewrap, tmux, debootstrap, chromium, python3-doc, manpages,
+#     the desktop stack (Xvfb, AT-SPI, applications), openssh-server and QEMU
 #   - a running Docker engine (started here when none answers, e.g. in CI or a container)
 #   - the terminal sandbox image (built from the host's apt mirror; no registry needed)
 #   - .venv with the project and its dev extras
@@ -12,18 +13,28 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # web site and search index
 APT_PACKAGES=(docker.io bubblewrap tmux debootstrap procps chromium python3-doc manpages man-db mandoc
     git nodejs python3-pytest)
+# The OS domain's desktops (Xvfb, AT-SPI and real applications, driven by the system python3 that has
+# pyatspi), its remote machines (a real sshd in the tests) and its virtual machines (QEMU).
+DESKTOP_PACKAGES=(xvfb openbox xterm x11-apps xdotool at-spi2-core python3-pyatspi gnome-calculator
+    dbus-x11 scrot python3-tk python3-xlib python3-pil mousepad openssh-server qemu-system-x86 qemu-utils)
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 
-missing=()
-for pkg in "${APT_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if ((${#missing[@]})); then
+apt_updated=0
+install_missing() {  # the packages not installed yet, with any extra apt-get options first
+    local options=() missing=() pkg
+    while [[ $1 == -* ]]; do options+=("$1"); shift; done
+    for pkg in "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    done
+    ((${#missing[@]})) || return 0
     echo "setup: installing ${missing[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+    ((apt_updated)) || { apt-get update -qq; apt_updated=1; }
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${options[@]}" "${missing[@]}" >/dev/null
+}
+install_missing "${APT_PACKAGES[@]}"
+# Without recommends: gnome-calculator alone would otherwise bring most of a GNOME desktop.
+install_missing --no-install-recommends "${DESKTOP_PACKAGES[@]}"
 
 # NodeSource's nodejs carries npm; Debian's does not (its npm package conflicts with NodeSource's).
 if ! command -v npm >/dev/null; then

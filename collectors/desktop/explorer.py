@@ -1,0 +1,269 @@
+"""The embedded default desktop policy: seeded random walks over the accessibility tree's nodes.
+
+Each step parses the observation text (collectors/desktop/tree.py) and weighs the moves that make
+sense on this screen: click an actionable node at the centre of its box, type into an editable one
+(clicking it first when it has no focus), press a keyboard shortcut of the focused application,
+scroll, hover, drag, answer a dialog, open an application from a focused terminal or close the
+focused one. A share of the steps is deliberately wrong, as agents are: a click where nothing is,
+a click off the screen, a misspelt pyautogui call, code that does not parse. Valid moves are sent
+as structured computer actions or, as often, as the pyautogui code they stand for (both are the OS
+action space). Every choice comes from the rng given at reset, so a seed and the same screens give
+the same walk.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from collectors.desktop.tree import DesktopTree, Node, parse_tree
+from collectors.desktop.vocabulary import CLOSE_KEYS, FILE_NAMES, PROGRAMS, SHORTCUTS, logical_app, text_for
+from collectors.policies.base import Policy, invalid_action
+from sandboxes.base import InvalidActionError
+from schemas.records import Action, Observation, Task
+
+# (kind, arguments) as the sandbox's parse_action takes them.
+Move = tuple[str, dict]
+
+CLICKABLE = {
+    "push button", "toggle button", "menu item", "check menu item", "radio menu item", "menu",
+    "check box", "radio button", "page tab", "link", "combo box", "list item", "table cell",
+    "tree item", "spin button", "button", "icon",
+}  # fmt: skip
+DIALOGS = {"dialog", "alert", "file chooser", "color chooser", "font chooser"}
+EDITABLE_ROLES = {"text", "entry", "password text", "terminal", "document text", "paragraph", "editbar"}
+# States that say a node accepts input; a tree that prints them at all prints them on every such node.
+_ENABLED = {"enabled", "sensitive"}
+
+
+@dataclass
+class WalkState:
+    rng: random.Random
+    apps: list[str]  # logical applications believed running, in start order
+    steps: int = 0
+    pending: list[Move] = field(default_factory=list)
+    typed: set[tuple[str, str, str]] = field(default_factory=set)  # node keys typed into
+    ending: bool = False
+
+
+class DesktopExplorer(Policy):
+    name = "desktop-explorer"
+
+    def __init__(
+        self,
+        parse_action: Callable[[str, dict], Action],
+        end_probability: float = 0.05,
+        min_steps: int = 4,
+        invalid_probability: float = 0.08,
+        pyautogui_share: float = 0.5,
+    ) -> None:
+        self.parse_action = parse_action
+        self.end_probability = end_probability
+        self.min_steps = min_steps
+        self.invalid_probability = invalid_probability
+        self.pyautogui_share = pyautogui_share
+        self.state: WalkState | None = None
+
+    def config(self) -> dict:
+        return {
+            "end_probability": self.end_probability,
+            "min_steps": self.min_steps,
+            "invalid_probability": self.invalid_probability,
+            "pyautogui_share": self.pyautogui_share,
+        }
+
+    def reset(self, task: Task, observation: Observation, rng: random.Random) -> None:
+        apps = [str(a) for a in (task.metadata or {}).get("apps") or [] if str(a) in PROGRAMS]
+        self.state = WalkState(rng=rng, apps=apps)
+
+    def act(self, observation: Observation) -> Action | None:
+        state = self.state
+        if state is None:
+            raise RuntimeError("DesktopExplorer.act called before reset")
+        state.steps += 1
+        if state.ending:
+            return None
+        if state.pending:
+            return self._action(state.pending.pop(0))
+        if state.steps > self.min_steps and state.rng.random() < self.end_probability:
+            return None
+        tree = parse_tree(observation.text or "")
+        if state.rng.random() < self.invalid_probability:
+            return self._invalid(tree)
+        return self._action(self.choose(tree))
+
+    def choose(self, tree: DesktopTree) -> Move:
+        """The next valid move on this screen (public for the unit tests)."""
+        state = self.state
+        assert state is not None
+        moves = self._candidates(tree)
+        _, build = state.rng.choices(moves, weights=[weight for weight, _ in moves])[0]
+        return build()
+
+    def _candidates(self, tree: DesktopTree) -> list[tuple[float, Callable[[], Move]]]:
+        state = self.state
+        assert state is not None
+        rng = state.rng
+        app = logical_app(tree.focused_application) or logical_app(tree.focused)
+        placed = [n for n in tree.nodes if n.box is not None and n.box[2] > 0 and n.box[3] > 0]
+        enabled_known = any(_ENABLED & n.states for n in placed)
+        usable = [n for n in placed if not enabled_known or _ENABLED & n.states]
+        dialog = _dialog_nodes(tree)
+        clickable = [n for n in (dialog or usable) if n.role in CLICKABLE]
+        editable = [n for n in (dialog or usable) if _editable(n)]
+        keys = SHORTCUTS.get(app, ()) + SHORTCUTS[""]
+        moves: list[tuple[float, Callable[[], Move]]] = [
+            (1.5, lambda: _hotkey(rng.choice(keys))),
+            (0.1, lambda: ("computer", {"action": "wait", "seconds": rng.choice((0.2, 0.5, 1.0))})),
+        ]
+        if clickable:
+            moves.append((8.0 if dialog else 6.0, lambda: _click(rng.choice(clickable), rng)))
+        if editable:
+            moves.append((6.0 if dialog else 4.0, lambda: self._type_into(rng.choice(editable), app)))
+        if app == "terminal":  # xterm shows no tree: it is typed into blind, as a user would
+            moves.append((4.0, lambda: _type(text_for("terminal", rng) + "\n")))
+        if placed:
+            moves.append((0.5, lambda: _scroll(rng.choice(placed), rng)))
+            moves.append((0.4, lambda: _move(rng.choice(placed))))
+        if len(editable) and app == "editor":
+            moves.append((0.3, lambda: _drag_select(rng.choice(editable))))
+        missing = [a for a in PROGRAMS if a not in state.apps]
+        if app == "terminal" and missing:
+            moves.append((1.0, lambda: self._open(rng.choice(missing))))
+        elif "terminal" in state.apps and app != "terminal":
+            moves.append((0.4, lambda: _hotkey(("alt", "tab"))))
+        if state.steps > self.min_steps and app:
+            moves.append((0.4, lambda: self._close(app)))
+        return moves
+
+    def _type_into(self, node: Node, app: str) -> Move:
+        state = self.state
+        assert state is not None
+        in_dialog = bool(node.name) and node.name.lower() in ("name", "file name", "filename")
+        text = state.rng.choice(FILE_NAMES) if in_dialog else text_for(app or "editor", state.rng)
+        state.typed.add(node.key())
+        sequence = [] if "focused" in node.states else [_click(node, state.rng, plain=True)]
+        sequence.append(_type(text))
+        if in_dialog or app == "calculator":  # submit the file name, compute the expression
+            sequence.append(_hotkey(("enter",)))
+        state.pending.extend(sequence[1:])
+        return sequence[0]
+
+    def _open(self, app: str) -> Move:
+        """From a focused terminal, start another application in the background."""
+        assert self.state is not None
+        self.state.apps.append(app)
+        return _type(f"{PROGRAMS[app]} &\n")
+
+    def _close(self, app: str) -> Move:
+        assert self.state is not None
+        if app in self.state.apps:
+            self.state.apps.remove(app)
+        if app == "terminal":
+            return _type("exit\n")
+        return _hotkey(self.state.rng.choice(CLOSE_KEYS))
+
+    def _invalid(self, tree: DesktopTree) -> Action:
+        """A move an agent gets wrong: the recording then shows the error the agent would see."""
+        state = self.state
+        assert state is not None
+        rng = state.rng
+        width, height = _screen_extent(tree)
+        kind = rng.choice(("empty", "off_screen", "misspelt", "syntax"))
+        if kind == "empty":
+            x, y = _empty_point(tree, rng, width, height)
+            return self._action(("computer", {"action": "click", "x": x, "y": y}))
+        if kind == "off_screen":
+            return self._action(("computer", {"action": "click", "x": width + rng.randint(50, 500), "y": 10}))
+        x, y = rng.randrange(width), rng.randrange(height)
+        if kind == "misspelt":
+            return self._action(("pyautogui", {"code": f"pyautogui.clik(x={x}, y={y})"}))
+        return self._action(("pyautogui", {"code": f"pyautogui.click(x={x}, y={y}"}))
+
+    def _action(self, move: Move) -> Action:
+        """The move as an Action; a valid computer move is sent as its pyautogui code half the time.
+        A move the parser refuses goes to the runner as an `invalid` action with the parser's reason."""
+        assert self.state is not None
+        kind, arguments = move
+        try:
+            action = self.parse_action(kind, arguments)
+            if kind == "computer" and self.state.rng.random() < self.pyautogui_share:
+                action = self.parse_action("pyautogui", {"code": action.text})
+        except InvalidActionError as exc:
+            return invalid_action(str(arguments.get("code", arguments)), str(exc))
+        return action
+
+
+def _dialog_nodes(tree: DesktopTree) -> list[Node]:
+    """The nodes of the last dialog in the tree (a modal one takes the input), or []."""
+    start = max((i for i, n in enumerate(tree.nodes) if n.role in DIALOGS), default=-1)
+    if start < 0:
+        return []
+    depth = tree.nodes[start].depth
+    inside = []
+    for node in tree.nodes[start + 1 :]:
+        if node.depth <= depth:
+            break
+        if node.box is not None and node.box[2] > 0 and node.box[3] > 0:
+            inside.append(node)
+    return inside
+
+
+def _editable(node: Node) -> bool:
+    return "editable" in node.states or (node.role in EDITABLE_ROLES and not node.states)
+
+
+def _screen_extent(tree: DesktopTree) -> tuple[int, int]:
+    """The screen size the boxes reach (at least 640x480), for points on and off the screen."""
+    boxes = [n.box for n in tree.nodes if n.box is not None]
+    width = max([x + w for x, _, w, _ in boxes], default=0)
+    height = max([y + h for _, y, _, h in boxes], default=0)
+    return max(width, 640), max(height, 480)
+
+
+def _empty_point(tree: DesktopTree, rng: random.Random, width: int, height: int) -> tuple[int, int]:
+    """A point on the screen that no node covers (the desktop behind the windows), if one is found."""
+    for _ in range(50):
+        x, y = rng.randrange(width), rng.randrange(height)
+        if tree.node_at(x, y) is None:
+            return x, y
+    return width - 1, height - 1
+
+
+def _click(node: Node, rng: random.Random, plain: bool = False) -> Move:
+    assert node.centre is not None
+    x, y = node.centre
+    draw = 1.0 if plain else rng.random()
+    action = "double_click" if draw < 0.06 else "right_click" if draw < 0.1 else "click"
+    return "computer", {"action": action, "x": x, "y": y}
+
+
+def _type(text: str) -> Move:
+    return "computer", {"action": "type", "text": text}
+
+
+def _hotkey(keys: tuple[str, ...]) -> Move:
+    if len(keys) == 1:
+        return "computer", {"action": "press", "key": keys[0]}
+    return "computer", {"action": "hotkey", "keys": list(keys)}
+
+
+def _scroll(node: Node, rng: random.Random) -> Move:
+    assert node.centre is not None
+    x, y = node.centre
+    return "computer", {"action": "scroll", "x": x, "y": y, "clicks": rng.choice((-5, -3, 3, 5))}
+
+
+def _move(node: Node) -> Move:
+    assert node.centre is not None
+    x, y = node.centre
+    return "computer", {"action": "move", "x": x, "y": y}
+
+
+def _drag_select(node: Node) -> Move:
+    """Select text by dragging across the top line of an editable node."""
+    assert node.box is not None
+    x, y, w, h = node.box
+    line = y + min(h // 2, 10)
+    return "computer", {"action": "drag", "x": x + 2, "y": line, "to_x": x + max(w // 2, 3), "to_y": line}

@@ -1,0 +1,134 @@
+"""Reading a desktop observation's text (format `desktop_a11y_tree`) back into nodes.
+
+The text, as the desktop sandbox writes it (sandboxes/desktop; the issue 10 observation contract):
+an optional first line `Error: <message>` when the last action failed, a line
+`Focused: <application> — <window title>` (or `Focused: none`), then one node a line, indented two
+spaces per depth:
+
+    [<id>] <role> "<name>"[ value="<text>"][ states=<comma list>] @(<x>,<y> <w>x<h>)
+
+and, when the tree was cut, a last line `[... <n> more nodes not shown]`. Roles are AT-SPI role
+names and may hold spaces (`push button`, `menu item`). Quoted strings escape `"` and `\\` with a
+backslash. A line that does not follow the form is kept as text, never an error: the collector's
+explorer and the fidelity metrics both read recorded and predicted text with this one parser.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+_NODE_RE = re.compile(
+    r"^(?P<indent> *)\[(?P<id>[^\]\s]+)\] (?P<role>[^\"\[\]]+?) "
+    r'"(?P<name>(?:[^"\\]|\\.)*)"'
+    r'(?: value="(?P<value>(?:[^"\\]|\\.)*)")?'
+    r"(?: states=(?P<states>[^\s@]*))?"
+    r"(?: @\((?P<x>-?\d+),(?P<y>-?\d+) (?P<w>\d+)x(?P<h>\d+)\))?\s*$"
+)
+_MORE_RE = re.compile(r"^\s*\[\.\.\. (\d+) more nodes? not shown\]\s*$")
+_FOCUSED_RE = re.compile(r"^Focused: ?(.*)$")
+_ERROR_RE = re.compile(r"^Error: ?(.*)$")
+# Spaces per depth level.
+INDENT = 2
+
+
+@dataclass(frozen=True)
+class Node:
+    id: str
+    depth: int
+    role: str
+    name: str
+    value: str | None = None
+    states: frozenset[str] = frozenset()
+    box: tuple[int, int, int, int] | None = None  # x, y, width, height in screen pixels
+
+    @property
+    def centre(self) -> tuple[int, int] | None:
+        if self.box is None:
+            return None
+        x, y, w, h = self.box
+        return x + w // 2, y + h // 2
+
+    def contains(self, x: int, y: int) -> bool:
+        if self.box is None:
+            return False
+        bx, by, w, h = self.box
+        return bx <= x < bx + w and by <= y < by + h
+
+    def key(self) -> tuple[str, str, str]:
+        """What the node is, whatever id and position it was given: (role, name, value)."""
+        return self.role, self.name, self.value or ""
+
+
+@dataclass
+class DesktopTree:
+    focused: str = ""  # "<application> — <window title>", "" for `Focused: none` or no line
+    error: str = ""
+    nodes: list[Node] = field(default_factory=list)
+    more: int = 0  # nodes the marker line says were not shown
+    has_focused_line: bool = False
+    other_lines: list[str] = field(default_factory=list)  # lines of no known form
+
+    @property
+    def truncated(self) -> bool:
+        return self.more > 0
+
+    @property
+    def focused_application(self) -> str:
+        return self.focused.split(" — ", 1)[0].strip()
+
+    def node_at(self, x: int, y: int) -> Node | None:
+        """The deepest node whose box holds the point (the last in walk order on ties)."""
+        hits = [n for n in self.nodes if n.contains(x, y)]
+        return max(hits, key=lambda n: n.depth) if hits else None
+
+
+def _unquote(text: str | None) -> str | None:
+    if text is None:
+        return None
+    try:
+        return json.loads(f'"{text}"')
+    except ValueError:  # an escape JSON does not know: keep what was written
+        return text
+
+
+def parse_node(line: str) -> Node | None:
+    """One tree line as a Node, or None when it is not a node line."""
+    found = _NODE_RE.match(line.rstrip("\n"))
+    if found is None:
+        return None
+    box = None
+    if found.group("x") is not None:
+        box = tuple(int(found.group(k)) for k in ("x", "y", "w", "h"))
+    states = frozenset(s for s in (found.group("states") or "").split(",") if s)
+    return Node(
+        id=found.group("id"),
+        depth=len(found.group("indent")) // INDENT,
+        role=found.group("role").strip(),
+        name=_unquote(found.group("name")) or "",
+        value=_unquote(found.group("value")),
+        states=states,
+        box=box,  # type: ignore[arg-type]
+    )
+
+
+def parse_tree(text: str) -> DesktopTree:
+    """Every part of an observation's text; unknown lines go to `other_lines`."""
+    tree = DesktopTree()
+    for line in text.split("\n"):
+        if not line.strip():
+            continue
+        if not tree.nodes and not tree.has_focused_line and (error := _ERROR_RE.match(line)):
+            tree.error = error.group(1).strip()
+        elif not tree.nodes and (focused := _FOCUSED_RE.match(line)):
+            tree.has_focused_line = True
+            value = focused.group(1).strip()
+            tree.focused = "" if value == "none" else value
+        elif (more := _MORE_RE.match(line)) is not None:
+            tree.more = int(more.group(1))
+        elif (node := parse_node(line)) is not None:
+            tree.nodes.append(node)
+        else:
+            tree.other_lines.append(line)
+    return tree

@@ -123,12 +123,31 @@ DOMAIN_PROMPTS: dict[str, DomainPrompt] = {
         ),
     ),
     "os": DomainPrompt(
-        title="a desktop operating system",
+        title="a Linux desktop",
         environment=(
-            "A graphical desktop with real applications. Observations are the accessibility tree of the "
-            "visible windows as text (roles, names, states, positions)."
+            "A graphical Linux desktop (an X display with the openbox window manager) running real "
+            "applications, such as GNOME Calculator, the Mousepad text editor and an xterm terminal; which "
+            "ones are open at the start shows in the initial state. Each observation is the desktop's "
+            "accessibility tree (AT-SPI) as text. It starts with `Error: <message>` when the last action "
+            "failed (a click where nothing is, a point off the screen, an exception raised by the code), "
+            "then `Focused: <application> — <window title>` (or `Focused: none`), then one node a line, "
+            'indented two spaces per depth: `[<id>] <role> "<name>"`, then ` value="<text>"` for '
+            "text and values, ` states=<comma-separated states>` (focused, editable, checked, ...) and "
+            "` @(<x>,<y> <width>x<height>)`, the node's position and size in screen pixels. Only nodes on "
+            "screen are listed; ids count the nodes in depth-first order, so they change when the screen "
+            "does. A long tree ends with a `[... N more nodes not shown]` line. A terminal shows little "
+            "accessibility: its window appears, not the text inside it. A screenshot is taken too but is "
+            "not part of the text."
         ),
-        actions="pyautogui-style Python calls or computer actions (click, type, hotkey, scroll, ...).",
+        actions=(
+            "Python code calling pyautogui on the desktop's own display, as AgentWorldBench writes OS "
+            "actions: `pyautogui.click(x=120, y=240)`, `pyautogui.doubleClick(...)`, "
+            "`pyautogui.rightClick(...)`, `pyautogui.moveTo(x, y)`, `pyautogui.dragTo(x, y)`, "
+            "`pyautogui.scroll(-3, x=..., y=...)`, `pyautogui.write('text')`, `pyautogui.press('enter')`, "
+            "`pyautogui.hotkey('ctrl', 's')` and `time.sleep(1)`, one or more calls per action. Coordinates "
+            "are screen pixels; a node's centre is inside its box."
+        ),
+        agent="a Linux desktop (applications driven with pyautogui)",
     ),
     "android": DomainPrompt(
         title="an Android phone",

@@ -1,0 +1,434 @@
+"""The OS domain's virtual machine backend: a QEMU VM booted from the project's own Debian image
+(`infra/desktop-vm/build.sh`), driven over SSH like any remote desktop.
+
+Isolation: the VM's only network is QEMU's user-mode stack with `restrict=on` (no packet leaves for
+the host or the outside) and one forward from 127.0.0.1:<free port> on the host to the guest's sshd.
+Each VM writes to its own qcow2 overlay on top of the shared base image, so the base never changes.
+Reset: a snapshot of the booted VM (`savevm` once, `loadvm` per reset, through QMP) when enabled,
+else a fresh overlay and a new boot. Acceleration: KVM when /dev/kvm opens, else TCG.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sandboxes.base import SandboxCrashedError
+from sandboxes.cache import cache_root
+from sandboxes.desktop.transport import Channel, Transport
+
+if TYPE_CHECKING:  # paramiko is the desktop extra: vm.py itself loads without it
+    from sandboxes.desktop.ssh import SshTarget, SshTransport
+
+log = logging.getLogger(__name__)
+
+IMAGE_VERSION = 1  # infra/desktop-vm/build.sh's VERSION
+BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "infra" / "desktop-vm" / "build.sh"
+SNAPSHOT_NAME = "booted"
+
+
+@dataclass(frozen=True)
+class VmImage:
+    """A built image directory, as build.sh lays it out."""
+
+    root: Path
+
+    @classmethod
+    def default(cls) -> VmImage:
+        return cls(cache_root() / "desktop-vm" / str(IMAGE_VERSION))
+
+    def require(self) -> VmImage:
+        if not (self.root / "manifest.json").is_file():
+            raise FileNotFoundError(
+                f"no desktop VM image in {self.root}: build it once with `sudo {BUILD_SCRIPT}` "
+                "(debootstrap, several minutes; set AGENTWORLD_CACHE_DIR to build elsewhere)"
+            )
+        return self
+
+    @property
+    def manifest(self) -> dict:
+        return json.loads((self.root / "manifest.json").read_text())
+
+    def path(self, name: str) -> Path:
+        return self.root / name
+
+    def host_key_line(self, host: str, port: int) -> str:
+        """The known_hosts line of this image's host key for `host:port`."""
+        key_type, key = self.path("host_key.pub").read_text().split()[:2]
+        return f"[{host}]:{port} {key_type} {key}\n"
+
+
+def kvm_usable() -> bool:
+    try:
+        os.close(os.open("/dev/kvm", os.O_RDWR))
+    except OSError:
+        return False
+    return True
+
+
+@dataclass
+class VmConfig:
+    image: VmImage = field(default_factory=VmImage.default)
+    memory_mb: int = 1024
+    cpus: int = 1
+    accel: str = "auto"  # "auto" (KVM when /dev/kvm opens), "kvm" or "tcg"
+    boot_timeout_s: float | None = None  # None: 120 s under KVM, 900 s under TCG
+    snapshot_reset: bool = True  # False: reset by a fresh overlay and a new boot
+    qmp_timeout_s: float = 120.0
+
+    def __post_init__(self) -> None:
+        if not 256 <= self.memory_mb <= 16384:
+            raise ValueError(f"memory_mb={self.memory_mb}: choose 256..16384")
+        if not 1 <= self.cpus <= max(1, os.cpu_count() or 1):
+            raise ValueError(f"cpus={self.cpus}: choose 1..{os.cpu_count()} (this host's cores)")
+        if self.accel not in ("auto", "kvm", "tcg"):
+            raise ValueError(f"accel={self.accel!r}: choose auto, kvm or tcg")
+
+
+class Qmp:
+    """A minimal QMP client on a unix socket: one command, one reply (events are skipped)."""
+
+    def __init__(self, path: Path, timeout_s: float) -> None:
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.settimeout(timeout_s)
+        self._sock.connect(str(path))
+        self._file = self._sock.makefile("rb")
+        self._read()  # the greeting
+        self.execute("qmp_capabilities")
+
+    def _read(self) -> dict:
+        line = self._file.readline()
+        if not line:
+            raise SandboxCrashedError("QEMU closed its QMP socket (the VM exited)")
+        return json.loads(line)
+
+    def execute(self, command: str, **arguments: object) -> object:
+        request = {"execute": command, **({"arguments": arguments} if arguments else {})}
+        self._sock.sendall(json.dumps(request).encode() + b"\n")
+        while True:
+            reply = self._read()
+            if "return" in reply:
+                return reply["return"]
+            if "error" in reply:
+                raise RuntimeError(f"QMP {command}: {reply['error'].get('desc', reply['error'])}")
+
+    def human(self, command_line: str) -> str:
+        """An HMP command (savevm/loadvm have no QMP form in QEMU 7); its output, where errors show."""
+        return str(self.execute("human-monitor-command", **{"command-line": command_line}))
+
+    def close(self) -> None:
+        self._file.close()
+        self._sock.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class QemuVm:
+    """One VM: start (boot to sshd), reset (snapshot or reboot), close (kill qemu, remove its files)."""
+
+    def __init__(self, config: VmConfig | None = None) -> None:
+        self.config = config or VmConfig()
+        self.image = self.config.image
+        self.accel = ""
+        self.port = 0
+        self.dir: Path | None = None
+        self.boot_seconds = 0.0
+        self.snapshot_seconds = 0.0
+        self.last_reset: dict = {}
+        self._proc: subprocess.Popen | None = None
+        self._qmp: Qmp | None = None
+        self._has_snapshot = False
+
+    # -- life cycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._proc is not None and self.alive():
+            return
+        self.image.require()
+        want_kvm = self.config.accel == "kvm" or (self.config.accel == "auto" and kvm_usable())
+        if self.config.accel == "kvm" and not kvm_usable():
+            raise RuntimeError("accel=kvm but /dev/kvm cannot be opened; use accel=auto or tcg")
+        self.accel = "kvm" if want_kvm else "tcg"
+        log.info("desktop VM: %s acceleration", self.accel)
+        if self.dir is None:
+            self.dir = Path(tempfile.mkdtemp(prefix="agentworld-vm-"))
+        self._boot()
+        if self.config.snapshot_reset:
+            self.snapshot_seconds = self.save_snapshot()
+
+    @property
+    def boot_timeout_s(self) -> float:
+        if self.config.boot_timeout_s is not None:
+            return self.config.boot_timeout_s
+        return 120.0 if self.accel == "kvm" else 900.0
+
+    def _boot(self) -> None:
+        assert self.dir is not None
+        t0 = time.perf_counter()
+        overlay = self.dir / "overlay.qcow2"
+        overlay.unlink(missing_ok=True)
+        base = str(self.image.path("disk.qcow2"))
+        subprocess.run(
+            ["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base, str(overlay)],
+            check=True, capture_output=True, timeout=60,
+        )  # fmt: skip
+        self.port = _free_port()
+        (self.dir / "known_hosts").write_text(self.image.host_key_line("127.0.0.1", self.port))
+        qmp_path = self.dir / "qmp.sock"
+        qmp_path.unlink(missing_ok=True)
+        argv = [
+            "qemu-system-x86_64", "-name", "agentworld-desktop-vm", "-nodefaults", "-no-user-config",
+            "-display", "none", "-machine", "q35", "-accel", self.accel,
+            "-cpu", "host" if self.accel == "kvm" else "max",
+            "-m", str(self.config.memory_mb), "-smp", str(self.config.cpus),
+            "-kernel", str(self.image.path("vmlinuz")), "-initrd", str(self.image.path("initrd.img")),
+            "-append", self.image.manifest["kernel_cmdline"] + " quiet",
+            "-drive", f"file={overlay},if=virtio,format=qcow2,cache=unsafe",
+            "-netdev", f"user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:{self.port}-:22",
+            "-device", "virtio-net-pci,netdev=net0", "-device", "virtio-rng-pci",
+            "-serial", f"file:{self.dir / 'serial.log'}",
+            "-qmp", f"unix:{qmp_path},server=on,wait=off",
+        ]  # fmt: skip
+        stderr = open(self.dir / "qemu.stderr", "wb")  # noqa: SIM115 - the child keeps writing to it
+        # Own session: close() kills qemu's whole process group, never the caller's.
+        self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr,
+                                      start_new_session=True)  # fmt: skip
+        stderr.close()
+        self._wait_for(lambda: qmp_path.exists(), 30.0, "QEMU's QMP socket")
+        self._qmp = Qmp(qmp_path, self.config.qmp_timeout_s)
+        self._wait_for(self._sshd_answers, self.boot_timeout_s, "the guest's sshd")
+        self.boot_seconds = time.perf_counter() - t0
+        self._has_snapshot = False
+        log.info("desktop VM booted in %.1f s (%s)", self.boot_seconds, self.accel)
+
+    def _wait_for(self, ready: Callable[[], bool], timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self.check_alive()
+            if ready():
+                return
+            time.sleep(0.2)
+        self.check_alive()
+        raise TimeoutError(
+            f"desktop VM: {what} not ready after {timeout_s:.0f} s ({self.accel}); serial console tail:\n"
+            + self.serial_tail()
+        )
+
+    def _sshd_answers(self) -> bool:
+        """True once the guest's sshd sends its banner (QEMU accepts on the port before the guest does)."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=2.0) as s:
+                s.settimeout(2.0)
+                return s.recv(8).startswith(b"SSH-")
+        except OSError:
+            return False
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def check_alive(self) -> None:
+        if self._proc is None:
+            raise SandboxCrashedError("desktop VM not started")
+        code = self._proc.poll()
+        if code is not None:
+            stderr = (self.dir / "qemu.stderr").read_text(errors="replace")[-800:] if self.dir else ""
+            raise SandboxCrashedError(
+                f"desktop VM died (qemu exit status {code}). qemu: {stderr.strip() or '-'}; "
+                f"serial console tail:\n{self.serial_tail()}"
+            )
+
+    def serial_tail(self, lines: int = 15) -> str:
+        path = self.dir / "serial.log" if self.dir else None
+        if path is None or not path.exists():
+            return "(no serial output)"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    # -- reset ------------------------------------------------------------------------------
+    def reset(self) -> dict:
+        """Back to the state `start` left (snapshot taken right after boot). The caller must have
+        closed its SSH connections: the guest's side of them is rewound or rebooted away.
+        Returns {"method", "seconds"}."""
+        t0 = time.perf_counter()
+        if not self.alive():
+            self.close_process()
+            self.start()
+            method = "reboot (the VM had died)"
+        elif self.config.snapshot_reset:
+            method = self._snapshot_reset()
+        else:
+            self.close_process()
+            self._boot()
+            method = "fresh overlay + reboot"
+        self.last_reset = {"method": method, "seconds": time.perf_counter() - t0}
+        return self.last_reset
+
+    def save_snapshot(self) -> float:
+        """Snapshot the running VM as the reset point (`start` calls it before any SSH session).
+        Seconds taken."""
+        assert self._qmp is not None
+        t0 = time.perf_counter()
+        output = self._qmp.human(f"savevm {SNAPSHOT_NAME}")
+        if output.strip():
+            raise RuntimeError(f"savevm failed: {output.strip()}")
+        self._has_snapshot = True
+        return time.perf_counter() - t0
+
+    def _snapshot_reset(self) -> str:
+        assert self._qmp is not None and self._has_snapshot
+        output = self._qmp.human(f"loadvm {SNAPSHOT_NAME}")
+        if output.strip():
+            raise RuntimeError(f"loadvm failed: {output.strip()}")
+        self._wait_for(self._sshd_answers, 30.0, "sshd after loadvm")
+        return "loadvm"
+
+    # -- close ------------------------------------------------------------------------------
+    def close_process(self) -> None:
+        if self._qmp is not None:
+            self._qmp.close()
+            self._qmp = None
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=30)
+
+    def close(self) -> None:
+        self.close_process()
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def resources(self) -> list[str]:
+        found = [f"pid:{self._proc.pid}"] if self._proc else []
+        return found + ([f"path:{self.dir}"] if self.dir else [])
+
+    def __enter__(self) -> QemuVm:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class VmChannel(Channel):
+    """A guest program over SSH; when the VM itself died, errors say so (and raise SandboxCrashedError)."""
+
+    def __init__(self, inner: Channel, vm: QemuVm) -> None:
+        self._inner = inner
+        self._vm = vm
+
+    def send_line(self, line: str) -> None:
+        try:
+            self._inner.send_line(line)
+        except (SandboxCrashedError, OSError, EOFError):
+            self._vm.check_alive()
+            raise
+
+    def recv_line(self, timeout_s: float) -> str:
+        try:
+            return self._inner.recv_line(timeout_s)
+        except (SandboxCrashedError, TimeoutError, OSError, EOFError):
+            # qemu's exit closes the forwarded port, so the SSH side fails at once; name the cause.
+            self._vm.check_alive()
+            raise
+
+    def alive(self) -> bool:
+        return self._vm.alive() and self._inner.alive()
+
+    def kill(self) -> None:
+        if self._vm.alive():
+            self._inner.kill()
+
+
+class VmTransport(Transport):
+    """A desktop target inside a QEMU VM, reached over SSH (`SshTransport`) on the forwarded port.
+
+    `restore()` puts the whole VM back to its booted snapshot (an episode's reset); the guest
+    program is spawned again afterwards. The VM is started on first use and closed with the
+    transport unless it was passed in (then its owner closes it)."""
+
+    kind = "vm"
+
+    def __init__(self, vm: QemuVm | None = None, config: VmConfig | None = None) -> None:
+        self.vm = vm if vm is not None else QemuVm(config)
+        self._owns_vm = vm is None
+        self._ssh: SshTransport | None = None
+
+    def ssh_target(self) -> SshTarget:
+        from sandboxes.desktop.ssh import SshTarget
+
+        self.vm.start()
+        assert self.vm.dir is not None
+        return SshTarget(
+            host="127.0.0.1",
+            port=self.vm.port,
+            user=self.vm.image.manifest["user"],
+            key_file=str(self.vm.image.path("agent_key")),
+            known_hosts=str(self.vm.dir / "known_hosts"),
+        )
+
+    def _transport(self) -> SshTransport:
+        if self._ssh is None:
+            from sandboxes.desktop.ssh import SshTransport
+
+            if self.vm.pid() is None:
+                self.vm.start()
+            self.vm.check_alive()
+            self._ssh = SshTransport(self.ssh_target())
+        return self._ssh
+
+    def spawn(self, argv: list[str], env: dict[str, str]) -> Channel:
+        try:
+            return VmChannel(self._transport().spawn(argv, env), self.vm)
+        except (SandboxCrashedError, OSError, EOFError):
+            self.vm.check_alive()
+            raise
+
+    def put_file(self, local: Path, remote: str) -> None:
+        self._transport().put_file(local, remote)
+
+    def workdir(self) -> str:
+        return self._transport().workdir()
+
+    def restore(self) -> dict:
+        """Reset the VM to its booted snapshot (or reboot it); returns {"method", "seconds"}."""
+        self._drop_ssh()
+        return self.vm.reset()
+
+    def _drop_ssh(self) -> None:
+        ssh, self._ssh = self._ssh, None
+        if ssh is not None:
+            if self.vm.alive():
+                ssh.close()
+            else:  # nothing to clean inside a dead VM; closing would wait on its timeouts
+                ssh.abandon()
+
+    def resources(self) -> list[str]:
+        # Everything the guest holds dies with qemu and its overlay: the VM's own are the ones to check.
+        return self.vm.resources()
+
+    def close(self) -> None:
+        try:
+            self._drop_ssh()
+        finally:
+            if self._owns_vm:
+                self.vm.close()

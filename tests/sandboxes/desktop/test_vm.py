@@ -1,0 +1,187 @@
+"""The VM backend on a real QEMU VM booted from the project's own image (infra/desktop-vm/build.sh).
+
+One VM serves the module (KVM where /dev/kvm opens, else TCG); the crash test runs last and
+leaves it rebooted. The image is built once (several minutes) when the cache lacks it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+
+import paramiko
+import pytest
+
+from sandboxes.base import SandboxCrashedError
+from sandboxes.checks import resource_exists
+from sandboxes.desktop.vm import BUILD_SCRIPT, QemuVm, VmConfig, VmImage
+
+
+@pytest.fixture(scope="session")
+def vm_image() -> VmImage:
+    image = VmImage.default()
+    if not (image.root / "manifest.json").is_file():
+        subprocess.run([str(BUILD_SCRIPT)], check=True, timeout=3600)
+    return image.require()
+
+
+@pytest.fixture(scope="module")
+def vm(vm_image: VmImage) -> Iterator[QemuVm]:
+    machine = QemuVm(VmConfig(image=vm_image, memory_mb=1024))
+    try:
+        machine.start()
+        yield machine
+    finally:
+        machine.close()
+    for resource in machine.resources():
+        assert not resource_exists(resource), resource
+
+
+def _connect(vm: QemuVm, known_hosts: str | None = None) -> paramiko.SSHClient:
+    assert vm.dir is not None
+    client = paramiko.SSHClient()
+    client.load_host_keys(known_hosts or str(vm.dir / "known_hosts"))
+    client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    client.connect(
+        "127.0.0.1",
+        port=vm.port,
+        username="agent",
+        key_filename=str(vm.image.path("agent_key")),
+        look_for_keys=False,
+        allow_agent=False,
+        timeout=20,
+        banner_timeout=20,
+        auth_timeout=20,
+    )
+    return client
+
+
+def _run(client: paramiko.SSHClient, command: str, timeout_s: float = 60) -> tuple[int, str]:
+    _, stdout, stderr = client.exec_command(command, timeout=timeout_s)
+    out = stdout.read().decode() + stderr.read().decode()
+    return stdout.channel.recv_exit_status(), out
+
+
+def test_boots_and_sshd_proves_the_known_host_key(vm: QemuVm, tmp_path) -> None:
+    assert vm.accel in ("kvm", "tcg")
+    assert vm.boot_seconds > 0
+    client = _connect(vm)
+    try:
+        code, out = _run(client, "hostname; id -un")
+        assert code == 0
+        assert out.split() == ["agentworld-desktop-vm", "agent"]
+    finally:
+        client.close()
+    # Another key under the VM's name is refused: the client checks the key, not just the name.
+    other = paramiko.Ed25519Key.from_private_key_file(str(vm.image.path("agent_key")))
+    wrong = tmp_path / "known_hosts"
+    wrong.write_text(f"[127.0.0.1]:{vm.port} {other.get_name()} {other.get_base64()}\n")
+    with pytest.raises(paramiko.BadHostKeyException):
+        _connect(vm, str(wrong))
+
+
+def test_guest_has_the_desktop_stack(vm: QemuVm) -> None:
+    client = _connect(vm)
+    try:
+        code, out = _run(
+            client,
+            "python3 -c 'import pyatspi, Xlib, PIL; print(\"imports ok\")' && "
+            "command -v Xvfb openbox gnome-calculator mousepad xterm xdotool scrot dbus-launch "
+            "| wc -l && test -x /usr/libexec/at-spi-bus-launcher && echo bus-launcher ok",
+        )
+        assert code == 0, out
+        assert out.split() == ["imports", "ok", "8", "bus-launcher", "ok"]
+    finally:
+        client.close()
+
+
+def test_guest_has_no_network_beyond_the_ssh_forward(vm: QemuVm) -> None:
+    """The guest got its address by DHCP, yet reaches neither the host nor anything outside."""
+    listener = socket.socket()
+    listener.bind(("0.0.0.0", 0))
+    listener.listen(4)
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    accepted: list[object] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    watcher = threading.Thread(target=accept, daemon=True)
+    watcher.start()
+    probe = (
+        "import socket\n"
+        "for host, port in (('10.0.2.2', %d), ('1.1.1.1', 80), ('10.0.2.3', 53)):\n"
+        "    try:\n"
+        "        socket.create_connection((host, port), timeout=3).close(); print('reached', host)\n"
+        "    except OSError as e:\n"
+        "        print('blocked', host)\n" % port
+    )
+    client = _connect(vm)
+    try:
+        code, addr = _run(client, "ip -4 -o addr show scope global")
+        assert code == 0 and "10.0.2.15/" in addr, addr
+        sftp = client.open_sftp()
+        with sftp.file("/tmp/probe.py", "w") as f:
+            f.write(probe)
+        sftp.close()
+        code, out = _run(client, "python3 /tmp/probe.py")
+    finally:
+        client.close()
+        stop.set()
+        watcher.join(timeout=5)
+        listener.close()
+    assert code == 0, out
+    assert out.split("\n")[:3] == ["blocked 10.0.2.2", "blocked 1.1.1.1", "blocked 10.0.2.3"], out
+    assert accepted == []
+
+
+def test_reset_by_snapshot_undoes_a_change(vm: QemuVm) -> None:
+    client = _connect(vm)
+    try:
+        code, _ = _run(client, "echo changed > /home/agent/marker && sync")
+        assert code == 0
+    finally:
+        client.close()
+    result = vm.reset()
+    assert result["method"] == "loadvm"
+    assert 0 < result["seconds"] < 60
+    client = _connect(vm)
+    try:
+        code, out = _run(client, "test -e /home/agent/marker && echo still there || echo gone")
+        assert out.strip() == "gone"
+    finally:
+        client.close()
+
+
+def test_vm_killed_mid_episode_raises_crashed_and_the_next_start_works(vm: QemuVm) -> None:
+    client = _connect(vm)
+    _, stdout, _ = client.exec_command("sleep 300; echo never")
+    pid = vm.pid()
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    t0 = time.monotonic()
+    # qemu's exit drops the forwarded connection, so the open command ends at once, not at a timeout.
+    stdout.channel.settimeout(30)
+    assert stdout.read() == b""
+    assert time.monotonic() - t0 < 15
+    client.close()
+    with pytest.raises(SandboxCrashedError, match="desktop VM died"):
+        vm.check_alive()
+    result = vm.reset()
+    assert result["method"].startswith("reboot")
+    client = _connect(vm)
+    try:
+        assert _run(client, "echo back")[1].strip() == "back"
+    finally:
+        client.close()

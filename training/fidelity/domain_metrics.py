@@ -5,6 +5,8 @@ MCP and SWE tool results have their own module (tool_metrics.py), registered her
 - web: line F1 over the accessibility tree's node lines, with the `[bid]`s kept (a node must carry
   the id the page gave it) and with them removed (the same nodes, whatever ids); whether the URL and
   the title match.
+- os (desktop): node-line F1 on (role, name, value) without ids and positions, with states, the
+  share of nodes placed within a pixel tolerance, the focused window and the error (desktop.py).
 - search: for result lists, precision/recall/F1 of the result URLs as sets, overlap@k (the share of
   the real top k that the predicted top k holds) and rank agreement (the share of the real top k
   predicted at the same rank); for extracted pages (and error texts), line F1 over the non-empty lines.
@@ -19,6 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 
+from training.fidelity.desktop import DESKTOP_METRICS, desktop_scores
 from training.fidelity.observations import parse_results, parse_web, without_bids
 from training.fidelity.tool_metrics import MCP_METRICS, SWE_METRICS, mcp_scores, swe_scores
 
@@ -32,6 +35,7 @@ DOMAIN_METRICS: dict[str, tuple[str, ...]] = {
     "search": SEARCH_METRICS + SEARCH_PAGE_METRICS,
     "mcp": MCP_METRICS,
     "swe": SWE_METRICS,
+    "os": DESKTOP_METRICS,
 }
 
 
@@ -88,6 +92,7 @@ def search_scores(prediction: str, reference: str) -> dict[str, float | None]:
 _SCORERS: dict[str, Callable[[str, str], dict[str, float | None]]] = {
     "web": web_scores,
     "search": search_scores,
+    "os": desktop_scores,
 }
 # Scorers that also read the other real runs of the turn (the noise floor's replays) for volatility.
 _VOLATILITY_SCORERS: dict[str, Callable[[str, str, Sequence[str]], dict[str, float | None]]] = {

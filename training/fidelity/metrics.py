@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 
 from rapidfuzz.distance import Levenshtein
 
+from training.fidelity.desktop import desktop_valid, is_desktop_text
 from training.fidelity.domain_metrics import DOMAIN_METRICS, domain_scores
 from training.fidelity.observations import (
     is_diff,
@@ -262,12 +263,19 @@ def _swe_valid(prediction: str, reference: str) -> bool:
     return True
 
 
+def _os_valid(prediction: str, reference: str) -> bool:
+    """The desktop form (desktop.py) where the real turn had it; elsewhere the space-indented tree rule."""
+    if is_desktop_text(reference):
+        return desktop_valid(prediction, reference)
+    return _tree_valid(prediction, reference)
+
+
 _VERIFIERS = {
     "terminal": _terminal_valid,
     "mcp": _mcp_valid,
     "swe": _swe_valid,
     "web": _web_valid,
-    "os": _tree_valid,
+    "os": _os_valid,
     "android": _tree_valid,
     "search": _search_valid,
 }

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.records import Action
+from training.fidelity.desktop import desktop_data
 
 # Web (BrowserGym-style, see sandboxes/web): "URL: ...", "Title: ...", "Tabs: ...", "Focused: ...",
 # "Error: ..." header lines, a blank line, then one tree node a line, tab-indented by depth.
@@ -159,6 +160,8 @@ def observation_data(domain: str, text: str, action: Action | None = None) -> di
         return mcp_data(text, tool if isinstance(tool, str) else "")
     if domain == "swe":
         return swe_data(text, action.kind if action is not None else "")
+    if domain == "os":
+        return desktop_data(text)
     return {}
 
 

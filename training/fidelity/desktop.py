@@ -1,0 +1,107 @@
+"""The desktop (os) domain's observation form for the simulator and the fidelity metrics (pure).
+
+A `desktop_a11y_tree` observation is `Error:` (when the action failed) and `Focused:` lines, then
+one accessibility node a line, `[id] role "name" value="..." states=... @(x,y wxh)`, and maybe a
+truncation marker. The text is read with the desktop collector's parser (collectors/desktop/tree.py),
+the one reader of this form, so the explorer, the simulator and the metrics agree on it.
+
+Metrics, each scored against the recorded text:
+- `node_f1`: multiset F1 of the nodes as (role, name, value), ignoring the ids (they number the walk,
+  so one extra node renumbers all that follow) and the positions (a window placed a few pixels
+  away shows the same content);
+- `node_state_f1`: the same with the states (focused, checked, ...) as part of each node;
+- `position_within_tolerance`: of the real nodes that the prediction holds (matched by (role, name,
+  value), in walk order), the share whose box is within `POSITION_TOLERANCE_PX` on every edge;
+  None when the real turn has no placed node;
+- `focused_match`: the `Focused:` line's value is the same; `error_match`: both report an error or
+  both do not.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from collectors.desktop.tree import DesktopTree, Node, parse_tree
+
+OBSERVATION_FORMAT = "desktop_a11y_tree"
+POSITION_TOLERANCE_PX = 8
+DESKTOP_METRICS = ("node_f1", "node_state_f1", "position_within_tolerance", "focused_match", "error_match")
+
+
+def desktop_data(text: str) -> dict[str, Any]:
+    """The parts of the desktop sandbox's `data` that the text carries (not `backend`)."""
+    tree = parse_tree(text)
+    return {
+        "focused": tree.focused or "none",
+        "nodes": len(tree.nodes) + tree.more,
+        "truncated": tree.truncated,
+        "error": tree.error,
+    }
+
+
+def _state_key(node: Node) -> tuple[str, str, str, tuple[str, ...]]:
+    return (*node.key(), tuple(sorted(node.states)))
+
+
+def _within(a: tuple[int, int, int, int], b: tuple[int, int, int, int], tolerance: int) -> bool:
+    """Every edge of box `a` within `tolerance` pixels of the same edge of `b`."""
+    ax, ay, aw, ah = a
+    bx, by, bw, bh = b
+    edges = (ax - bx, ay - by, ax + aw - bx - bw, ay + ah - by - bh)
+    return all(abs(d) <= tolerance for d in edges)
+
+
+def position_share(
+    predicted: DesktopTree, real: DesktopTree, tolerance: int = POSITION_TOLERANCE_PX
+) -> float | None:
+    """Of the real placed nodes the prediction holds, the share placed within `tolerance`; nodes of
+    one (role, name, value) are paired in walk order. None when the real tree places no node."""
+    placed = [n for n in real.nodes if n.box is not None]
+    if not placed:
+        return None
+    boxes: dict[tuple[str, str, str], list[tuple[int, int, int, int]]] = defaultdict(list)
+    for node in predicted.nodes:
+        if node.box is not None:
+            boxes[node.key()].append(node.box)
+    taken: dict[tuple[str, str, str], int] = defaultdict(int)
+    within = 0
+    for node in placed:
+        key = node.key()
+        if taken[key] < len(boxes[key]):
+            within += _within(boxes[key][taken[key]], node.box, tolerance)  # type: ignore[arg-type]
+            taken[key] += 1
+    return within / len(placed)
+
+
+def desktop_scores(prediction: str, reference: str) -> dict[str, float | None]:
+    # Imported here: domain_metrics registers this module's scorer, so it imports this module first.
+    from training.fidelity.domain_metrics import multiset_f1
+
+    pred, real = parse_tree(prediction), parse_tree(reference)
+    return {
+        "node_f1": multiset_f1([n.key() for n in pred.nodes], [n.key() for n in real.nodes]),
+        "node_state_f1": multiset_f1(
+            [_state_key(n) for n in pred.nodes], [_state_key(n) for n in real.nodes]
+        ),
+        "position_within_tolerance": position_share(pred, real),
+        "focused_match": float(pred.focused == real.focused) if real.has_focused_line else None,
+        "error_match": float(bool(pred.error) == bool(real.error)),
+    }
+
+
+def desktop_valid(prediction: str, reference: str) -> bool:
+    """The desktop form where the real turn had it: a `Focused:` line, then only node lines (and the
+    truncation marker), starting at depth 0 and nesting one level at a time."""
+    tree = parse_tree(prediction)
+    if not tree.has_focused_line or tree.other_lines:
+        return False
+    depths = [n.depth for n in tree.nodes]
+    if depths and depths[0] != 0:
+        return False
+    return all(b - a <= 1 for a, b in zip(depths, depths[1:], strict=False))
+
+
+def is_desktop_text(text: str) -> bool:
+    """Whether a text is in the desktop form at all (a recorded runner error, say, is not)."""
+    return parse_tree(text).has_focused_line

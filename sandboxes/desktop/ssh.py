@@ -40,10 +40,10 @@ from sandboxes.desktop.transport import Channel, Transport
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _STDERR_TAIL_BYTES = 8192
 # Closing stdin lets the guest shut its session down itself; then TERM, then KILL, each with a
-# bounded wait (20 x 0.1 s) for the process group to be gone.
+# bounded wait (20 x 0.1 s) for the process group to be gone. (dash's kill takes no `--`.)
 _KILL_GROUP = (
-    "g=-{pgid}; for s in 0 TERM KILL; do [ $s = 0 ] || kill -$s -- $g 2>/dev/null; i=0; "
-    "while kill -0 -- $g 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done; done; true"
+    "g=-{pgid}; for s in 0 TERM KILL; do [ $s = 0 ] || kill -$s $g 2>/dev/null; i=0; "
+    "while kill -0 $g 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done; done; true"
 )
 
 
@@ -168,7 +168,7 @@ class SshChannel(Channel):
         return SandboxCrashedError(f"{why}; its last stderr: {self._stderr_tail()}")
 
     def send_line(self, line: str) -> None:
-        if self._killed or self._chan.closed:
+        if not self.alive():
             raise self._gone()
         try:
             self._chan.sendall((line + "\n").encode())

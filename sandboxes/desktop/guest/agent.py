@@ -904,11 +904,13 @@ def run_action(gui: PyAutoGui, action: dict[str, Any], timeout: float) -> str:
             code = action.get("code")
             if not isinstance(code, str):
                 return "pyautogui action needs a string 'code'"
-            mod = gui.module()
-            exec(
-                compile(code, "<action>", "exec"),
-                {"pyautogui": mod, "time": types.SimpleNamespace(sleep=gui.sleep)},
-            )  # noqa: S102 - the agent's action, inside its own sandbox
+            # `import pyautogui` in the code, as AgentWorldBench writes it, gets this module too.
+            sys.modules["pyautogui"] = gui.module()
+            namespace = {
+                "pyautogui": sys.modules["pyautogui"],
+                "time": types.SimpleNamespace(sleep=gui.sleep),
+            }
+            exec(compile(code, "<action>", "exec"), namespace)  # noqa: S102 - the agent's own action, in its sandbox
         else:
             computer(gui, action)
         return ""

@@ -191,7 +191,20 @@ class SshChannel(Channel):
                     f"no line from {shlex.join(self._argv[:2])} on {self._transport.target.label} "
                     f"within {timeout_s:.1f}s"
                 )
-            self._ended = not _pump(self._chan, self._out, self._err, min(remaining, 1.0))
+            self._read(min(remaining, 0.5))
+
+    def _read(self, wait_s: float) -> None:
+        """Block on stdout like a bare paramiko reader (no select round trip), stderr drained on
+        the way so that unread error output cannot fill the channel's window and stall stdout."""
+        while self._chan.recv_stderr_ready():
+            self._err += self._chan.recv_stderr(65536)
+        self._chan.settimeout(wait_s)
+        try:
+            data = self._chan.recv(65536)
+        except TimeoutError:
+            return
+        self._out += data
+        self._ended = not data
 
     def alive(self) -> bool:
         return not (self._killed or self._ended or self._chan.closed or self._chan.exit_status_ready())

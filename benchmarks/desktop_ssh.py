@@ -1,0 +1,177 @@
+"""Desktop over SSH: step latency through `SshTransport` against bare paramiko, same sshd, same run.
+
+The server is a real OpenSSH on 127.0.0.1 (the tests' `LocalSshd`); the desktop is the real guest
+agent (Xvfb, AT-SPI, gnome-calculator) started over it. Measured, in alternating rounds with both
+sessions open at once:
+- desktop step: one action to settled tree, (a) through `SshTransport`'s channel and (b) through
+  a bare paramiko `exec_command` channel (`stdin.write` / `stdout.readline`) to a second agent,
+  sending the same request line. Target (a)/(b) <= 1.2x, the issue's VM target, here on loopback.
+- transport round trip: one line to a line-echo program and back, through `SshTransport` and
+  through a bare paramiko channel, and a bare one-shot `exec_command("true")` for scale (what a
+  design that ran one command per step would pay).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import paramiko
+
+from benchmarks.timing import latency_ms
+from sandboxes.desktop.ssh import SshTarget, SshTransport
+from tests.sandboxes.desktop.sshd import LocalSshd
+
+TARGET_RATIO = 1.2
+AGENT = Path(__file__).resolve().parent.parent / "sandboxes" / "desktop" / "guest" / "agent.py"
+ECHO = "import sys\nfor line in sys.stdin:\n    sys.stdout.write(line)\n    sys.stdout.flush()\n"
+MOVES = [{"kind": "computer", "action": "move", "x": 40 + 10 * (i % 2), "y": 40} for i in range(2)]
+
+
+def _bare_client(target: SshTarget) -> paramiko.SSHClient:
+    client = paramiko.SSHClient()
+    client.load_host_keys(target.known_hosts)
+    client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    client.connect(
+        target.host, target.port, username=target.user, key_filename=target.key_file,
+        allow_agent=False, look_for_keys=False,
+    )  # fmt: skip
+    return client
+
+
+class _BareLines:
+    """A program under a bare paramiko exec_command, one line in, one line out."""
+
+    def __init__(self, client: paramiko.SSHClient, command: str) -> None:
+        self.stdin, self.stdout, _ = client.exec_command(command)
+
+    def ask(self, line: str) -> str:
+        self.stdin.write(line + "\n")
+        self.stdin.flush()
+        return self.stdout.readline()
+
+    def close(self) -> None:
+        self.stdin.close()
+        self.stdout.channel.close()
+
+
+def _alternate(rounds: int, contenders: dict[str, Callable[[int], object]]) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for i in range(rounds):
+        for name, once in contenders.items():
+            t0 = time.perf_counter()
+            once(i)
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def _one_shot_true(client: paramiko.SSHClient) -> None:
+    _, stdout, _ = client.exec_command("true")
+    assert stdout.channel.recv_exit_status() == 0
+
+
+def transport_round_trip(sshd: LocalSshd, root: Path, rounds: int) -> dict:
+    ssh = SshTransport(sshd.target())
+    bare = _bare_client(sshd.target())
+    try:
+        program = root / "echo.py"
+        program.write_text(ECHO)
+        remote = f"{ssh.workdir()}/echo.py"
+        ssh.put_file(program, remote)
+        ours = ssh.spawn(["/usr/bin/python3", remote], {})
+        theirs = _BareLines(bare, f"/usr/bin/python3 {remote}")
+
+        def ours_once(i: int) -> None:
+            ours.send_line(f"ping {i}")
+            assert ours.recv_line(10) == f"ping {i}"
+
+        def bare_once(i: int) -> None:
+            assert theirs.ask(f"ping {i}") == f"ping {i}\n"
+
+        for i in range(20):  # warm-up
+            ours_once(i), bare_once(i), _one_shot_true(bare)
+        times = _alternate(
+            rounds,
+            {"ours": ours_once, "bare_channel": bare_once, "bare_exec_true": lambda i: _one_shot_true(bare)},
+        )
+        theirs.close()
+    finally:
+        ssh.close()
+        bare.close()
+    result = {name: latency_ms(samples) for name, samples in times.items()}
+    result["ours_over_bare_channel"] = result["ours"]["median_ms"] / result["bare_channel"]["median_ms"]
+    return result
+
+
+def desktop_step(sshd: LocalSshd, rounds: int) -> dict:
+    ssh = SshTransport(sshd.target())
+    bare = _bare_client(sshd.target())
+    try:
+        workdir = ssh.workdir()
+        ssh.put_file(AGENT, f"{workdir}/agent.py")
+        ours = ssh.spawn(["/usr/bin/python3", f"{workdir}/agent.py", "--workdir", f"{workdir}/ours"], {})
+        theirs = _BareLines(bare, f"/usr/bin/python3 {workdir}/agent.py --workdir {workdir}/bare")
+        ready = [json.loads(ours.recv_line(60)), json.loads(theirs.stdout.readline())]
+        assert all(r.get("ok") for r in ready), ready
+        reset = json.dumps({"op": "reset", "apps": ["calculator"], "files": {}, "screenshot": False})
+        ours.send_line(reset)
+        started = [json.loads(ours.recv_line(60)), json.loads(theirs.ask(reset))]
+        assert all(r["ok"] and not r["error"] and r["nodes"] > 10 for r in started), started
+        requests = [json.dumps({"op": "act", "action": move, "screenshot": False}) for move in MOVES]
+
+        def ours_once(i: int) -> None:
+            ours.send_line(requests[i % 2])
+            assert json.loads(ours.recv_line(30))["error"] == ""
+
+        def bare_once(i: int) -> None:
+            assert json.loads(theirs.ask(requests[i % 2]))["error"] == ""
+
+        for i in range(3):
+            ours_once(i), bare_once(i)
+        times = _alternate(rounds, {"ours": ours_once, "bare_channel": bare_once})
+        nodes = started[0]["nodes"]
+        theirs.close()
+    finally:
+        ssh.close()
+        bare.close()
+    result: dict = {name: latency_ms(samples) for name, samples in times.items()}
+    result["tree_nodes"] = nodes
+    result["ours_over_bare_channel"] = result["ours"]["median_ms"] / result["bare_channel"]["median_ms"]
+    return result
+
+
+def desktop_ssh(transport_rounds: int = 300, step_rounds: int = 40) -> dict:
+    with tempfile.TemporaryDirectory() as tmp, LocalSshd(Path(tmp) / "sshd") as sshd:
+        transport = transport_round_trip(sshd, Path(tmp), transport_rounds)
+        step = desktop_step(sshd, step_rounds)
+    ratio = step["ours_over_bare_channel"]
+    return {
+        "desktop_step": step,
+        "transport_round_trip": transport,
+        "target_ratio": TARGET_RATIO,
+        "met": ratio <= TARGET_RATIO,
+    }
+
+
+def markdown_lines(r: dict) -> list[str]:
+    step, rt = r["desktop_step"], r["transport_round_trip"]
+    return [
+        "| measurement | ours ms (median / p95) | bare paramiko ms (median / p95) | ours/bare | n |",
+        "|---|---|---|---|---|",
+        f"| desktop step (move, settled tree of {step['tree_nodes']} nodes, no screenshot) "
+        f"| {step['ours']['median_ms']:.1f} / {step['ours']['p95_ms']:.1f} "
+        f"| {step['bare_channel']['median_ms']:.1f} / {step['bare_channel']['p95_ms']:.1f} "
+        f"| {step['ours_over_bare_channel']:.2f}x | {step['ours']['n']} |",
+        f"| line round trip to an echo program "
+        f"| {rt['ours']['median_ms']:.3f} / {rt['ours']['p95_ms']:.3f} "
+        f"| {rt['bare_channel']['median_ms']:.3f} / {rt['bare_channel']['p95_ms']:.3f} "
+        f"| {rt['ours_over_bare_channel']:.2f}x | {rt['ours']['n']} |",
+        f'| one-shot `exec_command("true")` (scale) | | {rt["bare_exec_true"]["median_ms"]:.2f} / '
+        f"{rt['bare_exec_true']['p95_ms']:.2f} | | {rt['bare_exec_true']['n']} |",
+        "",
+        f"Real OpenSSH on 127.0.0.1, alternating rounds. Target ours / bare on the desktop step "
+        f"<= {r['target_ratio']}x: {'met' if r['met'] else 'NOT met'}.",
+    ]

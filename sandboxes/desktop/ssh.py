@@ -164,6 +164,8 @@ class SshChannel(Channel):
             why = f"the SSH connection to {self._transport.target.label} dropped while {name} was running"
         else:
             status = self._chan.recv_exit_status() if self._chan.status_event.wait(1.0) else "unknown"
+            while self._chan.recv_stderr_ready():  # sshd sends the last output before the status
+                self._err += self._chan.recv_stderr(65536)
             why = f"{name} on {self._transport.target.label} exited (status {status})"
         return SandboxCrashedError(f"{why}; its last stderr: {self._stderr_tail()}")
 

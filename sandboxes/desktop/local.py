@@ -18,6 +18,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -196,7 +197,8 @@ class LocalTransport(Transport):
 
 
 def _kill_cgroup(path: str) -> None:
-    """Kill whatever is still in the cgroup (cgroup v2's cgroup.kill), before it is removed."""
+    """Kill whatever is still in the cgroup before it is removed: cgroup v2 has cgroup.kill, v1
+    gets each listed process killed until none is left (bounded)."""
     kill = os.path.join(path, "cgroup.kill")
     if os.path.exists(kill):
         try:
@@ -204,3 +206,19 @@ def _kill_cgroup(path: str) -> None:
                 f.write("1")
         except OSError:
             pass
+        return
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        try:
+            with open(os.path.join(path, "cgroup.procs")) as f:
+                pids = [int(p) for p in f.read().split()]
+        except OSError:
+            return
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.02)

@@ -853,8 +853,12 @@ class PyAutoGui:
             return
         if not isinstance(message, str):
             raise ActionError(f"write() needs a string, got {type(message).__name__}")
-        if message:
-            self._xdo("type", "--delay", str(int(max(interval, 0.012) * 1000)), "--", message)
+        delay = str(int(max(interval, 0.012) * 1000))
+        for i, part in enumerate(message.split("\n")):
+            if i:  # xdotool types a newline as a character that editors drop: press Return
+                self._xdo("key", "Return")
+            if part:
+                self._xdo("type", "--delay", delay, "--", part)
 
     typewrite = write
 

@@ -175,7 +175,8 @@ class DesktopExplorer(Policy):
             x, y = _empty_point(tree, rng, width, height)
             return self._action(("computer", {"action": "click", "x": x, "y": y}))
         if kind == "off_screen":
-            return self._action(("computer", {"action": "click", "x": width + rng.randint(50, 500), "y": 10}))
+            # Far right of any screen the sandbox makes (its width is not in the observation).
+            return self._action(("computer", {"action": "click", "x": rng.randint(5000, 9000), "y": 10}))
         x, y = rng.randrange(width), rng.randrange(height)
         if kind == "misspelt":
             return self._action(("pyautogui", {"code": f"pyautogui.clik(x={x}, y={y})"}))

@@ -141,11 +141,13 @@ DOMAIN_PROMPTS: dict[str, DomainPrompt] = {
         ),
         actions=(
             "Python code calling pyautogui on the desktop's own display, as AgentWorldBench writes OS "
-            "actions: `pyautogui.click(x=120, y=240)`, `pyautogui.doubleClick(...)`, "
-            "`pyautogui.rightClick(...)`, `pyautogui.moveTo(x, y)`, `pyautogui.dragTo(x, y)`, "
-            "`pyautogui.scroll(-3, x=..., y=...)`, `pyautogui.write('text')`, `pyautogui.press('enter')`, "
-            "`pyautogui.hotkey('ctrl', 's')` and `time.sleep(1)`, one or more calls per action. Coordinates "
-            "are screen pixels; a node's centre is inside its box."
+            "actions, one or more calls per action: `pyautogui.click(120, 240)` (with `clicks=2` or "
+            "`button='right'`), `pyautogui.doubleClick(120, 240)`, `pyautogui.rightClick(120, 240)`, "
+            "`pyautogui.moveTo(120, 240)`, a drag as `pyautogui.moveTo(10, 20)` then "
+            "`pyautogui.dragTo(300, 40, duration=0.5)`, `pyautogui.scroll(-3, x=400, y=300)` (negative "
+            "scrolls down), `pyautogui.write('text')`, `pyautogui.press('enter')`, "
+            "`pyautogui.hotkey('ctrl', 's')` and `time.sleep(1)`. Coordinates are screen pixels; a "
+            "node's centre is inside its box."
         ),
         agent="a Linux desktop (applications driven with pyautogui)",
     ),

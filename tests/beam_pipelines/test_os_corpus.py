@@ -14,9 +14,9 @@ import pytest
 from beam_pipelines.build_corpus import main
 from beam_pipelines.stages.common import AGENTWORLDBENCH, CORPORA
 from beam_pipelines.stages.format import Formatter
+from sandboxes.desktop import parse_action
 from schemas import read_trajectories
 from schemas.records import (
-    Action,
     Attachment,
     Environment,
     Observation,
@@ -58,24 +58,25 @@ def _observation(focused: str, editor_text: str, error: str = "") -> Observation
 
 
 def os_trajectory(i: int) -> Trajectory:
-    """An editor episode: a click, typing (a token, by accident), a save hotkey, a click on nothing."""
+    """An editor episode: a click, typing (a token, by accident), a save hotkey, a click on nothing;
+    the actions as the desktop sandbox parses them (a computer action's text is its pyautogui code)."""
     focused = "mousepad — Untitled 1"
     typed = f"notes {i} {TOKEN}"
     steps = [
         (
-            Action("computer", {"action": "click", "x": 400, "y": 330}, "pyautogui.click(x=400, y=330)"),
+            parse_action("computer", {"action": "click", "x": 400, "y": 330}),
             _observation(focused, ""),
         ),
         (
-            Action("pyautogui", {"code": f"pyautogui.write({typed!r})"}, f"pyautogui.write({typed!r})"),
+            parse_action("pyautogui", {"code": f"pyautogui.write({typed!r})"}),
             _observation(focused, typed),
         ),
         (
-            Action("computer", {"action": "hotkey", "keys": ["ctrl", "s"]}, "pyautogui.hotkey('ctrl', 's')"),
+            parse_action("computer", {"action": "hotkey", "keys": ["ctrl", "s"]}),
             _observation(f"mousepad — Save As ({EMAIL})", typed),
         ),
         (
-            Action("computer", {"action": "click", "x": 900, "y": 700}, "pyautogui.click(x=900, y=700)"),
+            parse_action("computer", {"action": "click", "x": 900, "y": 700}),
             _observation(focused, typed, "nothing at (900, 700): no window there, only the empty desktop"),
         ),
     ]
@@ -101,7 +102,7 @@ def test_formatter_writes_os_records_with_pyautogui_actions() -> None:
     ]
     assert [path for path, _ in records] == ["agentworldbench/os_test.jsonl"] * len(t.steps)
     last = records[-1][1]
-    assert last["prompt"][0] == "### Turn 1\n\n**Action:**\npyautogui.click(x=400, y=330)"
+    assert last["prompt"][0] == "### Turn 1\n\n**Action:**\npyautogui.click(400, 330)"
     assert last["prompt"][2].endswith("**Action:**\npyautogui.hotkey('ctrl', 's')")
     assert last["response"][3] == f"**Environment Observation:**\n{t.steps[3].observation.text}"
 

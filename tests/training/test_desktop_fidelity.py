@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from sandboxes.base import InvalidActionError
 from sandboxes.checks import check_sandbox
 from schemas.records import Action, Observation, Task
 from tests.training.test_backends import scripted_chat_server
@@ -128,6 +129,7 @@ def test_simulated_desktop_steps_and_reads_the_tree() -> None:
         assert first.text == CALCULATOR
         result = sim.step(press)
         assert result.info["format_failure"] is False
+        assert result.observation.format == first.format == "desktop_a11y_tree"
         assert 'value="13"' in result.observation.text
         assert result.observation.data["focused"] == "gnome-calculator — Calculator"
         assert result.observation.data["nodes"] == 36 and result.observation.data["truncated"] is True
@@ -135,6 +137,11 @@ def test_simulated_desktop_steps_and_reads_the_tree() -> None:
         sent = server.requests[-1]["messages"]
         assert sent[-1]["content"].endswith("**Action:**\npyautogui.click(x=308, y=505)")
         assert "Focused: <application> — <window title>" in sent[0]["content"]
+        # Actions are the desktop sandbox's: a computer action is validated and written as its code.
+        sim.step(Action("computer", {"action": "hotkey", "keys": ["ctrl", "z"]}, ""))
+        assert server.requests[-1]["messages"][-1]["content"].endswith("pyautogui.hotkey('ctrl', 'z')")
+        with pytest.raises(InvalidActionError):
+            sim.step(Action("computer", {"action": "click", "x": 5}, ""))
         sim.close()
 
 

@@ -82,7 +82,8 @@ class VmConfig:
     image: VmImage = field(default_factory=VmImage.default)
     memory_mb: int = 1024
     cpus: int = 1
-    accel: str = "auto"  # "auto" (KVM when /dev/kvm opens), "kvm" or "tcg"
+    # "auto" (KVM when /dev/kvm opens), "kvm" or "tcg"; $AGENTWORLD_VM_ACCEL sets the default.
+    accel: str = field(default_factory=lambda: os.environ.get("AGENTWORLD_VM_ACCEL", "auto"))
     boot_timeout_s: float | None = None  # None: 120 s under KVM, 900 s under TCG
     snapshot_reset: bool = True  # False: reset by a fresh overlay and a new boot
     qmp_timeout_s: float = 120.0
@@ -193,7 +194,8 @@ class QemuVm:
         argv = [
             "qemu-system-x86_64", "-name", "agentworld-desktop-vm", "-nodefaults", "-no-user-config",
             "-display", "none", "-machine", "q35", "-accel", self.accel,
-            "-cpu", "host" if self.accel == "kvm" else "max",
+            # Without arch-capabilities: nested KVM (this project's AMD hosts) fails setting its MSR.
+            "-cpu", "host,-arch-capabilities" if self.accel == "kvm" else "max",
             "-m", str(self.config.memory_mb), "-smp", str(self.config.cpus),
             "-kernel", str(self.image.path("vmlinuz")), "-initrd", str(self.image.path("initrd.img")),
             "-append", self.image.manifest["kernel_cmdline"] + " quiet",
@@ -386,7 +388,8 @@ class VmTransport(Transport):
             known_hosts=str(self.vm.dir / "known_hosts"),
         )
 
-    def _transport(self) -> SshTransport:
+    def ssh(self) -> SshTransport:
+        """The SSH connection into the VM (booting the VM and connecting on first use)."""
         if self._ssh is None:
             from sandboxes.desktop.ssh import SshTransport
 
@@ -398,16 +401,16 @@ class VmTransport(Transport):
 
     def spawn(self, argv: list[str], env: dict[str, str]) -> Channel:
         try:
-            return VmChannel(self._transport().spawn(argv, env), self.vm)
+            return VmChannel(self.ssh().spawn(argv, env), self.vm)
         except (SandboxCrashedError, OSError, EOFError):
             self.vm.check_alive()
             raise
 
     def put_file(self, local: Path, remote: str) -> None:
-        self._transport().put_file(local, remote)
+        self.ssh().put_file(local, remote)
 
     def workdir(self) -> str:
-        return self._transport().workdir()
+        return self.ssh().workdir()
 
     def restore(self) -> dict:
         """Reset the VM to its booted snapshot (or reboot it); returns {"method", "seconds"}."""

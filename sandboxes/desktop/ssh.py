@@ -39,11 +39,15 @@ from sandboxes.desktop.transport import Channel, Transport
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _STDERR_TAIL_BYTES = 8192
-# Closing stdin lets the guest shut its session down itself; then TERM, then KILL, each with a
-# bounded wait (20 x 0.1 s) for the process group to be gone. (dash's kill takes no `--`.)
+# Closing stdin lets the guest shut its session down itself (a grace of {grace} x 0.1 s), then TERM,
+# then KILL, each with a bounded wait (20 x 0.1 s) while a member of the group is alive. Zombies do
+# not count (`kill -0` would, and an init that reaps slowly would stretch every wait), so members
+# are read from /proc; without /proc the waits are skipped. POSIX sh: dash's kill takes no `--`.
 _KILL_GROUP = (
-    "g=-{pgid}; for s in 0 TERM KILL; do [ $s = 0 ] || kill -$s $g 2>/dev/null; i=0; "
-    "while kill -0 $g 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done; done; true"
+    "live() {{ for f in /proc/[0-9]*/stat; do {{ read -r l < $f; }} 2>/dev/null || continue; "
+    'l=${{l##*) }}; set -- $l; [ "$3" = {pgid} ] && [ "$1" != Z ] && return 0; done; return 1; }}; '
+    "for s in 0 TERM KILL; do n=20; [ $s = 0 ] && n={grace} || kill -$s -{pgid} 2>/dev/null; i=0; "
+    "while live && [ $i -lt $n ]; do sleep 0.1; i=$((i+1)); done; done; true"
 )
 
 
@@ -214,10 +218,11 @@ class SshChannel(Channel):
     def kill(self) -> None:
         if self._killed:
             return
+        program_ended = self._ended or self._chan.exit_status_ready()
         self._killed = True
         self._chan.close()
-        if self.pgid is not None:
-            self._transport.kill_group(self.pgid)
+        if self.pgid is not None:  # no grace when the program is gone: nothing is shutting down
+            self._transport.kill_group(self.pgid, grace_s=0.0 if program_ended else 2.0)
 
 
 class SshTransport(Transport):
@@ -379,10 +384,11 @@ class SshTransport(Transport):
         self._channels.append(chan)
         return chan
 
-    def kill_group(self, pgid: int) -> None:
+    def kill_group(self, pgid: int, grace_s: float = 2.0) -> None:
         """Stop a spawned process group (bounded); quiet if the target cannot be reached."""
+        script = _KILL_GROUP.format(pgid=pgid, grace=round(grace_s * 10))
         try:
-            self.run(["sh", "-c", _KILL_GROUP.format(pgid=pgid)], timeout_s=10.0)
+            self.run(["sh", "-c", script], timeout_s=grace_s + 10.0)
         except (SshError, TimeoutError):
             pass
 

@@ -6,6 +6,7 @@ The target is this host, so what the transport started remotely is checked here 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -13,8 +14,11 @@ from pathlib import Path
 import pytest
 
 from sandboxes.base import SandboxCrashedError
-from sandboxes.checks import resource_exists
+from sandboxes.checks import check_sandbox, resource_exists
+from sandboxes.desktop import DesktopConfig, DesktopSandbox
 from sandboxes.desktop.ssh import HostKeyError, SshError, SshTarget, SshTransport, SshUnreachableError
+from schemas.records import Action, Task
+from tests.sandboxes.desktop.desktop_helpers import find_node
 from tests.sandboxes.desktop.sshd import LocalSshd, keygen
 
 # A stand-in guest: the same line protocol shape (a ready line, then one reply per request line).
@@ -212,3 +216,74 @@ def test_target_parse() -> None:
         SshTarget.parse("desk.example", key_file="k", known_hosts="kh")
     with pytest.raises(ValueError, match="out of range"):
         SshTarget("h", "u", "k", "kh", port=70000)
+
+
+# -- the desktop sandbox over SSH: a real sshd serving a real desktop (Xvfb, AT-SPI, gnome-calculator)
+
+CALCULATOR = Task(id="calc", metadata={"apps": ["calculator"]})
+
+
+def _click(desktop: DesktopSandbox, obs_text: str, role: str, name: str) -> str:
+    x, y = find_node(obs_text, role, name, prefix=True).centre
+    return desktop.step(
+        Action(kind="computer", arguments={"action": "click", "x": x, "y": y})
+    ).observation.text
+
+
+@pytest.fixture(scope="module")
+def remote_desktop(sshd: LocalSshd):
+    desktop = DesktopSandbox(DesktopConfig(screenshot=False), transport=SshTransport(sshd.target()))
+    desktop.start()
+    yield desktop
+    desktop.close()
+
+
+def test_remote_desktop_passes_check_sandbox(sshd: LocalSshd) -> None:
+    desktop = DesktopSandbox(DesktopConfig(max_nodes=30), transport=SshTransport(sshd.target()))
+    actions = [
+        Action(kind="computer", arguments={"action": "type", "text": "12"}),
+        Action(kind="pyautogui", arguments={"code": "pyautogui.press('enter')"}),
+    ]
+    check_sandbox(desktop, CALCULATOR, actions)  # screenshots on; resources (pid, workdir) gone after close
+
+
+def test_remote_calculator_computes_7_plus_6(remote_desktop: DesktopSandbox) -> None:
+    obs = remote_desktop.reset(CALCULATOR)
+    assert obs.text.splitlines()[0] == "Focused: gnome-calculator — Calculator"
+    assert obs.data["backend"] == "ssh" and remote_desktop.describe().backend == "ssh"
+    text = obs.text
+    for label in ("7 ", "+ ", "6 ", "= "):
+        text = _click(remote_desktop, text, "push button", label)
+    assert find_node(text, "text", "GtkSourceView").value == "13", text
+
+
+def test_remote_desktop_refuses_an_unknown_host_key(sshd: LocalSshd, tmp_path: Path) -> None:
+    (tmp_path / "known_hosts").write_text("")
+    target = sshd.target(known_hosts=str(tmp_path / "known_hosts"))
+    desktop = DesktopSandbox(DesktopConfig(screenshot=False), transport=SshTransport(target))
+    with pytest.raises(HostKeyError, match="is not in"):
+        desktop.start()
+    desktop.close()
+
+
+def test_remote_guest_killed_is_a_crash_and_the_next_reset_works(remote_desktop: DesktopSandbox) -> None:
+    remote_desktop.reset(CALCULATOR)
+    os.kill(remote_desktop._ready["pid"], signal.SIGKILL)  # the agent's pid, on this host (loopback)
+    with pytest.raises(SandboxCrashedError, match="exited"):
+        remote_desktop.step(Action(kind="computer", arguments={"action": "wait", "seconds": 0.1}))
+    obs = remote_desktop.reset(CALCULATOR)
+    assert remote_desktop.alive and find_node(obs.text, "frame", "Calculator")
+
+
+def test_sshd_restart_mid_episode_is_a_crash_and_the_next_reset_reconnects(
+    sshd: LocalSshd, remote_desktop: DesktopSandbox
+) -> None:
+    remote_desktop.reset(CALCULATOR)
+    sshd.restart()
+    with pytest.raises(SandboxCrashedError):
+        remote_desktop.step(Action(kind="computer", arguments={"action": "wait", "seconds": 0.1}))
+    assert not remote_desktop.alive
+    obs = remote_desktop.reset(CALCULATOR)
+    assert obs.data["error"] == "" and find_node(obs.text, "frame", "Calculator")
+    old_groups = [r for r in remote_desktop.resources() if r.startswith("pid:")][:-1]
+    assert not [r for r in old_groups if resource_exists(r)], "the dropped desktop's processes were left"

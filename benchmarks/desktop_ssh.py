@@ -3,9 +3,10 @@
 The server is a real OpenSSH on 127.0.0.1 (the tests' `LocalSshd`); the desktop is the real guest
 agent (Xvfb, AT-SPI, gnome-calculator) started over it. Measured, in alternating rounds with both
 sessions open at once:
-- desktop step: one action to settled tree, (a) through `SshTransport`'s channel and (b) through
-  a bare paramiko `exec_command` channel (`stdin.write` / `stdout.readline`) to a second agent,
-  sending the same request line. Target (a)/(b) <= 1.2x, the issue's VM target, here on loopback.
+- desktop step: one action to settled tree, (a) `DesktopSandbox.step` over `SshTransport` and (b)
+  the same request line to a second guest agent (same options) on a bare paramiko `exec_command`
+  channel (`stdin.write` / `stdout.readline`), with and without the screenshot. Target (a)/(b)
+  <= 1.2x, the issue's target for the VM, here on loopback.
 - transport round trip: one line to a line-echo program and back, through `SshTransport` and
   through a bare paramiko channel, and a bare one-shot `exec_command("true")` for scale (what a
   design that ran one command per step would pay).
@@ -14,6 +15,7 @@ sessions open at once:
 from __future__ import annotations
 
 import json
+import shlex
 import tempfile
 import time
 from collections.abc import Callable
@@ -22,13 +24,15 @@ from pathlib import Path
 import paramiko
 
 from benchmarks.timing import latency_ms
+from sandboxes.desktop import DesktopConfig, DesktopSandbox
 from sandboxes.desktop.ssh import SshTarget, SshTransport
+from schemas.records import Action, Task
 from tests.sandboxes.desktop.sshd import LocalSshd
 
 TARGET_RATIO = 1.2
 AGENT = Path(__file__).resolve().parent.parent / "sandboxes" / "desktop" / "guest" / "agent.py"
 ECHO = "import sys\nfor line in sys.stdin:\n    sys.stdout.write(line)\n    sys.stdout.flush()\n"
-MOVES = [{"kind": "computer", "action": "move", "x": 40 + 10 * (i % 2), "y": 40} for i in range(2)]
+CALCULATOR = Task(id="bench", metadata={"apps": ["calculator"]})
 
 
 def _bare_client(target: SshTarget) -> paramiko.SSHClient:
@@ -106,25 +110,37 @@ def transport_round_trip(sshd: LocalSshd, root: Path, rounds: int) -> dict:
     return result
 
 
-def desktop_step(sshd: LocalSshd, rounds: int) -> dict:
-    ssh = SshTransport(sshd.target())
+def _move(i: int) -> Action:
+    return Action(kind="computer", arguments={"action": "move", "x": 40 + 10 * (i % 2), "y": 40})
+
+
+def desktop_step(sshd: LocalSshd, rounds: int, screenshot: bool) -> dict:
+    """`DesktopSandbox.step` over `SshTransport` against the same request line to a second guest
+    agent (same options) on a bare paramiko `exec_command` channel."""
+    config = DesktopConfig(screenshot=screenshot)
+    ours = DesktopSandbox(config, transport=SshTransport(sshd.target()))
     bare = _bare_client(sshd.target())
+    theirs: _BareLines | None = None
+    workdir = ""
     try:
-        workdir = ssh.workdir()
-        ssh.put_file(AGENT, f"{workdir}/agent.py")
-        ours = ssh.spawn(["/usr/bin/python3", f"{workdir}/agent.py", "--workdir", f"{workdir}/ours"], {})
-        theirs = _BareLines(bare, f"/usr/bin/python3 {workdir}/agent.py --workdir {workdir}/bare")
-        ready = [json.loads(ours.recv_line(60)), json.loads(theirs.stdout.readline())]
-        assert all(r.get("ok") for r in ready), ready
-        reset = json.dumps({"op": "reset", "apps": ["calculator"], "files": {}, "screenshot": False})
-        ours.send_line(reset)
-        started = [json.loads(ours.recv_line(60)), json.loads(theirs.ask(reset))]
-        assert all(r["ok"] and not r["error"] and r["nodes"] > 10 for r in started), started
-        requests = [json.dumps({"op": "act", "action": move, "screenshot": False}) for move in MOVES]
+        nodes = ours.reset(CALCULATOR).data["nodes"]
+        _, out, _ = bare.exec_command("mktemp -d")
+        workdir = out.read().decode().strip()
+        with bare.open_sftp() as sftp:
+            sftp.put(str(AGENT), f"{workdir}/agent.py")
+        command = shlex.join(
+            [config.python, f"{workdir}/agent.py", "--workdir", workdir, *config.guest_args()]
+        )
+        theirs = _BareLines(bare, command)
+        assert json.loads(theirs.stdout.readline())["ok"]
+        reset = {"op": "reset", "apps": ["calculator"], "files": {}}
+        assert json.loads(theirs.ask(json.dumps(reset)))["nodes"] > 10
+        requests = [
+            json.dumps({"op": "act", "action": {"kind": "computer", **_move(i).arguments}}) for i in (0, 1)
+        ]
 
         def ours_once(i: int) -> None:
-            ours.send_line(requests[i % 2])
-            assert json.loads(ours.recv_line(30))["error"] == ""
+            assert ours.step(_move(i)).observation.data["error"] == ""
 
         def bare_once(i: int) -> None:
             assert json.loads(theirs.ask(requests[i % 2]))["error"] == ""
@@ -132,10 +148,12 @@ def desktop_step(sshd: LocalSshd, rounds: int) -> dict:
         for i in range(3):
             ours_once(i), bare_once(i)
         times = _alternate(rounds, {"ours": ours_once, "bare_channel": bare_once})
-        nodes = started[0]["nodes"]
-        theirs.close()
     finally:
-        ssh.close()
+        ours.close()
+        if theirs is not None:
+            theirs.close()
+        if workdir:
+            bare.exec_command(shlex.join(["rm", "-rf", "--", workdir]))[1].channel.recv_exit_status()
         bare.close()
     result: dict = {name: latency_ms(samples) for name, samples in times.items()}
     result["tree_nodes"] = nodes
@@ -146,32 +164,43 @@ def desktop_step(sshd: LocalSshd, rounds: int) -> dict:
 def desktop_ssh(transport_rounds: int = 300, step_rounds: int = 40) -> dict:
     with tempfile.TemporaryDirectory() as tmp, LocalSshd(Path(tmp) / "sshd") as sshd:
         transport = transport_round_trip(sshd, Path(tmp), transport_rounds)
-        step = desktop_step(sshd, step_rounds)
-    ratio = step["ours_over_bare_channel"]
+        steps = {
+            "no_screenshot": desktop_step(sshd, step_rounds, screenshot=False),
+            "screenshot": desktop_step(sshd, step_rounds, screenshot=True),
+        }
+    worst = max(step["ours_over_bare_channel"] for step in steps.values())
     return {
-        "desktop_step": step,
+        "desktop_step": steps,
         "transport_round_trip": transport,
         "target_ratio": TARGET_RATIO,
-        "met": ratio <= TARGET_RATIO,
+        "met": worst <= TARGET_RATIO,
     }
 
 
 def markdown_lines(r: dict) -> list[str]:
-    step, rt = r["desktop_step"], r["transport_round_trip"]
-    return [
+    rt = r["transport_round_trip"]
+    lines = [
         "| measurement | ours ms (median / p95) | bare paramiko ms (median / p95) | ours/bare | n |",
         "|---|---|---|---|---|",
-        f"| desktop step (move, settled tree of {step['tree_nodes']} nodes, no screenshot) "
-        f"| {step['ours']['median_ms']:.1f} / {step['ours']['p95_ms']:.1f} "
-        f"| {step['bare_channel']['median_ms']:.1f} / {step['bare_channel']['p95_ms']:.1f} "
-        f"| {step['ours_over_bare_channel']:.2f}x | {step['ours']['n']} |",
+    ]
+    for name, step in r["desktop_step"].items():
+        lines.append(
+            f"| desktop step, {name.replace('_', ' ')} (move; settled tree of {step['tree_nodes']} nodes) "
+            f"| {step['ours']['median_ms']:.1f} / {step['ours']['p95_ms']:.1f} "
+            f"| {step['bare_channel']['median_ms']:.1f} / {step['bare_channel']['p95_ms']:.1f} "
+            f"| {step['ours_over_bare_channel']:.2f}x | {step['ours']['n']} |"
+        )
+    return [
+        *lines,
         f"| line round trip to an echo program "
         f"| {rt['ours']['median_ms']:.3f} / {rt['ours']['p95_ms']:.3f} "
         f"| {rt['bare_channel']['median_ms']:.3f} / {rt['bare_channel']['p95_ms']:.3f} "
         f"| {rt['ours_over_bare_channel']:.2f}x | {rt['ours']['n']} |",
-        f'| one-shot `exec_command("true")` (scale) | | {rt["bare_exec_true"]["median_ms"]:.2f} / '
+        f'| one-shot `exec_command("true")`, for scale | | {rt["bare_exec_true"]["median_ms"]:.2f} / '
         f"{rt['bare_exec_true']['p95_ms']:.2f} | | {rt['bare_exec_true']['n']} |",
         "",
-        f"Real OpenSSH on 127.0.0.1, alternating rounds. Target ours / bare on the desktop step "
-        f"<= {r['target_ratio']}x: {'met' if r['met'] else 'NOT met'}.",
+        "Real OpenSSH on 127.0.0.1, both sessions open, alternating rounds. Ours: `DesktopSandbox.step` over "
+        "`SshTransport`; bare: the same request line to the same guest agent on a bare paramiko "
+        f"`exec_command` channel. Target ours / bare on the desktop step <= {r['target_ratio']}x: "
+        f"{'met' if r['met'] else 'NOT met'}.",
     ]

@@ -152,6 +152,7 @@ RENDERERS = {
     "search": _search,
     "swe_latency": _swe,
     "mcp_latency": _mcp_latency,
+    "desktop_ssh": lambda r: __import__("benchmarks.desktop_ssh").desktop_ssh.markdown_lines(r),
 }
 
 

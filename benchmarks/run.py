@@ -128,6 +128,7 @@ BENCHES: dict[str, Callable[[], dict]] = {
     "search": _search,
     "swe_latency": _swe,
     "mcp_latency": _mcp_latency,
+    "desktop_ssh": lambda: __import__("benchmarks.desktop_ssh").desktop_ssh.desktop_ssh(),
 }
 
 

@@ -35,6 +35,9 @@ DIALOGS = {"dialog", "alert", "file chooser", "color chooser", "font chooser"}
 EDITABLE_ROLES = {"text", "entry", "password text", "terminal", "document text", "paragraph", "editbar"}
 # States that say a node accepts input; a tree that prints them at all prints them on every such node.
 _ENABLED = {"enabled", "sensitive"}
+# Title-bar buttons GTK 4 draws inside the window (and so inside the tree). Close ends the application
+# and a minimised window cannot come back without a task bar: they get their own, rarer moves.
+_WINDOW_CONTROLS = {"close", "minimize", "minimise", "maximize", "maximise", "restore", "unmaximize"}
 
 
 @dataclass
@@ -44,7 +47,7 @@ class WalkState:
     steps: int = 0
     pending: list[Move] = field(default_factory=list)
     typed: set[tuple[str, str, str]] = field(default_factory=set)  # node keys typed into
-    ending: bool = False
+    screen: DesktopTree = field(default_factory=DesktopTree)  # the last tree the desktop showed
 
 
 class DesktopExplorer(Policy):
@@ -75,20 +78,23 @@ class DesktopExplorer(Policy):
 
     def reset(self, task: Task, observation: Observation, rng: random.Random) -> None:
         apps = [str(a) for a in (task.metadata or {}).get("apps") or [] if str(a) in PROGRAMS]
-        self.state = WalkState(rng=rng, apps=apps)
+        self.state = WalkState(rng=rng, apps=apps, screen=parse_tree(observation.text or ""))
 
     def act(self, observation: Observation) -> Action | None:
         state = self.state
         if state is None:
             raise RuntimeError("DesktopExplorer.act called before reset")
         state.steps += 1
-        if state.ending:
-            return None
+        tree = parse_tree(observation.text or "")
+        if not tree.has_focused_line:  # the runner's answer to an action that never ran: same screen
+            tree = state.screen
+        elif not tree.nodes and not tree.focused and state.steps > 1:
+            return None  # every window is gone: nothing is left to explore
+        state.screen = tree
         if state.pending:
             return self._action(state.pending.pop(0))
         if state.steps > self.min_steps and state.rng.random() < self.end_probability:
             return None
-        tree = parse_tree(observation.text or "")
         if state.rng.random() < self.invalid_probability:
             return self._invalid(tree)
         return self._action(self.choose(tree))
@@ -110,7 +116,8 @@ class DesktopExplorer(Policy):
         enabled_known = any(_ENABLED & n.states for n in placed)
         usable = [n for n in placed if not enabled_known or _ENABLED & n.states]
         dialog = _dialog_nodes(tree)
-        clickable = [n for n in (dialog or usable) if n.role in CLICKABLE]
+        controls = [n for n in usable if n.role in CLICKABLE and n.name.lower() in _WINDOW_CONTROLS]
+        clickable = [n for n in (dialog or usable) if n.role in CLICKABLE and n not in controls]
         editable = [n for n in (dialog or usable) if _editable(n)]
         keys = SHORTCUTS.get(app, ()) + SHORTCUTS[""]
         moves: list[tuple[float, Callable[[], Move]]] = [
@@ -133,8 +140,11 @@ class DesktopExplorer(Policy):
             moves.append((1.0, lambda: self._open(rng.choice(missing))))
         elif "terminal" in state.apps and app != "terminal":
             moves.append((0.4, lambda: _hotkey(("alt", "tab"))))
+        resize = [n for n in controls if not n.name.lower().startswith(("close", "minimi"))]
+        if resize:
+            moves.append((0.2, lambda: _click(rng.choice(resize), rng, plain=True)))
         if state.steps > self.min_steps and app:
-            moves.append((0.4, lambda: self._close(app)))
+            moves.append((0.4, lambda: self._close(app, controls)))
         return moves
 
     def _type_into(self, node: Node, app: str) -> Move:
@@ -156,13 +166,19 @@ class DesktopExplorer(Policy):
         self.state.apps.append(app)
         return _type(f"{PROGRAMS[app]} &\n")
 
-    def _close(self, app: str) -> Move:
-        assert self.state is not None
-        if app in self.state.apps:
-            self.state.apps.remove(app)
+    def _close(self, app: str, controls: list[Node]) -> Move:
+        """Quit the focused application: `exit` in a terminal, else its quit key, the window
+        manager's close key, or the window's own Close button where the tree shows one."""
+        state = self.state
+        assert state is not None
+        if app in state.apps:
+            state.apps.remove(app)
         if app == "terminal":
             return _type("exit\n")
-        return _hotkey(self.state.rng.choice(CLOSE_KEYS))
+        buttons = [n for n in controls if n.name.lower() == "close"]
+        if buttons and state.rng.random() < 0.4:
+            return _click(buttons[0], state.rng, plain=True)
+        return _hotkey(state.rng.choice(CLOSE_KEYS))
 
     def _invalid(self, tree: DesktopTree) -> Action:
         """A move an agent gets wrong: the recording then shows the error the agent would see."""

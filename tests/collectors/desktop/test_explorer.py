@@ -9,7 +9,7 @@ import re
 from collectors.desktop.explorer import CLICKABLE, DesktopExplorer
 from collectors.desktop.tree import parse_tree
 from sandboxes.desktop import parse_action
-from schemas.invalid_actions import INVALID
+from schemas.invalid_actions import INVALID, invalid_action_observation
 from schemas.records import Action, Observation, Task
 
 CALCULATOR = """Focused: gnome-calculator — Calculator
@@ -30,8 +30,11 @@ SAVE_DIALOG = """Focused: mousepad — Save As
   [5] push button "Cancel" @(160,110 80x30)
   [6] push button "Save" @(560,110 80x30)"""
 
-TERMINAL = """Focused: terminal — agent@desktop: ~
-[0] frame "agent@desktop: ~" value="no accessibility tree: this program shows only its window" @(0,0 484x316)"""
+TERMINAL = (
+    "Focused: terminal — agent@desktop: ~\n"
+    '[0] frame "agent@desktop: ~" value="no accessibility tree: this program shows only its window"'
+    " @(0,0 484x316)"
+)
 
 TASK = Task(id="calc", metadata={"apps": ["calculator"]})
 
@@ -89,7 +92,9 @@ def test_a_dialog_takes_the_clicks_and_its_name_field_gets_a_file_name() -> None
     inside = centres(SAVE_DIALOG) - centres("\n".join(SAVE_DIALOG.split("\n")[:4]))
     typed = []
     for seed in range(10):
-        policy = explorer(seed, Task(id="e", metadata={"apps": ["editor"]}), SAVE_DIALOG, invalid_probability=0.0)
+        policy = explorer(
+            seed, Task(id="e", metadata={"apps": ["editor"]}), SAVE_DIALOG, invalid_probability=0.0
+        )
         policy.pyautogui_share = 0.0
         for action in walk(policy, SAVE_DIALOG, 6):
             assert action is not None
@@ -136,8 +141,12 @@ def test_a_focused_terminal_gets_commands_and_starts_other_applications() -> Non
     task = Task(id="t", metadata={"apps": ["terminal"]})
     typed = []
     for seed in range(8):
-        policy = explorer(seed, task, TERMINAL, end_probability=0.0, invalid_probability=0.0, pyautogui_share=0.0)
-        typed += [a.arguments["text"] for a in walk(policy, TERMINAL, 10) if a.arguments.get("action") == "type"]
+        policy = explorer(
+            seed, task, TERMINAL, end_probability=0.0, invalid_probability=0.0, pyautogui_share=0.0
+        )
+        typed += [
+            a.arguments["text"] for a in walk(policy, TERMINAL, 10) if a.arguments.get("action") == "type"
+        ]
     assert any(text in ("gnome-calculator &\n", "mousepad &\n") for text in typed)
     assert any(text.endswith("\n") and "&" not in text and text != "exit\n" for text in typed)
 
@@ -149,13 +158,54 @@ def test_applications_are_closed_after_the_first_steps_and_walks_end() -> None:
         actions = walk(policy, CALCULATOR, 60)
         done = actions.index(None) if None in actions else len(actions)
         lengths.append(done)
-        closes += sum(
-            1
-            for a in actions[:done]
-            if a.arguments.get("keys") in (["ctrl", "q"], ["alt", "f4"])
-        )
+        closes += sum(1 for a in actions[:done] if a.arguments.get("keys") in (["ctrl", "q"], ["alt", "f4"]))
     assert closes > 0 and max(lengths) < 60 and min(lengths) >= 2
 
 
 def test_roles_the_explorer_clicks_include_gtk_buttons() -> None:
     assert {"push button", "toggle button", "menu item", "check box"} <= CLICKABLE
+
+
+# GTK 4 draws its title bar inside the window: as a real calculator's tree shows it.
+TITLE_BAR = """Focused: gnome-calculator — Calculator
+[0] frame "Calculator" states=active @(462,169 355x486)
+  [1] filler "AdwGizmo" @(663,169 148x46)
+    [2] push button "Minimize" @(708,180 24x24)
+    [3] push button "Maximize" @(745,180 24x24)
+    [4] push button "Close" @(782,180 24x24)
+  [5] scroll pane "" @(462,334 355x41)
+    [6] text "GtkSourceView" states=focused,editable @(462,335 343x32)
+  [7] push button "7 7" @(478,457 55x40)
+  [8] push button "8 8" @(545,457 55x40)"""
+
+
+def test_title_bar_buttons_are_rare_moves_and_minimise_is_never_clicked() -> None:
+    minimise, close = (720, 192), (794, 192)
+    clicks = []
+    for seed in range(30):
+        policy = explorer(
+            seed, text=TITLE_BAR, end_probability=0.0, invalid_probability=0.0, pyautogui_share=0.0
+        )
+        for action in walk(policy, TITLE_BAR, 4):  # up to min_steps: no closing yet
+            if action.arguments.get("action") in ("click", "double_click", "right_click"):
+                clicks.append((action.arguments["x"], action.arguments["y"]))
+    assert clicks and minimise not in clicks and close not in clicks
+
+
+def test_a_walk_ends_when_every_window_is_gone() -> None:
+    policy = explorer(0, end_probability=0.0, invalid_probability=0.0)
+    assert policy.act(Observation("desktop_a11y_tree", CALCULATOR)) is not None
+    assert policy.act(Observation("desktop_a11y_tree", "Focused: none")) is None
+
+
+def test_after_an_action_that_never_ran_the_last_screen_is_explored() -> None:
+    refused = invalid_action_observation("pyautogui code does not parse: '(' was never closed (line 1)")
+    targets = centres(CALCULATOR)
+    for seed in range(10):
+        policy = explorer(seed, end_probability=0.0, invalid_probability=0.0, pyautogui_share=0.0)
+        policy.state.pending.clear()
+        actions = [policy.act(refused) for _ in range(6)]
+        assert all(a is not None for a in actions)
+        for action in actions:
+            if "x" in action.arguments and action.arguments["action"] != "drag":
+                assert (action.arguments["x"], action.arguments["y"]) in targets

@@ -70,6 +70,10 @@ def test_node_f1_ignores_ids_and_positions_but_not_values_or_states() -> None:
     )
     assert other["focused_match"] == 0.0
     assert desktop_scores("Error: x\n" + CALCULATOR, CALCULATOR)["error_match"] == 0.0
+    nothing = desktop_scores("", CALCULATOR)
+    assert nothing["error_match"] == nothing["focused_match"] == nothing["node_f1"] == 0.0
+    refused = desktop_scores("invalid action: x", "invalid action: x")
+    assert refused["error_match"] is refused["focused_match"] is refused["position_within_tolerance"] is None
 
 
 def test_position_tolerance_counts_nodes_placed_within_the_pixels() -> None:

@@ -14,7 +14,8 @@ Metrics, each scored against the recorded text:
   value), in walk order), the share whose box is within `POSITION_TOLERANCE_PX` on every edge;
   None when the real turn has no placed node;
 - `focused_match`: the `Focused:` line's value is the same; `error_match`: both report an error or
-  both do not.
+  both do not; a prediction without a `Focused:` line matches neither; None where the real text
+  is not in the desktop form (the runner's answer to an action that never ran).
 """
 
 from __future__ import annotations
@@ -79,15 +80,20 @@ def desktop_scores(prediction: str, reference: str) -> dict[str, float | None]:
     from training.fidelity.domain_metrics import multiset_f1
 
     pred, real = parse_tree(prediction), parse_tree(reference)
-    return {
+    scores: dict[str, float | None] = {
         "node_f1": multiset_f1([n.key() for n in pred.nodes], [n.key() for n in real.nodes]),
         "node_state_f1": multiset_f1(
             [_state_key(n) for n in pred.nodes], [_state_key(n) for n in real.nodes]
         ),
         "position_within_tolerance": position_share(pred, real),
-        "focused_match": float(pred.focused == real.focused) if real.has_focused_line else None,
-        "error_match": float(bool(pred.error) == bool(real.error)),
+        "focused_match": None,
+        "error_match": None,
     }
+    if real.has_focused_line:  # a runner's text (an action that never ran) has neither part
+        form = pred.has_focused_line  # a reply not in the desktop form matches neither
+        scores["focused_match"] = float(form and pred.focused == real.focused)
+        scores["error_match"] = float(form and bool(pred.error) == bool(real.error))
+    return scores
 
 
 def desktop_valid(prediction: str, reference: str) -> bool:

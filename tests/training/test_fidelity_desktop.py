@@ -1,0 +1,49 @@
+"""`python -m training.fidelity` on the os domain: a calculator trajectory recorded here with the real
+local desktop sandbox, replayed on a fresh desktop for the noise floor, scored with the tree-aware
+metrics, with a world model served over real HTTP that predicts nothing changes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from sandboxes.desktop import DesktopConfig, DesktopSandbox, parse_action
+from schemas.prompts import DOMAIN_PROMPTS
+from schemas.records import Task
+from tests.training.test_fidelity_domains import record, run_fidelity
+
+pytestmark = pytest.mark.bwrap
+
+
+def test_desktop_noise_floor_from_fresh_desktops_and_tree_metrics(tmp_path: Path) -> None:
+    task = Task(id="calc-add", instruction="Compute 7 + 6.", metadata={"apps": ["calculator"]})
+    plan = [
+        parse_action("computer", {"action": "type", "text": "7+6"}),
+        parse_action("pyautogui", {"code": "pyautogui.press('enter')"}),
+        parse_action("computer", {"action": "click", "x": 1270, "y": 790}),  # the empty desktop
+    ]
+    with DesktopSandbox(DesktopConfig(screenshot=False)) as sandbox:
+        trajectory = record(sandbox, task, plan)
+    assert 'value="13"' in trajectory.steps[1].observation.text
+    last = trajectory.steps[-1].observation.text
+    assert last.startswith("Error: nothing at (1270, 790)")
+    # The prompt wording names the header lines the sandbox really writes.
+    for line in last.split("\n")[:2]:
+        assert f"`{line.split(':', 1)[0]}: " in DOMAIN_PROMPTS["os"].environment
+    report = run_fidelity(trajectory, tmp_path, replays=1)
+    noise = report["noise_floor"]
+    assert noise["counts"]["finished"] == 1, noise["counts"]
+    ceiling = noise["real_vs_real"]["by_domain"]["os"]
+    # A fresh desktop shows the same calculator, the same result and the same error.
+    assert ceiling["node_f1"] == 1.0 and ceiling["focused_match"] == 1.0 and ceiling["error_match"] == 1.0
+    assert ceiling["position_within_tolerance"] == 1.0
+    model = report["systems"]["model/teacher_forced"]["by_domain"]["os"]
+    # "Nothing changes" misses the result (13) and the error of the last turn.
+    assert model["node_f1"] < 1.0 and model["error_match"] < 1.0
+    assert model["format_valid"] == 1.0, "a real earlier screen is a well-formed desktop observation"
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert re.search(
+        r"## os\n\n\| system .*\| node_f1 \| node_state_f1 \| position_within_tolerance \|", markdown
+    )

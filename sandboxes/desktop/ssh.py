@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import select
 import shlex
 import subprocess
 import threading
@@ -134,19 +133,6 @@ class _RecordUnknownHost(paramiko.MissingHostKeyPolicy):
             f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
 
 
-def _pump(chan: paramiko.Channel, out: bytearray, err: bytearray, wait_s: float) -> bool:
-    """Wait up to `wait_s` for data, move what came into `out`/`err`; False once stdout ended."""
-    if not (chan.recv_ready() or chan.recv_stderr_ready() or chan.closed):
-        select.select([chan], [], [], max(wait_s, 0.0))
-    while chan.recv_stderr_ready():
-        err += chan.recv_stderr(65536)
-    if chan.recv_ready():
-        data = chan.recv(65536)
-        out += data
-        return bool(data)
-    return not (chan.closed or chan.eof_received)
-
-
 class SshChannel(Channel):
     """A program started by `SshTransport.spawn`: its stdin/stdout lines, its stderr kept for errors."""
 
@@ -155,7 +141,7 @@ class SshChannel(Channel):
         self._out, self._err = bytearray(), bytearray()
         self._ended = False
         self.pgid: int | None = None
-        self._killed = False
+        self.killed = False
 
     def _stderr_tail(self) -> str:
         del self._err[:-_STDERR_TAIL_BYTES]
@@ -189,7 +175,7 @@ class SshChannel(Channel):
                 line = bytes(self._out[:newline])
                 del self._out[: newline + 1]
                 return line.decode(errors="replace")
-            if self._ended or self._killed:
+            if self._ended or self.killed:
                 raise self._gone()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -212,14 +198,33 @@ class SshChannel(Channel):
         self._out += data
         self._ended = not data
 
+    def finish(self, deadline: float) -> tuple[int, str, str]:
+        """For a one-shot command: read to its end, then (exit status, stdout, stderr)."""
+        self._chan.shutdown_write()
+        while not self._ended:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{shlex.join(self._argv)} on {self._transport.target.label} timed out")
+            self._read(min(deadline - time.monotonic(), 0.5))
+        if not self._chan.status_event.wait(max(deadline - time.monotonic(), 0.1)):
+            raise TimeoutError(
+                f"{shlex.join(self._argv)} on {self._transport.target.label} gave no exit status"
+            )
+        while self._chan.recv_stderr_ready():
+            self._err += self._chan.recv_stderr(65536)
+        return (
+            self._chan.recv_exit_status(),
+            self._out.decode(errors="replace"),
+            self._err.decode(errors="replace"),
+        )
+
     def alive(self) -> bool:
-        return not (self._killed or self._ended or self._chan.closed or self._chan.exit_status_ready())
+        return not (self.killed or self._ended or self._chan.closed or self._chan.exit_status_ready())
 
     def kill(self) -> None:
-        if self._killed:
+        if self.killed:
             return
         program_ended = self._ended or self._chan.exit_status_ready()
-        self._killed = True
+        self.killed = True
         self._chan.close()
         if self.pgid is not None:  # no grace when the program is gone: nothing is shutting down
             self._transport.kill_group(self.pgid, grace_s=0.0 if program_ended else 2.0)
@@ -338,24 +343,16 @@ class SshTransport(Transport):
     def run(self, argv: list[str], timeout_s: float | None = None) -> tuple[int, str, str]:
         """Run `argv` once on the target: (exit status, stdout, stderr). TimeoutError when slow."""
         limit = self.target.command_timeout_s if timeout_s is None else timeout_s
-        chan = self._open(self.command_line(argv))
-        out, err = bytearray(), bytearray()
-        deadline = time.monotonic() + limit
+        command = SshChannel(self, self._open(self.command_line(argv)), argv)
         try:
-            chan.shutdown_write()
-            while _pump(chan, out, err, deadline - time.monotonic()):
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{shlex.join(argv)} on {self.target.label} took over {limit:.1f}s")
-            if not chan.status_event.wait(max(deadline - time.monotonic(), 0.1)):
-                raise TimeoutError(f"{shlex.join(argv)} on {self.target.label} gave no exit status")
-            status = chan.recv_exit_status()
+            status, out, err = command.finish(time.monotonic() + limit)
         finally:
-            chan.close()
+            command._chan.close()
         if status == -1 and not self.connected():
             raise SshUnreachableError(
                 f"the connection to {self.target.label} dropped during {shlex.join(argv)}"
             )
-        return status, out.decode(errors="replace"), err.decode(errors="replace")
+        return status, out, err
 
     def check(self, argv: list[str], timeout_s: float | None = None) -> str:
         """`run`, and its stdout; SshError with its stderr when it fails."""
@@ -381,7 +378,7 @@ class SshTransport(Transport):
                 chan.kill()
                 raise SshError(f"could not start {argv[0]} on {self.target.label}: {first!r}")
             chan.pgid = int(first)
-        self._channels.append(chan)
+        self._channels = [c for c in self._channels if not c.killed] + [chan]
         return chan
 
     def kill_group(self, pgid: int, grace_s: float = 2.0) -> None:

@@ -122,6 +122,22 @@ def transport_factory(args: argparse.Namespace) -> Callable[[], object] | None:
     return None
 
 
+def check_ssh(make_transport: Callable[[], object], python: str) -> None:
+    """Connect once before the fleet starts: an unknown or changed host key, a refused key or an
+    unreachable host stops the run here with the reason, not in every episode."""
+    from sandboxes.base import SandboxError
+
+    transport = make_transport()
+    try:
+        # The guest program needs the target's python3 with AT-SPI's bindings (not on PyPI).
+        transport.check([python, "-c", "import pyatspi"])  # type: ignore[attr-defined]
+    except (SandboxError, TimeoutError, OSError) as exc:
+        hint = "; the target needs: apt-get install python3-pyatspi" if "pyatspi" in str(exc) else ""
+        raise CliError(f"--ssh: {exc}{hint}") from exc
+    finally:
+        transport.close()  # type: ignore[attr-defined]
+
+
 def check_local(args: argparse.Namespace) -> None:
     """The local desktop's programs: say how to get them instead of failing in every worker."""
     if args.ssh or args.vm:
@@ -149,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
             def sandbox() -> Sandbox:
                 return DesktopSandbox(config, transport=transports() if transports else None)
 
-            return run_cli(args, DOMAIN, sandbox, policy, lock)
+            preflight = (lambda: check_ssh(transports, config.python)) if args.ssh and transports else None
+            return run_cli(args, DOMAIN, sandbox, policy, lock, preflight_sandbox=preflight)
 
     return main_guard(run)
 

@@ -15,6 +15,7 @@ from collectors.desktop.tree import parse_tree
 from collectors.tasks import embedded_tasks
 from schemas import read_trajectories
 from schemas.invalid_actions import INVALID
+from tests.sandboxes.desktop.sshd import LocalSshd
 
 pytestmark = pytest.mark.bwrap
 
@@ -113,3 +114,21 @@ def test_ssh_options_are_checked_before_anything_starts(tmp_path, capsys) -> Non
     (tmp_path / "key").write_text("not really a key")
     assert main([*missing_key, "--identity", str(tmp_path / "key")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_remote_desktop_over_real_sshd_and_an_unknown_host_key_refused(tmp_path, capsys) -> None:
+    tasks = _task_file(tmp_path / "tasks.jsonl", ["calc-add"])
+    with LocalSshd(tmp_path / "sshd") as sshd:
+        remote = ["--ssh", f"{sshd.user}@127.0.0.1:{sshd.port}", "--identity", str(sshd.user_key)]
+        common = ["--policy", "scripted", "--tasks", tasks, "--no-progress"]
+        unknown = tmp_path / "empty_known_hosts"
+        unknown.write_text("")
+        refused = main([*remote, "--known-hosts", str(unknown), *common, "--out", str(tmp_path / "refused")])
+        assert refused == 2 and "is not in" in capsys.readouterr().err
+        out = str(tmp_path / "out")
+        assert main([*remote, "--known-hosts", str(sshd.known_hosts), *common, "--out", out]) == 0
+    (t,) = read_trajectories(out)
+    assert t.environment.backend == "ssh" and t.outcome.status == "completed"
+    assert all(s.observation.data["backend"] == "ssh" for s in t.steps)
+    display = [n for n in parse_tree(t.steps[-1].observation.text).nodes if "editable" in n.states]
+    assert [n.value for n in display] == ["13"]

@@ -118,6 +118,27 @@ def test_changed_host_key_is_refused_even_with_opt_in(sshd: LocalSshd, tmp_path:
         SshTransport(sshd.target(known_hosts=str(known), accept_unknown_host=True)).run(["true"])
 
 
+def test_an_ssh_agent_holding_the_right_key_is_not_used(
+    sshd: LocalSshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sock = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            if sock.exists():
+                break
+            time.sleep(0.05)
+        env = {**os.environ, "SSH_AUTH_SOCK": str(sock)}
+        subprocess.run(["ssh-add", str(sshd.user_key)], env=env, check=True, capture_output=True, timeout=10)
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+        stranger = keygen(tmp_path / "stranger")
+        with pytest.raises(SshError, match="refused the key"):
+            SshTransport(sshd.target(key_file=str(stranger))).run(["true"])
+    finally:
+        agent.terminate()
+        agent.wait(timeout=10)
+
+
 def test_wrong_user_key_is_refused_without_retrying(sshd: LocalSshd, tmp_path: Path) -> None:
     stranger = keygen(tmp_path / "stranger")
     t0 = time.monotonic()

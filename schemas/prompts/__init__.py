@@ -154,9 +154,33 @@ DOMAIN_PROMPTS: dict[str, DomainPrompt] = {
     "android": DomainPrompt(
         title="an Android phone",
         environment=(
-            "An Android device with its apps. Observations are the compacted UI hierarchy of the screen "
-            "(class, resource id, text, content description, bounds)."
+            "An Android phone (an emulator driven through Appium and UiAutomator2) with its stock apps, "
+            "such as Settings, Contacts and Clock; which app is open at the start shows in the initial "
+            "state. Each observation is the screen's UI hierarchy, compacted to text. It starts with "
+            "`Error: <message>` when the last action failed (an index not on the screen, a point off the "
+            "screen, text typed into a node that takes none, an app that is not installed), then "
+            "`Package: <package>  Activity: <activity>` (`unknown` when not reported), then one node a "
+            'line, indented two spaces per depth: `[<index>] <class> "<text>"`, then ` desc="<content '
+            'description>"` and ` id=<resource id>` where the node has them, then '
+            "` @(<x1>,<y1>,<x2>,<y2>)`, its bounds in screen pixels, then the flags that apply as a comma "
+            "list (clickable, long-clickable, editable, scrollable, focused, checked, selected, disabled). "
+            "Layout nodes with no text, description, id or flag are left out and their children shown in "
+            "their place. Indexes count the nodes shown, so they change when the screen does. A long "
+            "tree ends with a `[... N more nodes not shown]` line. A screenshot is taken too but is not "
+            "part of the text."
         ),
-        actions="tap, long_press, swipe, type, key and open_app.",
+        actions=(
+            "One JSON object per action, as AndroidWorld writes them: "
+            '`{"action_type": "click", "index": 7}` (or `"x"` and `"y"` in pixels instead of an index), '
+            '`{"action_type": "long_press", "index": 7}`, `{"action_type": "input_text", "text": '
+            '"Alice", "index": 4}` (the index optional: the focused field), `{"action_type": "scroll", '
+            '"direction": "down"}` (up, down, left or right, optionally with the `"index"` of a '
+            'scrollable node), `{"action_type": "swipe", "x": 540, "y": 1800, "to_x": 540, "to_y": '
+            '600}`, `{"action_type": "navigate_back"}`, `{"action_type": "navigate_home"}`, '
+            '`{"action_type": "keyboard_enter"}`, `{"action_type": "open_app", "app_name": "Clock"}` '
+            'and `{"action_type": "wait", "seconds": 2}`. An index is a `[<index>]` of the last '
+            "observation."
+        ),
+        agent="an Android phone (apps driven with AndroidWorld-style JSON actions)",
     ),
 }

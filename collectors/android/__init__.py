@@ -1,0 +1,1 @@
+"""Android domain collector: `python -m collectors.android --emulators N --avd NAME --out DIR`."""

@@ -15,6 +15,7 @@ sessions open at once:
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import tempfile
 import time
@@ -162,6 +163,7 @@ def desktop_step(sshd: LocalSshd, rounds: int, screenshot: bool) -> dict:
 
 
 def desktop_ssh(transport_rounds: int = 300, step_rounds: int = 40) -> dict:
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp, LocalSshd(Path(tmp) / "sshd") as sshd:
         transport = transport_round_trip(sshd, Path(tmp), transport_rounds)
         steps = {
@@ -174,6 +176,7 @@ def desktop_ssh(transport_rounds: int = 300, step_rounds: int = 40) -> dict:
         "transport_round_trip": transport,
         "target_ratio": TARGET_RATIO,
         "met": worst <= TARGET_RATIO,
+        "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
     }
 
 
@@ -202,5 +205,6 @@ def markdown_lines(r: dict) -> list[str]:
         "Real OpenSSH on 127.0.0.1, both sessions open, alternating rounds. Ours: `DesktopSandbox.step` over "
         "`SshTransport`; bare: the same request line to the same guest agent on a bare paramiko "
         f"`exec_command` channel. Target ours / bare on the desktop step <= {r['target_ratio']}x: "
-        f"{'met' if r['met'] else 'NOT met'}.",
+        f"{'met' if r['met'] else 'NOT met'}. Load average (1 min) before / after: "
+        f"{r['load_average_1min'][0]} / {r['load_average_1min'][1]} on {os.cpu_count()} CPUs.",
     ]

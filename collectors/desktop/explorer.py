@@ -46,7 +46,6 @@ class WalkState:
     apps: list[str]  # logical applications believed running, in start order
     steps: int = 0
     pending: list[Move] = field(default_factory=list)
-    typed: set[tuple[str, str, str]] = field(default_factory=set)  # node keys typed into
     screen: DesktopTree = field(default_factory=DesktopTree)  # the last tree the desktop showed
 
 
@@ -127,7 +126,9 @@ class DesktopExplorer(Policy):
         if clickable:
             moves.append((8.0 if dialog else 6.0, lambda: _click(rng.choice(clickable), rng)))
         if editable:
-            moves.append((6.0 if dialog else 4.0, lambda: self._type_into(rng.choice(editable), app)))
+            moves.append(
+                (6.0 if dialog else 4.0, lambda: self._type_into(rng.choice(editable), app, bool(dialog)))
+            )
         if app == "terminal":  # xterm shows no tree: it is typed into blind, as a user would
             moves.append((4.0, lambda: _type(text_for("terminal", rng) + "\n")))
         if placed:
@@ -147,12 +148,12 @@ class DesktopExplorer(Policy):
             moves.append((0.4, lambda: self._close(app, controls)))
         return moves
 
-    def _type_into(self, node: Node, app: str) -> Move:
+    def _type_into(self, node: Node, app: str, in_dialog: bool = False) -> Move:
+        """Click the field unless it has the focus, type, and press Enter where that submits: a
+        dialog's field (a file chooser's name, mostly) gets a file name, the calculator an expression."""
         state = self.state
         assert state is not None
-        in_dialog = bool(node.name) and node.name.lower() in ("name", "file name", "filename")
         text = state.rng.choice(FILE_NAMES) if in_dialog else text_for(app or "editor", state.rng)
-        state.typed.add(node.key())
         sequence = [] if "focused" in node.states else [_click(node, state.rng, plain=True)]
         sequence.append(_type(text))
         if in_dialog or app == "calculator":  # submit the file name, compute the expression

@@ -7,6 +7,8 @@ MCP and SWE tool results have their own module (tool_metrics.py), registered her
   the title match.
 - os (desktop): node-line F1 on (role, name, value) without ids and positions, with states, the
   share of nodes placed within a pixel tolerance, the focused window and the error (desktop.py).
+- android: node F1 on (class, text, description, resource id) without indexes and bounds, with flags,
+  the share of nodes placed within a pixel tolerance, the package, activity and error (android.py).
 - search: for result lists, precision/recall/F1 of the result URLs as sets, overlap@k (the share of
   the real top k that the predicted top k holds) and rank agreement (the share of the real top k
   predicted at the same rank); for extracted pages (and error texts), line F1 over the non-empty lines.
@@ -21,6 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 
+from training.fidelity.android import ANDROID_METRICS, android_scores
 from training.fidelity.desktop import DESKTOP_METRICS, desktop_scores
 from training.fidelity.observations import parse_results, parse_web, without_bids
 from training.fidelity.tool_metrics import MCP_METRICS, SWE_METRICS, mcp_scores, swe_scores
@@ -36,6 +39,7 @@ DOMAIN_METRICS: dict[str, tuple[str, ...]] = {
     "mcp": MCP_METRICS,
     "swe": SWE_METRICS,
     "os": DESKTOP_METRICS,
+    "android": ANDROID_METRICS,
 }
 
 
@@ -93,6 +97,7 @@ _SCORERS: dict[str, Callable[[str, str], dict[str, float | None]]] = {
     "web": web_scores,
     "search": search_scores,
     "os": desktop_scores,
+    "android": android_scores,
 }
 # Scorers that also read the other real runs of the turn (the noise floor's replays) for volatility.
 _VOLATILITY_SCORERS: dict[str, Callable[[str, str, Sequence[str]], dict[str, float | None]]] = {

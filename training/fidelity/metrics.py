@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 
 from rapidfuzz.distance import Levenshtein
 
+from training.fidelity.android import android_valid, is_android_text
 from training.fidelity.desktop import desktop_valid, is_desktop_text
 from training.fidelity.domain_metrics import DOMAIN_METRICS, domain_scores
 from training.fidelity.observations import (
@@ -270,13 +271,20 @@ def _os_valid(prediction: str, reference: str) -> bool:
     return _tree_valid(prediction, reference)
 
 
+def _android_valid(prediction: str, reference: str) -> bool:
+    """The Android form (android.py) where the real turn had it; elsewhere the tree rule (XML or indented)."""
+    if is_android_text(reference):
+        return android_valid(prediction, reference)
+    return _tree_valid(prediction, reference)
+
+
 _VERIFIERS = {
     "terminal": _terminal_valid,
     "mcp": _mcp_valid,
     "swe": _swe_valid,
     "web": _web_valid,
     "os": _os_valid,
-    "android": _tree_valid,
+    "android": _android_valid,
     "search": _search_valid,
 }
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.records import Action
+from training.fidelity.android import android_data
 from training.fidelity.desktop import desktop_data
 
 # Web (BrowserGym-style, see sandboxes/web): "URL: ...", "Title: ...", "Tabs: ...", "Focused: ...",
@@ -47,7 +48,7 @@ _TRUNCATED_RE = re.compile(r"\[\.\.\. \d+ bytes truncated \.\.\.\]")
 # Actions a domain's sandbox answers in another format than its first observation's.
 ACTION_FORMATS = {("search", "web_extractor"): "markdown"}
 # Observation formats of domains, for a simulator whose domain has no sandbox package installed.
-DOMAIN_FORMATS = {"mcp": "mcp_result", "swe": "swe_tool_result"}
+DOMAIN_FORMATS = {"mcp": "mcp_result", "swe": "swe_tool_result", "android": "android_ui_tree"}
 
 
 @dataclass
@@ -162,6 +163,8 @@ def observation_data(domain: str, text: str, action: Action | None = None) -> di
         return swe_data(text, action.kind if action is not None else "")
     if domain == "os":
         return desktop_data(text)
+    if domain == "android":
+        return android_data(text)
     return {}
 
 

@@ -199,7 +199,8 @@ def markdown_lines(r: dict) -> list[str]:
         f"| {rt['ours']['median_ms']:.3f} / {rt['ours']['p95_ms']:.3f} "
         f"| {rt['bare_channel']['median_ms']:.3f} / {rt['bare_channel']['p95_ms']:.3f} "
         f"| {rt['ours_over_bare_channel']:.2f}x | {rt['ours']['n']} |",
-        f'| one-shot `exec_command("true")`, for scale | | {rt["bare_exec_true"]["median_ms"]:.2f} / '
+        '| one-shot `exec_command("true")`, for scale (a new session: includes the remote user\'s shell '
+        f"start-up files) | | {rt['bare_exec_true']['median_ms']:.2f} / "
         f"{rt['bare_exec_true']['p95_ms']:.2f} | | {rt['bare_exec_true']['n']} |",
         "",
         "Real OpenSSH on 127.0.0.1, both sessions open, alternating rounds. Ours: `DesktopSandbox.step` over "

@@ -25,7 +25,7 @@ class DesktopConfig:
     screenshot: bool = True
     # A step waits for two identical tree snapshots `settle_interval` apart, at most `settle_timeout`.
     settle_timeout: float = 3.0
-    settle_interval: float = 0.1
+    settle_interval: float = 0.05
     # Longest wait for an application's first window at reset, and for one action to run.
     app_timeout: float = 30.0
     action_timeout: float = 60.0

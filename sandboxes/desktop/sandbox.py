@@ -168,13 +168,13 @@ class DesktopSandbox(Sandbox):
         timeout = self.config.action_timeout + self.config.settle_timeout + REPLY_MARGIN_S
         return StepResult(observation=self._observation(self._request(request, timeout)))
 
-    def observe(self) -> Observation:
-        """The desktop as it is now, without acting."""
+    def observe(self, settle: bool = True) -> Observation:
+        """The desktop as it is now, without acting; `settle=False` reads the tree once, without
+        waiting for it to stop changing."""
         if self._closed or self._channel is None:
             raise SandboxClosedError("desktop sandbox is not started or was closed")
-        return self._observation(
-            self._request({"op": "observe"}, self.config.settle_timeout + REPLY_MARGIN_S)
-        )
+        request = {"op": "observe", "settle": settle}
+        return self._observation(self._request(request, self.config.settle_timeout + REPLY_MARGIN_S))
 
     def _request(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         channel = self._channel

@@ -14,7 +14,8 @@ stdin closes, on `shutdown` or on SIGTERM it kills them all.
 
 Protocol (one JSON object per line): first `{"ok": true, "ready": {...}}`, then per request
 {"op": "reset", "apps": [...], "files": {path: text}} | {"op": "act", "action": {...}} |
-{"op": "observe"} | {"op": "shutdown"}, each with optional "max_nodes" and "screenshot", answered by
+{"op": "observe", "settle": bool} | {"op": "shutdown"}, each with optional "max_nodes" and "screenshot",
+answered by
 {"ok": true, "tree", "nodes", "truncated", "focused", "screenshot_png_b64", "error"}. An action that
 fails the way an agent would see it is still ok with `error` set; ok: false means protocol misuse.
 
@@ -90,6 +91,7 @@ NULL_PATH = "/org/a11y/atspi/null"
 ACCESSIBLE = "org.a11y.atspi.Accessible"
 COMPONENT = "org.a11y.atspi.Component"
 TEXT = "org.a11y.atspi.Text"
+REGISTRY = "org.a11y.atspi.Registry"
 
 
 class ActionError(Exception):
@@ -103,6 +105,11 @@ def keysym(key: str) -> str:
     if name is None:
         raise ActionError(f"unknown key {key!r}; use pyautogui key names such as enter, ctrl, f5, a")
     return name
+
+
+Ref = tuple[str, str]  # an accessible: (bus name, object path)
+VISIBLE = frozenset(("showing", "visible"))
+SHOWING = frozenset(("showing",))
 
 
 @dataclasses.dataclass
@@ -159,6 +166,12 @@ class A11yReader:
                     raise
                 time.sleep(0.1)
         self.bus = Gio.DBusConnection.new_for_address_sync(reply.unpack()[0], flags, None, None)
+        # GTK 3's bridge serves its node cache (Cache.GetItems) only once some client listens for
+        # events, as libatspi's own cache does: register as such a listener.
+        listen = GLib.Variant("(s)", ("object:children-changed",))
+        self._batch(
+            [("org.a11y.atspi.Registry", "/org/a11y/atspi/registry", REGISTRY, "RegisterEvent", listen)]
+        )
         self.roles, self.state_names = _atspi_names()
 
     def _batch(self, calls: list[tuple[str, str, str, str, Any]]) -> list[Any]:
@@ -215,42 +228,64 @@ class A11yReader:
         return apps
 
     def frames(self, app: App) -> list[Node]:
-        """The application's shown top-level windows, each with its shown descendants."""
-        cached = self._batch([(app.bus, "/org/a11y/atspi/cache", "org.a11y.atspi.Cache", "GetItems", None)])[
-            0
+        """The application's shown top-level windows, each with its shown descendants. The walk
+        goes by states alone (children from the cache where it lists all of a node's children in
+        order, else asked for level by level); then one batch asks every visible node's box."""
+        info, known = self._cached(app)
+        order: list[tuple[Ref | None, Ref]] = []
+        seen: set[Ref] = set()
+        level: list[tuple[Ref | None, Ref]] = [
+            (None, r) for r in self._children_of([(app.bus, ROOT_PATH)], known)[0]
         ]
-        info: dict[tuple[str, str], tuple[str, str, frozenset[str], bool, int]] = {}
-        for item in cached[0] if cached else []:
-            ref, _, _, _, count, ifaces, name, role, _, states = item
-            info[tuple(ref)] = self._info(role, name, states, ifaces, count)
-        tops: list[Node] = []
-        level = [(None, ref) for ref in self._children([(app.bus, ROOT_PATH)])[0]]
-        seen = 0
-        while level and seen < WALK_LIMIT:
+        # GTK 4 sets only VISIBLE below its windows; other toolkits mark what is on screen SHOWING.
+        wanted = VISIBLE if app.toolkit_version.startswith("4.") else SHOWING
+        while level and len(order) < WALK_LIMIT:
             self._fill_info([ref for _, ref in level if ref not in info], info)
-            boxes_of = [ref for _, ref in level if ref in info and info[ref][3]]
-            screen = self.GLib.Variant("(u)", (0,))
-            replies = self._batch([(*ref, COMPONENT, "GetExtents", screen) for ref in boxes_of])
-            boxes = dict(zip(boxes_of, replies, strict=True))
-            placed: list[tuple[Node, tuple[str, str]]] = []
-            for parent, ref in level:
-                if ref not in info:
-                    continue
-                role, name, states, _, count = info[ref]
-                box = boxes.get(ref)
-                box = tuple(box[0]) if box else (0, 0, 0, 0)
-                listed, descend = _shown(states, box)
-                if not descend:
-                    continue
-                node = Node(ref, role, name, states, box, listed)
-                (parent.children if parent else tops).append(node)
-                seen += 1
-                if count:
-                    placed.append((node, ref))
-            kids = self._children([ref for _, ref in placed])
-            level = [(node, child) for (node, _), refs in zip(placed, kids, strict=True) for child in refs]
+            level = [(p, r) for p, r in level if r in info and r not in seen and wanted & info[r][2]]
+            seen.update(r for _, r in level)
+            order += level
+            parents = [ref for _, ref in level if info[ref][4]]
+            kids = self._children_of(parents, known)
+            level = [(parent, kid) for parent, refs in zip(parents, kids, strict=True) for kid in refs]
+        with_box = [ref for _, ref in order if info[ref][3]]
+        screen = self.GLib.Variant("(u)", (0,))
+        replies = self._batch([(*ref, COMPONENT, "GetExtents", screen) for ref in with_box])
+        boxes = {ref: tuple(reply[0]) for ref, reply in zip(with_box, replies, strict=True) if reply}
+        placed: dict[Ref, Node] = {}
+        tops: list[Node] = []
+        for parent, ref in order:
+            if parent is not None and parent not in placed:
+                continue  # inside a node that is not on screen
+            role, name, states, _, _ = info[ref]
+            box = boxes.get(ref, (0, 0, 0, 0))
+            listed, descend = _shown(states, box)
+            if descend:
+                placed[ref] = node = Node(ref, role, name, states, box, listed)
+                (placed[parent].children if parent is not None else tops).append(node)
         self._fill_values(tops)
         return [top for top in tops if top.listed]
+
+    def _cached(self, app: App) -> tuple[dict[Ref, tuple], dict[Ref, list[Ref]]]:
+        """The application's cache in one call: each node's (role, name, states, has a box, child
+        count), and the ordered children of the nodes whose children are all in it."""
+        cache = (app.bus, "/org/a11y/atspi/cache", "org.a11y.atspi.Cache", "GetItems", None)
+        reply = self._batch([cache])[0]
+        info: dict[Ref, tuple] = {}
+        by_parent: dict[Ref, list[tuple[int, Ref]]] = {}
+        for item in reply[0] if reply else []:
+            ref, _, parent, index, count, ifaces, name, role, _, states = item
+            info[tuple(ref)] = self._info(role, name, states, ifaces, count)
+            by_parent.setdefault(tuple(parent), []).append((index, tuple(ref)))
+        known = {}
+        for parent, kids in by_parent.items():
+            if parent in info and len(kids) == info[parent][4] and all(index >= 0 for index, _ in kids):
+                known[parent] = [ref for _, ref in sorted(kids)]
+        return info, known
+
+    def _children_of(self, refs: list[Ref], known: dict[Ref, list[Ref]]) -> list[list[Ref]]:
+        unknown = [ref for ref in refs if ref not in known]
+        asked = dict(zip(unknown, self._children(unknown), strict=True))
+        return [known[ref] if ref in known else asked[ref] for ref in refs]
 
     def _info(self, role: int, name: str, states: list[int], ifaces: list[str], count: int) -> tuple:
         bits = states[0] | (states[1] << 32) if len(states) == 2 else 0
@@ -320,6 +355,8 @@ class Session:
             "GTK_MODULES": "gail:atk-bridge",
             "NO_AT_BRIDGE": "0",
             "GSETTINGS_BACKEND": "memory",
+            # No GPU: GTK 4's default GL renderer would run on llvmpipe, several times the CPU of cairo.
+            "GSK_RENDERER": "cairo",
             "LANG": "C.UTF-8",
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "XDG_CONFIG_HOME": os.path.join(self.home, ".config"),
@@ -529,9 +566,9 @@ class Session:
         x, y, w, h = frame.box
         return (win["x"] + (win["w"] - w) // 2 - x, win["y"] + (win["h"] - h) // 2 - y)
 
-    def observe(self, max_nodes: int, screenshot: bool, error: str) -> dict[str, Any]:
+    def observe(self, max_nodes: int, screenshot: bool, error: str, settle: bool = True) -> dict[str, Any]:
         errors = [e for e in [error, *self.app_errors()] if e]
-        snap = self.settle()
+        snap = self.settle() if settle else self.snapshot()
         lines = snap["lines"]
         shown = lines[:max_nodes]
         numbered = [
@@ -976,7 +1013,10 @@ def _handle(session: Session, gui: PyAutoGui, request: dict[str, Any]) -> dict[s
             return {"ok": False, "error": "act needs an 'action' object"}
         return session.observe(max_nodes, shot, run_action(gui, action, session.args.action_timeout))
     if op == "observe":
-        return session.observe(max_nodes, shot, "")
+        settle = request.get("settle", True)
+        if not isinstance(settle, bool):
+            return {"ok": False, "error": "settle must be a bool"}
+        return session.observe(max_nodes, shot, "", settle)
     return {"ok": False, "error": f"unknown op {op!r}; expected reset, act, observe or shutdown"}
 
 
@@ -996,7 +1036,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-nodes", type=int, default=400)
     parser.add_argument("--screenshot", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--settle-timeout", type=float, default=3.0, help="longest wait for a still tree")
-    parser.add_argument("--settle-interval", type=float, default=0.1, help="pause between tree snapshots")
+    parser.add_argument("--settle-interval", type=float, default=0.05, help="pause between tree snapshots")
     parser.add_argument("--app-timeout", type=float, default=30.0, help="longest wait for an app's window")
     parser.add_argument("--action-timeout", type=float, default=60.0, help="longest run of one action")
     parser.add_argument("--atspi-launcher", default="/usr/libexec/at-spi-bus-launcher")

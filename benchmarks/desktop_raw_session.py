@@ -32,6 +32,7 @@ def start_session(workdir: str) -> None:
             "GTK_MODULES": "gail:atk-bridge",
             "NO_AT_BRIDGE": "0",
             "XDG_SESSION_TYPE": "x11",
+            "GSK_RENDERER": "cairo",  # as the desktop sandbox's guest runs GTK 4
         }
     )
     read, write = os.pipe()

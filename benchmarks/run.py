@@ -129,6 +129,7 @@ BENCHES: dict[str, Callable[[], dict]] = {
     "swe_latency": _swe,
     "mcp_latency": _mcp_latency,
     "desktop_ssh": lambda: __import__("benchmarks.desktop_ssh").desktop_ssh.desktop_ssh(),
+    "desktop_latency": lambda: __import__("benchmarks.desktop_latency").desktop_latency.desktop_latency(),
 }
 
 

@@ -4,6 +4,9 @@ actions, each parsed with a clear error and written as the equivalent pyautogui 
     Action(kind="pyautogui", arguments={"code": "pyautogui.click(x=120, y=240)"})
     Action(kind="computer", arguments={"action": "click", "x": 120, "y": 240})
 
+An LLM agent replies `{"action": "click", "x": 120, "y": 240}` (the generic reply form): a computer
+action's name given as the kind is parsed as that computer action.
+
 The corpus writes every action as its pyautogui code (`to_pyautogui`), as the public OS domain does.
 Key names are pyautogui's (enter, ctrl, f5, a); the guest agent's table is the one list of them.
 """
@@ -42,32 +45,36 @@ ACTION_SPACE = """Each turn you see the desktop's accessibility tree: one node p
 `[id] role "name" value="..." states=... @(x,y wxh)`, where (x,y) is the node's top-left corner on
 the screen and wxh its size; click a node at its centre. Reply with exactly one JSON object:
 - pyautogui code run on the desktop (the module is imported for you):
-  {"kind": "pyautogui", "code": "pyautogui.click(x=120, y=240)"}
+  {"action": "pyautogui", "code": "pyautogui.click(x=120, y=240)"}
 - or one computer action:
-  {"kind": "computer", "action": "click", "x": 120, "y": 240}  (also "button": "right", "clicks": 2)
-  {"kind": "computer", "action": "double_click" | "right_click" | "move", "x": 120, "y": 240}
-  {"kind": "computer", "action": "drag", "x": 10, "y": 20, "to_x": 300, "to_y": 40}
-  {"kind": "computer", "action": "scroll", "clicks": -3, "x": 400, "y": 300}  (negative scrolls down)
-  {"kind": "computer", "action": "type", "text": "hello\\n"}
-  {"kind": "computer", "action": "press", "key": "enter"}
-  {"kind": "computer", "action": "hotkey", "keys": ["ctrl", "s"]}
-  {"kind": "computer", "action": "wait", "seconds": 1}
+  {"action": "click", "x": 120, "y": 240}
+  {"action": "click", "x": 120, "y": 240, "button": "right", "clicks": 2}
+  {"action": "double_click", "x": 120, "y": 240}
+  {"action": "right_click", "x": 120, "y": 240}
+  {"action": "move", "x": 120, "y": 240}
+  {"action": "drag", "x": 10, "y": 20, "to_x": 300, "to_y": 40}
+  {"action": "scroll", "clicks": -3, "x": 400, "y": 300}
+  {"action": "type", "text": "hello\\n"}
+  {"action": "press", "key": "enter"}
+  {"action": "hotkey", "keys": ["ctrl", "s"]}
+  {"action": "wait", "seconds": 1}
 - stop when the task is finished: {"done": true}
-Key names are pyautogui's: enter, esc, tab, backspace, delete, up, down, left, right, home, end,
-pageup, pagedown, ctrl, shift, alt, win, f1-f12, or one character."""
+Scroll clicks: positive up, negative down. Key names are pyautogui's: enter, esc, tab, backspace,
+delete, up, down, left, right, home, end, pageup, pagedown, ctrl, shift, alt, win, f1-f12, or one
+character."""
 
 _POINT = {"type": "integer", "minimum": 0}
+# The reply an LLM agent writes (the generic `{"action": <kind>, ...arguments}` form).
 ACTION_SCHEMA: dict[str, Any] = {
     "oneOf": [
         {
             "type": "object",
-            "properties": {"kind": {"const": PYAUTOGUI}, "code": {"type": "string", "minLength": 1}},
-            "required": ["kind", "code"],
+            "properties": {"action": {"const": PYAUTOGUI}, "code": {"type": "string", "minLength": 1}},
+            "required": ["action", "code"],
         },
         {
             "type": "object",
             "properties": {
-                "kind": {"const": COMPUTER},
                 "action": {"enum": list(COMPUTER_ACTIONS)},
                 "x": _POINT,
                 "y": _POINT,
@@ -80,7 +87,7 @@ ACTION_SCHEMA: dict[str, Any] = {
                 "keys": {"type": "array", "items": {"type": "string"}, "minItems": 1},
                 "seconds": {"type": "number", "minimum": 0, "maximum": MAX_WAIT},
             },
-            "required": ["kind", "action"],
+            "required": ["action"],
         },
     ]
 }
@@ -209,6 +216,9 @@ def parse_action(kind: str, arguments: dict[str, Any]) -> Action:
         except SyntaxError as exc:
             raise InvalidActionError(f"pyautogui code does not parse: {exc.msg} (line {exc.lineno})") from exc
         return Action(kind=PYAUTOGUI, arguments={"code": code}, text=code)
+    if kind in COMPUTER_ACTIONS:  # the LLM reply form names the computer action as the kind
+        arguments = {"action": kind, **arguments}
+        kind = COMPUTER
     if kind == COMPUTER:
         checked = _check_computer(arguments)
         return Action(kind=COMPUTER, arguments=checked, text=to_pyautogui(checked))

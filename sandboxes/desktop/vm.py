@@ -10,6 +10,7 @@ else a fresh overlay and a new boot. Acceleration: KVM when /dev/kvm opens, else
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -33,9 +34,10 @@ if TYPE_CHECKING:  # paramiko is the desktop extra: vm.py itself loads without i
 
 log = logging.getLogger(__name__)
 
-IMAGE_VERSION = 1  # infra/desktop-vm/build.sh's VERSION
+IMAGE_VERSION = 2  # infra/desktop-vm/build.sh's VERSION
 BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "infra" / "desktop-vm" / "build.sh"
 SNAPSHOT_NAME = "booted"
+MACHINE_LAYOUT = 1  # bump when the QEMU command line's devices change: cached snapshots no longer fit
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,27 @@ def kvm_usable() -> bool:
     except OSError:
         return False
     return True
+
+
+def _host_is_a_vm() -> bool:
+    with open("/proc/cpuinfo") as f:
+        return any(line.startswith("flags") and " hypervisor" in line for line in f)
+
+
+def choose_accel(requested: str) -> tuple[str, str]:
+    """("kvm" or "tcg", why). `auto` takes KVM on bare metal only: on this project's hosts, which are
+    VMs themselves, nested KVM took minutes where TCG boots in under two; ask for "kvm" to force it."""
+    if requested == "tcg":
+        return "tcg", "requested"
+    if not kvm_usable():
+        if requested == "kvm":
+            raise RuntimeError("accel=kvm but /dev/kvm cannot be opened; use accel=auto or tcg")
+        return "tcg", "/dev/kvm cannot be opened: software emulation"
+    if requested == "kvm":
+        return "kvm", "requested"
+    if _host_is_a_vm():
+        return "tcg", "this host is a VM itself (nested KVM); AGENTWORLD_VM_ACCEL=kvm forces KVM"
+    return "kvm", "/dev/kvm opens"
 
 
 @dataclass
@@ -149,7 +172,8 @@ class QemuVm:
         self.port = 0
         self.dir: Path | None = None
         self.boot_seconds = 0.0
-        self.snapshot_seconds = 0.0
+        self.snapshot_seconds = 0.0  # savevm + caching the booted state, on a first start
+        self.start_method = ""
         self.last_reset: dict = {}
         self._proc: subprocess.Popen | None = None
         self._qmp: Qmp | None = None
@@ -157,19 +181,32 @@ class QemuVm:
 
     # -- life cycle -------------------------------------------------------------------------
     def start(self) -> None:
+        """Boot (or restore the cached booted state) until the guest's sshd answers."""
         if self._proc is not None and self.alive():
             return
         self.image.require()
-        want_kvm = self.config.accel == "kvm" or (self.config.accel == "auto" and kvm_usable())
-        if self.config.accel == "kvm" and not kvm_usable():
-            raise RuntimeError("accel=kvm but /dev/kvm cannot be opened; use accel=auto or tcg")
-        self.accel = "kvm" if want_kvm else "tcg"
-        log.info("desktop VM: %s acceleration", self.accel)
+        self.accel, why = choose_accel(self.config.accel)
+        log.info("desktop VM: %s acceleration (%s)", self.accel, why)
         if self.dir is None:
             self.dir = Path(tempfile.mkdtemp(prefix="agentworld-vm-"))
-        self._boot()
-        if self.config.snapshot_reset:
-            self.snapshot_seconds = self.save_snapshot()
+        t0 = time.perf_counter()
+        overlay = self.dir / "overlay.qcow2"
+        cached = self._booted_state_path()
+        if self.config.snapshot_reset and cached.exists():
+            # A copy of a VM saved right after boot: seconds instead of a boot (minutes under TCG).
+            shutil.copyfile(cached, overlay)
+            self._launch(overlay, loadvm=True, timeout_s=60.0)
+            self.start_method = "restored the cached booted snapshot"
+        else:
+            self._fresh_overlay(overlay)
+            self._launch(overlay, loadvm=False, timeout_s=self.boot_timeout_s)
+            self.start_method = "booted"
+            if self.config.snapshot_reset:
+                self._save_booted_state(overlay, cached)
+                self.start_method = "booted, snapshot saved and cached for later starts"
+        self._has_snapshot = self.config.snapshot_reset
+        self.boot_seconds = time.perf_counter() - t0
+        log.info("desktop VM up in %.1f s (%s, %s)", self.boot_seconds, self.accel, self.start_method)
 
     @property
     def boot_timeout_s(self) -> float:
@@ -177,16 +214,40 @@ class QemuVm:
             return self.config.boot_timeout_s
         return 120.0 if self.accel == "kvm" else 900.0
 
-    def _boot(self) -> None:
-        assert self.dir is not None
+    def _booted_state_path(self) -> Path:
+        """Where this image's booted snapshot for this machine shape is cached. The key covers what
+        must match for `-loadvm` to work: the build (its host key is unique), QEMU, accel, memory, cpus."""
+        qemu = subprocess.run(["qemu-system-x86_64", "--version"], capture_output=True, text=True, timeout=30)
+        shape = "|".join(
+            [self.image.path("host_key.pub").read_text(), qemu.stdout.splitlines()[0], self.accel,
+             str(self.config.memory_mb), str(self.config.cpus), str(MACHINE_LAYOUT)]
+        )  # fmt: skip
+        return self.image.root / "booted" / f"{hashlib.sha256(shape.encode()).hexdigest()[:16]}.qcow2"
+
+    def _save_booted_state(self, overlay: Path, cached: Path) -> None:
+        """`savevm` the just-booted VM and cache a copy of its overlay for later starts."""
+        assert self._qmp is not None
         t0 = time.perf_counter()
-        overlay = self.dir / "overlay.qcow2"
+        # Stopped, QEMU has written its qcow2 metadata out, so the file is consistent to copy.
+        self._qmp.execute("stop")
+        self.save_snapshot()
+        cached.parent.mkdir(exist_ok=True)
+        partial = cached.with_name(f".{cached.name}.{os.getpid()}.partial")
+        shutil.copyfile(overlay, partial)
+        os.replace(partial, cached)  # concurrent first starts each write whole files; one wins
+        self._qmp.execute("cont")
+        self.snapshot_seconds = time.perf_counter() - t0
+
+    def _fresh_overlay(self, overlay: Path) -> None:
         overlay.unlink(missing_ok=True)
         base = str(self.image.path("disk.qcow2"))
         subprocess.run(
             ["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base, str(overlay)],
             check=True, capture_output=True, timeout=60,
         )  # fmt: skip
+
+    def _launch(self, overlay: Path, loadvm: bool, timeout_s: float) -> None:
+        assert self.dir is not None
         self.port = _free_port()
         (self.dir / "known_hosts").write_text(self.image.host_key_line("127.0.0.1", self.port))
         qmp_path = self.dir / "qmp.sock"
@@ -202,8 +263,12 @@ class QemuVm:
             "-drive", f"file={overlay},if=virtio,format=qcow2,cache=unsafe",
             "-netdev", f"user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:{self.port}-:22",
             "-device", "virtio-net-pci,netdev=net0", "-device", "virtio-rng-pci",
+            # A new generation id per launch makes a guest restored from the shared snapshot reseed
+            # its random number generator, so VMs started from one snapshot do not share it.
+            "-device", "vmgenid",
             "-serial", f"file:{self.dir / 'serial.log'}",
             "-qmp", f"unix:{qmp_path},server=on,wait=off",
+            *(["-loadvm", SNAPSHOT_NAME] if loadvm else []),
         ]  # fmt: skip
         stderr = open(self.dir / "qemu.stderr", "wb")  # noqa: SIM115 - the child keeps writing to it
         # Own session: close() kills qemu's whole process group, never the caller's.
@@ -212,10 +277,7 @@ class QemuVm:
         stderr.close()
         self._wait_for(lambda: qmp_path.exists(), 30.0, "QEMU's QMP socket")
         self._qmp = Qmp(qmp_path, self.config.qmp_timeout_s)
-        self._wait_for(self._sshd_answers, self.boot_timeout_s, "the guest's sshd")
-        self.boot_seconds = time.perf_counter() - t0
-        self._has_snapshot = False
-        log.info("desktop VM booted in %.1f s (%s)", self.boot_seconds, self.accel)
+        self._wait_for(self._sshd_answers, timeout_s, "the guest's sshd")
 
     def _wait_for(self, ready: Callable[[], bool], timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s
@@ -268,26 +330,22 @@ class QemuVm:
         if not self.alive():
             self.close_process()
             self.start()
-            method = "reboot (the VM had died)"
+            method = f"restarted after the VM died ({self.start_method})"
         elif self.config.snapshot_reset:
             method = self._snapshot_reset()
         else:
             self.close_process()
-            self._boot()
+            self.start()
             method = "fresh overlay + reboot"
         self.last_reset = {"method": method, "seconds": time.perf_counter() - t0}
         return self.last_reset
 
-    def save_snapshot(self) -> float:
-        """Snapshot the running VM as the reset point (`start` calls it before any SSH session).
-        Seconds taken."""
+    def save_snapshot(self) -> None:
+        """Snapshot the VM as the reset point (`start` does, before any SSH session)."""
         assert self._qmp is not None
-        t0 = time.perf_counter()
         output = self._qmp.human(f"savevm {SNAPSHOT_NAME}")
         if output.strip():
             raise RuntimeError(f"savevm failed: {output.strip()}")
-        self._has_snapshot = True
-        return time.perf_counter() - t0
 
     def _snapshot_reset(self) -> str:
         assert self._qmp is not None and self._has_snapshot

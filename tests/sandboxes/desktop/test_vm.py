@@ -19,7 +19,13 @@ import pytest
 
 from sandboxes.base import SandboxCrashedError
 from sandboxes.checks import resource_exists
-from sandboxes.desktop.vm import BUILD_SCRIPT, QemuVm, VmConfig, VmImage
+from sandboxes.desktop.config import DesktopConfig
+from sandboxes.desktop.sandbox import DesktopSandbox
+from sandboxes.desktop.vm import BUILD_SCRIPT, QemuVm, VmConfig, VmImage, VmTransport
+from schemas.records import Action, Task
+from tests.sandboxes.desktop.desktop_helpers import find_node
+
+CALCULATOR = Task(id="calc", metadata={"apps": ["calculator"]})
 
 
 @pytest.fixture(scope="session")
@@ -150,6 +156,21 @@ def test_guest_has_no_network_beyond_the_ssh_forward(vm: QemuVm) -> None:
     assert accepted == []
 
 
+def test_desktop_step_through_the_vm_transport(vm: QemuVm) -> None:
+    sandbox = DesktopSandbox(DesktopConfig(), transport=VmTransport(vm))
+    try:
+        obs = sandbox.reset(CALCULATOR)
+        assert obs.data["backend"] == "vm"
+        assert obs.text.splitlines()[0] == "Focused: gnome-calculator — Calculator", obs.text[:500]
+        assert [a.name for a in obs.attachments] == ["screenshot.png"]
+        x, y = find_node(obs.text, "push button", "7 7").centre
+        after = sandbox.step(Action(kind="computer", arguments={"action": "click", "x": x, "y": y}))
+        assert find_node(after.observation.text, "text", "GtkSourceView").value == "7"
+    finally:
+        sandbox.close()
+    assert vm.alive()  # the sandbox closed its transport; the VM is the fixture's
+
+
 def test_reset_by_snapshot_undoes_a_change(vm: QemuVm) -> None:
     client = _connect(vm)
     try:
@@ -169,21 +190,22 @@ def test_reset_by_snapshot_undoes_a_change(vm: QemuVm) -> None:
 
 
 def test_vm_killed_mid_episode_raises_crashed_and_the_next_start_works(vm: QemuVm) -> None:
-    client = _connect(vm)
-    _, stdout, _ = client.exec_command("sleep 300; echo never")
+    transport = VmTransport(vm)
+    channel = transport.spawn(["sh", "-c", "echo started; sleep 300"], {})
+    assert channel.recv_line(30) == "started"
     pid = vm.pid()
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
     t0 = time.monotonic()
-    # qemu's exit drops the forwarded connection, so the open command ends at once, not at a timeout.
-    stdout.channel.settimeout(30)
-    assert stdout.read() == b""
-    assert time.monotonic() - t0 < 15
-    client.close()
+    # qemu's exit drops the forwarded connection: the wait ends at once, not at its timeout.
     with pytest.raises(SandboxCrashedError, match="desktop VM died"):
-        vm.check_alive()
+        channel.recv_line(60)
+    assert time.monotonic() - t0 < 15
+    assert not channel.alive()
+    transport.close()
     result = vm.reset()
-    assert result["method"].startswith("reboot")
+    assert result["method"].startswith("restarted")
+    assert vm.start_method == "restored the cached booted snapshot"
     client = _connect(vm)
     try:
         assert _run(client, "echo back")[1].strip() == "back"

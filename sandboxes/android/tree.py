@@ -35,6 +35,7 @@ _EDITABLE_CLASSES = ("EditText", "AutoCompleteTextView", "MockInputField")
 @dataclass(frozen=True)
 class Node:
     index: int
+    depth: int  # of the shown ancestors
     xpath: str
     cls: str
     text: str
@@ -53,7 +54,6 @@ class Node:
 class Screen:
     package: str
     nodes: list[Node] = field(default_factory=list)  # the shown nodes, in index order
-    lines: list[str] = field(default_factory=list)
     hidden_nodes: int = 0  # shown-worthy nodes past max_nodes
 
     @property
@@ -104,8 +104,8 @@ def _hidden(element: ET.Element) -> bool:
     return element.get("displayed") == "false" or element.get("visible") == "false"
 
 
-def _line(node: Node, depth: int) -> str:
-    parts = [f"{'  ' * depth}[{node.index}] {node.cls} {_quoted(node.text)}"]
+def node_line(node: Node) -> str:
+    parts = [f"{'  ' * node.depth}[{node.index}] {node.cls} {_quoted(node.text)}"]
     if node.desc:
         parts.append(f"desc={_quoted(node.desc)}")
     if node.resource_id:
@@ -140,9 +140,10 @@ def _walk(element: ET.Element, xpath: str, depth: int, screen: Screen, max_nodes
         if len(screen.nodes) >= max_nodes:
             screen.hidden_nodes += 1
         else:
-            node = Node(len(screen.nodes), xpath, cls, text, desc, resource_id, _bounds(element), flags)
+            node = Node(
+                len(screen.nodes), depth, xpath, cls, text, desc, resource_id, _bounds(element), flags
+            )
             screen.nodes.append(node)
-            screen.lines.append(_line(node, depth))
         child_depth = depth + 1
     for position, child in enumerate(element, start=1):
         _walk(child, f"{xpath}/*[{position}]", child_depth, screen, max_nodes)
@@ -152,7 +153,7 @@ def render(screen: Screen, package: str, activity: str, error: str = "") -> str:
     """The observation text: an error line when the action failed, the package line, the nodes."""
     lines = [f"Error: {error}"] if error else []
     lines.append(f"Package: {package or 'unknown'}  Activity: {activity or 'unknown'}")
-    lines.extend(screen.lines)
+    lines.extend(node_line(node) for node in screen.nodes)
     if screen.truncated:
         lines.append(f"[... {screen.hidden_nodes} more nodes not shown]")
     return "\n".join(lines)

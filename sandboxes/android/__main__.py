@@ -1,0 +1,59 @@
+"""`python -m sandboxes.android install`: install the pinned Appium server and drivers into the cache."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from sandboxes.android import install
+from sandboxes.base import SandboxError
+
+EXAMPLES = f"""examples:
+  # Appium {install.APPIUM_VERSION} and {install.FAKE_DRIVER}; a no-op when they are installed
+  python -m sandboxes.android install
+  # also the UiAutomator2 driver, for real emulators and devices
+  python -m sandboxes.android install --uiautomator2
+  # into a cache of your choice
+  AGENTWORLD_CACHE_DIR=/data/cache python -m sandboxes.android install
+
+Appium goes to $AGENTWORLD_CACHE_DIR/appium (default ~/.cache/agentworld/appium), its drivers to
+APPIUM_HOME=<that>/home. Needs node 20.19+ and npm, and the npm registry (about 2 minutes the first time).
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m sandboxes.android",
+        description="Install the Appium server and drivers the Android sandbox runs.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    add = commands.add_parser(
+        "install",
+        help="install Appium and drivers",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add.add_argument(
+        "--uiautomator2",
+        action="store_true",
+        help=f"also install {install.UIAUTOMATOR2_DRIVER} (only useful with a real emulator or device)",
+    )
+    args = parser.parse_args(argv)
+    began = time.monotonic()
+    print(f"installing Appium {install.APPIUM_VERSION} into {install.appium_root()} ...", flush=True)
+    try:
+        did = install.install(uiautomator2=args.uiautomator2)
+    except SandboxError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    have = ", ".join(f"{name} {version}" for name, version in install.installed().items())
+    state = f"installed in {time.monotonic() - began:.0f} s" if did else "already installed"
+    print(f"done: {state}: {have} (APPIUM_HOME={install.appium_home()})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

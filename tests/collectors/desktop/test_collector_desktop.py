@@ -16,6 +16,7 @@ from collectors.tasks import embedded_tasks
 from schemas import read_trajectories
 from schemas.invalid_actions import INVALID
 from tests.sandboxes.desktop.sshd import LocalSshd
+from tests.training.test_backends import scripted_chat_server
 
 pytestmark = pytest.mark.bwrap
 
@@ -130,5 +131,34 @@ def test_remote_desktop_over_real_sshd_and_an_unknown_host_key_refused(tmp_path,
     (t,) = read_trajectories(out)
     assert t.environment.backend == "ssh" and t.outcome.status == "completed"
     assert all(s.observation.data["backend"] == "ssh" for s in t.steps)
+    display = [n for n in parse_tree(t.steps[-1].observation.text).nodes if "editable" in n.states]
+    assert [n.value for n in display] == ["13"]
+
+
+def _clicking_agent(messages: list[dict]) -> str:
+    """An agent that reads the tree it is shown and clicks 7, +, 6 and = at their centres, then stops."""
+    plan = ["7", "+", "6", "="]
+    done = sum(1 for m in messages if m["role"] == "assistant")
+    if done == len(plan):
+        return '{"done": true}'
+    screen = messages[-1]["content"]
+    for node in parse_tree(screen).nodes:
+        if node.role == "push button" and node.name.split(" ")[0] == plan[done] and node.centre:
+            x, y = node.centre
+            return json.dumps({"action": "click", "x": x, "y": y})
+    return json.dumps({"action": "pyautogui", "code": "pyautogui.press('esc')"})
+
+
+def test_llm_agent_computes_through_clicks_on_the_tree(tmp_path) -> None:
+    tasks = _task_file(tmp_path / "tasks.jsonl", ["calc-add"])
+    out = str(tmp_path / "out")
+    with scripted_chat_server(_clicking_agent) as server:
+        llm = ["--policy", "llm", "--llm-base-url", server.base_url, "--llm-model", "scripted"]
+        assert main([*llm, "--tasks", tasks, "--no-screenshots", "--out", out, "--no-progress"]) == 0
+        system = server.requests[-1]["messages"][0]["content"]
+    assert '{"action": "click", "x": 120, "y": 240}' in system  # the desktop's own action space
+    (t,) = read_trajectories(out)
+    assert t.outcome.status == "completed" and len(t.steps) == 4
+    assert all(s.action.kind == "computer" and s.action.text.startswith("pyautogui.click(") for s in t.steps)
     display = [n for n in parse_tree(t.steps[-1].observation.text).nodes if "editable" in n.states]
     assert [n.value for n in display] == ["13"]

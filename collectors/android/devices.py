@@ -22,7 +22,7 @@ class DevicePool:
 
     def __init__(self, fleet: EmulatorFleet, devices: list[Device]) -> None:
         self.fleet = fleet
-        self._free = list(devices)
+        self._free = list(enumerate(devices))
         self._lock = threading.Lock()
         self._local = threading.local()
 
@@ -33,9 +33,14 @@ class DevicePool:
             with self._lock:
                 if not self._free:
                     raise RuntimeError("more workers than booted emulators: lower --emulators")
-                device = self._free.pop(0)
+                self._local.slot, device = self._free.pop(0)
             self._local.device = device
         return device
+
+    def slot(self) -> int:
+        """The position of this thread's first device in the fleet's list (its server group)."""
+        self.lease()
+        return self._local.slot
 
     def healthy(self, device: Device) -> Device:
         """`device`, or its replacement when its emulator died or adb lost it (a restart: minutes)."""

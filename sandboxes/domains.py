@@ -17,7 +17,7 @@ from sandboxes.base import Sandbox
 from schemas.records import Action, Environment
 
 # The domains that have a sandbox package; the other AgentWorldBench names come with their issues.
-KNOWN_DOMAINS = ("terminal", "web", "search", "swe", "mcp", "os")
+KNOWN_DOMAINS = ("terminal", "web", "search", "swe", "mcp", "os", "android")
 # A domain whose package is not named after it (`sandboxes.os` would read as the standard module).
 _PACKAGES = {"os": "desktop"}
 # An environment config key a replay may set to run a recording under another backend ("auto" keeps

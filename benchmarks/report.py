@@ -154,6 +154,7 @@ RENDERERS = {
     "mcp_latency": _mcp_latency,
     "desktop_ssh": lambda r: __import__("benchmarks.desktop_ssh").desktop_ssh.markdown_lines(r),
     "desktop_latency": lambda r: __import__("benchmarks.desktop_latency").desktop_latency.markdown_lines(r),
+    "desktop_vm": lambda r: __import__("benchmarks.desktop_vm").desktop_vm.markdown_lines(r),
 }
 
 

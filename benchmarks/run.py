@@ -130,6 +130,7 @@ BENCHES: dict[str, Callable[[], dict]] = {
     "mcp_latency": _mcp_latency,
     "desktop_ssh": lambda: __import__("benchmarks.desktop_ssh").desktop_ssh.desktop_ssh(),
     "desktop_latency": lambda: __import__("benchmarks.desktop_latency").desktop_latency.desktop_latency(),
+    "desktop_vm": lambda: __import__("benchmarks.desktop_vm").desktop_vm.desktop_vm(),
 }
 
 

@@ -5,7 +5,9 @@ Isolation: the VM's only network is QEMU's user-mode stack with `restrict=on` (n
 the host or the outside) and one forward from 127.0.0.1:<free port> on the host to the guest's sshd.
 Each VM writes to its own qcow2 overlay on top of the shared base image, so the base never changes.
 Reset: a snapshot of the booted VM (`savevm` once, `loadvm` per reset, through QMP) when enabled,
-else a fresh overlay and a new boot. Acceleration: KVM when /dev/kvm opens, else TCG.
+else a fresh overlay and a new boot. The first VM of an image and machine shape caches its booted
+snapshot next to the image; later VMs start from a copy of it (`-loadvm`) instead of booting.
+Acceleration: see `vm_image.choose_accel` (KVM on bare metal with /dev/kvm, else TCG).
 """
 
 from __future__ import annotations
@@ -26,78 +28,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sandboxes.base import SandboxCrashedError
-from sandboxes.cache import cache_root
 from sandboxes.desktop.transport import Channel, Transport
+from sandboxes.desktop.vm_image import VmImage, choose_accel
 
 if TYPE_CHECKING:  # paramiko is the desktop extra: vm.py itself loads without it
     from sandboxes.desktop.ssh import SshTarget, SshTransport
 
 log = logging.getLogger(__name__)
 
-IMAGE_VERSION = 2  # infra/desktop-vm/build.sh's VERSION
-BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "infra" / "desktop-vm" / "build.sh"
 SNAPSHOT_NAME = "booted"
 MACHINE_LAYOUT = 1  # bump when the QEMU command line's devices change: cached snapshots no longer fit
-
-
-@dataclass(frozen=True)
-class VmImage:
-    """A built image directory, as build.sh lays it out."""
-
-    root: Path
-
-    @classmethod
-    def default(cls) -> VmImage:
-        return cls(cache_root() / "desktop-vm" / str(IMAGE_VERSION))
-
-    def require(self) -> VmImage:
-        if not (self.root / "manifest.json").is_file():
-            raise FileNotFoundError(
-                f"no desktop VM image in {self.root}: build it once with `sudo {BUILD_SCRIPT}` "
-                "(debootstrap, several minutes; set AGENTWORLD_CACHE_DIR to build elsewhere)"
-            )
-        return self
-
-    @property
-    def manifest(self) -> dict:
-        return json.loads((self.root / "manifest.json").read_text())
-
-    def path(self, name: str) -> Path:
-        return self.root / name
-
-    def host_key_line(self, host: str, port: int) -> str:
-        """The known_hosts line of this image's host key for `host:port`."""
-        key_type, key = self.path("host_key.pub").read_text().split()[:2]
-        return f"[{host}]:{port} {key_type} {key}\n"
-
-
-def kvm_usable() -> bool:
-    try:
-        os.close(os.open("/dev/kvm", os.O_RDWR))
-    except OSError:
-        return False
-    return True
-
-
-def _host_is_a_vm() -> bool:
-    with open("/proc/cpuinfo") as f:
-        return any(line.startswith("flags") and " hypervisor" in line for line in f)
-
-
-def choose_accel(requested: str) -> tuple[str, str]:
-    """("kvm" or "tcg", why). `auto` takes KVM on bare metal only: on this project's hosts, which are
-    VMs themselves, nested KVM took minutes where TCG boots in under two; ask for "kvm" to force it."""
-    if requested == "tcg":
-        return "tcg", "requested"
-    if not kvm_usable():
-        if requested == "kvm":
-            raise RuntimeError("accel=kvm but /dev/kvm cannot be opened; use accel=auto or tcg")
-        return "tcg", "/dev/kvm cannot be opened: software emulation"
-    if requested == "kvm":
-        return "kvm", "requested"
-    if _host_is_a_vm():
-        return "tcg", "this host is a VM itself (nested KVM); AGENTWORLD_VM_ACCEL=kvm forces KVM"
-    return "kvm", "/dev/kvm opens"
 
 
 @dataclass
@@ -192,12 +132,18 @@ class QemuVm:
         t0 = time.perf_counter()
         overlay = self.dir / "overlay.qcow2"
         cached = self._booted_state_path()
+        self.start_method = ""
         if self.config.snapshot_reset and cached.exists():
             # A copy of a VM saved right after boot: seconds instead of a boot (minutes under TCG).
             shutil.copyfile(cached, overlay)
-            self._launch(overlay, loadvm=True, timeout_s=60.0)
-            self.start_method = "restored the cached booted snapshot"
-        else:
+            try:
+                self._launch(overlay, loadvm=True, timeout_s=60.0)
+                self.start_method = "restored the cached booted snapshot"
+            except (SandboxCrashedError, TimeoutError) as exc:
+                log.warning("desktop VM: the cached snapshot %s did not restore (%s); booting", cached, exc)
+                self.close_process()
+                cached.unlink(missing_ok=True)
+        if not self.start_method.startswith("restored"):
             self._fresh_overlay(overlay)
             self._launch(overlay, loadvm=False, timeout_s=self.boot_timeout_s)
             self.start_method = "booted"

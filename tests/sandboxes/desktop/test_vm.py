@@ -21,7 +21,8 @@ from sandboxes.base import SandboxCrashedError
 from sandboxes.checks import resource_exists
 from sandboxes.desktop.config import DesktopConfig
 from sandboxes.desktop.sandbox import DesktopSandbox
-from sandboxes.desktop.vm import BUILD_SCRIPT, QemuVm, VmConfig, VmImage, VmTransport
+from sandboxes.desktop.vm import QemuVm, VmConfig, VmTransport
+from sandboxes.desktop.vm_image import BUILD_SCRIPT, VmImage
 from schemas.records import Action, Task
 from tests.sandboxes.desktop.desktop_helpers import find_node
 

@@ -1,0 +1,74 @@
+"""What the OS domain's virtual machines boot from, and on: the image that
+`infra/desktop-vm/build.sh` builds, and the acceleration this host offers (KVM or TCG)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from sandboxes.cache import cache_root
+
+IMAGE_VERSION = 2  # infra/desktop-vm/build.sh's VERSION
+BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "infra" / "desktop-vm" / "build.sh"
+
+
+@dataclass(frozen=True)
+class VmImage:
+    """A built image directory, as build.sh lays it out."""
+
+    root: Path
+
+    @classmethod
+    def default(cls) -> VmImage:
+        return cls(cache_root() / "desktop-vm" / str(IMAGE_VERSION))
+
+    def require(self) -> VmImage:
+        if not (self.root / "manifest.json").is_file():
+            raise FileNotFoundError(
+                f"no desktop VM image in {self.root}: build it once with `sudo {BUILD_SCRIPT}` "
+                "(debootstrap, several minutes; set AGENTWORLD_CACHE_DIR to build elsewhere)"
+            )
+        return self
+
+    @property
+    def manifest(self) -> dict:
+        return json.loads((self.root / "manifest.json").read_text())
+
+    def path(self, name: str) -> Path:
+        return self.root / name
+
+    def host_key_line(self, host: str, port: int) -> str:
+        """The known_hosts line of this image's host key for `host:port`."""
+        key_type, key = self.path("host_key.pub").read_text().split()[:2]
+        return f"[{host}]:{port} {key_type} {key}\n"
+
+
+def kvm_usable() -> bool:
+    try:
+        os.close(os.open("/dev/kvm", os.O_RDWR))
+    except OSError:
+        return False
+    return True
+
+
+def _host_is_a_vm() -> bool:
+    with open("/proc/cpuinfo") as f:
+        return any(line.startswith("flags") and " hypervisor" in line for line in f)
+
+
+def choose_accel(requested: str) -> tuple[str, str]:
+    """("kvm" or "tcg", why). `auto` takes KVM on bare metal only: on this project's hosts, which are
+    VMs themselves, nested KVM took minutes where TCG boots in under two; ask for "kvm" to force it."""
+    if requested == "tcg":
+        return "tcg", "requested"
+    if not kvm_usable():
+        if requested == "kvm":
+            raise RuntimeError("accel=kvm but /dev/kvm cannot be opened; use accel=auto or tcg")
+        return "tcg", "/dev/kvm cannot be opened: software emulation"
+    if requested == "kvm":
+        return "kvm", "requested"
+    if _host_is_a_vm():
+        return "tcg", "this host is a VM itself (nested KVM); AGENTWORLD_VM_ACCEL=kvm forces KVM"
+    return "kvm", "/dev/kvm opens"

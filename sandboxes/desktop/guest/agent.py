@@ -7,10 +7,10 @@ so it imports nothing from the repository. It needs Python 3.11, python3-gi with
 (both come with python3-pyatspi; the tree is read straight over D-Bus), python3-xlib, xdotool, and
 optionally PIL or scrot for screenshots. Every path comes from argv.
 
-Session: Xvfb (display number chosen by the server with -displayfd, no TCP), a private session
-D-Bus, the AT-SPI bus, openbox, then the task's applications, all with a private HOME under the
-workdir. The agent is a child subreaper, so whatever the session starts stays its descendant; when
-stdin closes, on `shutdown` or on SIGTERM it kills them all.
+Session: Xvfb (display number chosen by the server with -displayfd, no TCP, an xauth cookie when
+xauth is installed), a private session D-Bus, the AT-SPI bus, openbox, then the task's applications,
+all with a private HOME under the workdir. The agent is a child subreaper, so whatever the session
+starts stays its descendant; when stdin closes, on `shutdown` or on SIGTERM it kills them all.
 
 Protocol (one JSON object per line): first `{"ok": true, "ready": {...}}`, then per request
 {"op": "reset", "apps": [...], "files": {path: text}} | {"op": "act", "action": {...}} |
@@ -351,6 +351,7 @@ class Session:
             "HOME": self.home,
             "XDG_RUNTIME_DIR": self.runtime,
             "DISPLAY": self.display,
+            "XAUTHORITY": self.xauthority,
             "XDG_SESSION_TYPE": "x11",
             "GTK_MODULES": "gail:atk-bridge",
             "NO_AT_BRIDGE": "0",
@@ -378,17 +379,35 @@ class Session:
         self.X = X
         self.xdisplay = display.Display(self.display)
         self.root = self.xdisplay.screen().root
-        self._wait(lambda: self._wm_running(), 10, "openbox did not start")
+        self._wait(lambda: self._wm_running(), args.app_timeout, "openbox did not start")
 
     def _start_xvfb(self) -> str:
+        """Start the X server; with xauth, behind a fresh cookie, so that other users of a shared
+        host cannot open the display (Xvfb takes every cookie in its -auth file, whatever display
+        the entry names, so the entry for the display it picks is added once it has picked)."""
+        cookie, auth = os.urandom(16).hex(), []
+        self.xauthority = os.path.join(self.runtime, "Xauthority")
+        if shutil.which("xauth"):
+            self._xauth(":0", cookie)
+            auth = ["-auth", self.xauthority]
         read, write = os.pipe()
         screen = f"{self.args.width}x{self.args.height}x24"
-        argv = ["Xvfb", "-displayfd", str(write), "-nolisten", "tcp", "-screen", "0", screen, "-nocursor"]
+        argv = [
+            "Xvfb",
+            "-displayfd",
+            str(write),
+            "-nolisten",
+            "tcp",
+            *auth,
+            "-screen",
+            "0",
+            screen,
+            "-nocursor",
+        ]
         self._spawn(argv, pass_fds=(write,))
         os.close(write)
         number = b""
-        deadline = time.monotonic() + 20
-        while not number.endswith(b"\n") and time.monotonic() < deadline:
+        while not number.endswith(b"\n"):  # the host's start timeout bounds this wait
             chunk = os.read(read, 16)
             if not chunk:
                 break
@@ -396,7 +415,16 @@ class Session:
         os.close(read)
         if not number.strip():
             raise RuntimeError("Xvfb did not start (see session.log in the workdir)")
-        return ":" + number.decode().strip()
+        display = ":" + number.decode().strip()
+        if auth:
+            self._xauth(display, cookie)
+        return display
+
+    def _xauth(self, display: str, cookie: str) -> None:
+        argv = ["xauth", "-q", "-f", self.xauthority, "add", display, "MIT-MAGIC-COOKIE-1", cookie]
+        subprocess.run(
+            argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, check=True, timeout=30
+        )
 
     def _spawn(self, argv: list[str], **kw: Any) -> subprocess.Popen[bytes]:
         kw.setdefault("stdout", subprocess.DEVNULL)

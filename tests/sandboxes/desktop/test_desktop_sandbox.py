@@ -218,6 +218,14 @@ def test_host_display_is_neither_used_nor_reachable(desktop: DesktopSandbox, tmp
         assert reached.data["error"], "the guest opened the host's display"
         leaked = desktop.step(code(f"import os\nprint(os.environ['DISPLAY'] == ':{number}') or 1/0"))
         assert leaked.observation.data["error"] == "ZeroDivisionError: division by zero"
+        # The desktop's own display wants its cookie: another user of a shared host gets nowhere.
+        no_cookie = (
+            "import os\nfrom Xlib import display\nsaved = os.environ['XAUTHORITY']\n"
+            "os.environ['XAUTHORITY'] = '/nonexistent'\ntry:\n    display.Display()\n"
+            "finally:\n    os.environ['XAUTHORITY'] = saved"
+        )
+        refused = desktop.step(code(no_cookie)).observation.data["error"]
+        assert refused.startswith("DisplayConnectionError") and "uthorization" in refused, refused
     finally:
         host.terminate()
         host.wait(timeout=10)

@@ -162,3 +162,9 @@ def test_llm_agent_computes_through_clicks_on_the_tree(tmp_path) -> None:
     assert all(s.action.kind == "computer" and s.action.text.startswith("pyautogui.click(") for s in t.steps)
     display = [n for n in parse_tree(t.steps[-1].observation.text).nodes if "editable" in n.states]
     assert [n.value for n in display] == ["13"]
+
+
+def test_vm_without_a_built_image_says_how_to_build_it(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("AGENTWORLD_CACHE_DIR", str(tmp_path / "empty-cache"))
+    assert main(["--vm", "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    assert "infra/desktop-vm/build.sh" in capsys.readouterr().err

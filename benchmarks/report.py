@@ -155,6 +155,7 @@ RENDERERS = {
     "desktop_ssh": lambda r: __import__("benchmarks.desktop_ssh").desktop_ssh.markdown_lines(r),
     "desktop_latency": lambda r: __import__("benchmarks.desktop_latency").desktop_latency.markdown_lines(r),
     "desktop_vm": lambda r: __import__("benchmarks.desktop_vm").desktop_vm.markdown_lines(r),
+    "android_appium": lambda r: __import__("benchmarks.android_appium").android_appium.markdown_lines(r),
 }
 
 

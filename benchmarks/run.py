@@ -131,6 +131,7 @@ BENCHES: dict[str, Callable[[], dict]] = {
     "desktop_ssh": lambda: __import__("benchmarks.desktop_ssh").desktop_ssh.desktop_ssh(),
     "desktop_latency": lambda: __import__("benchmarks.desktop_latency").desktop_latency.desktop_latency(),
     "desktop_vm": lambda: __import__("benchmarks.desktop_vm").desktop_vm.desktop_vm(),
+    "android_appium": lambda: __import__("benchmarks.android_appium").android_appium.android_appium(),
 }
 
 

@@ -8,6 +8,7 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from collectors.cli import (
     CliError,
@@ -20,7 +21,11 @@ from collectors.cli import (
     validate_counts,
 )
 from collectors.desktop.explorer import DesktopExplorer
-from sandboxes.base import Sandbox
+from sandboxes.base import Sandbox, SandboxError
+from sandboxes.desktop.transport import Transport
+
+if TYPE_CHECKING:  # paramiko is the desktop extra: imported only for --ssh
+    from sandboxes.desktop.ssh import SshTransport
 
 # The AgentWorldBench name of the domain; the packages are named `desktop`.
 DOMAIN = "os"
@@ -92,50 +97,49 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def transport_factory(args: argparse.Namespace) -> Callable[[], object] | None:
-    """A new transport per sandbox for --ssh and --vm; None for the local bubblewrap desktop."""
-    if args.ssh:
-        try:
-            from sandboxes.desktop.ssh import SshTarget, SshTransport
-        except ImportError as exc:
-            raise CliError("--ssh needs paramiko: pip install 'agentworld-data[desktop]'") from exc
-        identity = args.identity or str(Path.home() / ".ssh" / "id_ed25519")
-        if not os.path.isfile(identity):
-            raise CliError(f"no SSH key at {identity}: give one with --identity FILE")
-        if not os.path.isfile(args.known_hosts) and not args.accept_unknown_host:
-            raise CliError(f"--known-hosts {args.known_hosts} does not exist; add the host's key to it")
-        try:
-            target = SshTarget.parse(
-                args.ssh, identity, args.known_hosts, accept_unknown_host=args.accept_unknown_host
-            )
-        except ValueError as exc:
-            raise CliError(str(exc)) from exc
-        return lambda: SshTransport(target)
-    if args.vm:
-        from sandboxes.desktop.vm import VmConfig, VmImage, VmTransport
-
-        try:
-            VmImage.default().require()
-        except FileNotFoundError as exc:
-            raise CliError(str(exc)) from exc
-        return lambda: VmTransport(config=VmConfig())
-    return None
+def ssh_transports(args: argparse.Namespace) -> Callable[[], SshTransport]:
+    """A new SSH transport per sandbox, to the --ssh target, checked against --known-hosts."""
+    try:
+        from sandboxes.desktop.ssh import SshTarget, SshTransport
+    except ImportError as exc:
+        raise CliError("--ssh needs paramiko: pip install 'agentworld-data[desktop]'") from exc
+    identity = args.identity or str(Path.home() / ".ssh" / "id_ed25519")
+    if not os.path.isfile(identity):
+        raise CliError(f"no SSH key at {identity}: give one with --identity FILE")
+    if not os.path.isfile(args.known_hosts) and not args.accept_unknown_host:
+        raise CliError(f"--known-hosts {args.known_hosts} does not exist; add the host's key to it")
+    try:
+        target = SshTarget.parse(
+            args.ssh, identity, args.known_hosts, accept_unknown_host=args.accept_unknown_host
+        )
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+    return lambda: SshTransport(target)
 
 
-def check_ssh(make_transport: Callable[[], object], python: str) -> None:
+def vm_transports() -> Callable[[], Transport]:
+    """A new VM per sandbox, booted from the project's image (which must have been built)."""
+    from sandboxes.desktop.vm import VmConfig, VmImage, VmTransport
+
+    try:
+        VmImage.default().require()
+    except FileNotFoundError as exc:
+        raise CliError(str(exc)) from exc
+    return lambda: VmTransport(config=VmConfig())
+
+
+def check_ssh(make_transport: Callable[[], SshTransport], python: str) -> None:
     """Connect once before the fleet starts: an unknown or changed host key, a refused key or an
     unreachable host stops the run here with the reason, not in every episode."""
-    from sandboxes.base import SandboxError
-
     transport = make_transport()
     try:
         # The guest program needs the target's python3 with AT-SPI's bindings (not on PyPI).
-        transport.check([python, "-c", "import pyatspi"])  # type: ignore[attr-defined]
+        transport.check([python, "-c", "import pyatspi"])
     except (SandboxError, TimeoutError, OSError) as exc:
         hint = "; the target needs: apt-get install python3-pyatspi" if "pyatspi" in str(exc) else ""
         raise CliError(f"--ssh: {exc}{hint}") from exc
     finally:
-        transport.close()  # type: ignore[attr-defined]
+        transport.close()
 
 
 def check_local(args: argparse.Namespace) -> None:
@@ -160,12 +164,17 @@ def main(argv: list[str] | None = None) -> int:
                 args, tasks, parse_action=parse_action, explorer=lambda: DesktopExplorer(parse_action)
             )
             config = DesktopConfig(screenshot=not args.no_screenshots)
-            transports = transport_factory(args)
+            transports: Callable[[], Transport] | None = None
+            preflight = None
+            if args.ssh:
+                ssh = ssh_transports(args)
+                transports, preflight = ssh, lambda: check_ssh(ssh, config.python)
+            elif args.vm:
+                transports = vm_transports()
 
             def sandbox() -> Sandbox:
                 return DesktopSandbox(config, transport=transports() if transports else None)
 
-            preflight = (lambda: check_ssh(transports, config.python)) if args.ssh and transports else None
             return run_cli(args, DOMAIN, sandbox, policy, lock, preflight_sandbox=preflight)
 
     return main_guard(run)

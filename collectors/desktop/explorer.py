@@ -134,7 +134,7 @@ class DesktopExplorer(Policy):
         if placed:
             moves.append((0.5, lambda: _scroll(rng.choice(placed), rng)))
             moves.append((0.4, lambda: _move(rng.choice(placed))))
-        if len(editable) and app == "editor":
+        if editable and app == "editor":
             moves.append((0.3, lambda: _drag_select(rng.choice(editable))))
         missing = [a for a in PROGRAMS if a not in state.apps]
         if app == "terminal" and missing:

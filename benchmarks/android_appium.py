@@ -2,9 +2,9 @@
 the bare Appium-Python-Client calls that do the same work, in the same run, on the same server and
 app XML, in alternating rounds (our 2-CPU machines are noisy).
 
-- ours: `AndroidSandbox.step(click(index))`: the XPath find and click, the page source, its
-  compaction to the android_ui_tree text, the fake driver's field values (a find and a getText per
-  text field; one here), with and without the screenshot attachment;
+- ours: `AndroidSandbox.step(click(index))`: the XPath find and click, the page source and its
+  compaction to the android_ui_tree text, with and without the screenshot attachment (no typing in
+  these steps, so the fake driver's field values are not asked for);
 - bare: `find_element(XPATH, ...).click()` then `page_source` (then `get_screenshot_as_png()`);
 - reset: ours (`reset`: a new session on the app XML and the first observation) against a bare
   `webdriver.Remote` session plus `page_source`, quitting the previous session in both.
@@ -173,9 +173,9 @@ def markdown_lines(r: dict) -> list[str]:
         f"{cell(reset['bare'])} | {ratios['reset_ours_over_bare']:.2f}x | {reset['ours']['n']} |",
         "",
         f"Appium {r['appium']} with {r['fake_driver']} on 127.0.0.1 (server start {r['server_start_s']} s, "
-        "once). Ours: `AndroidSandbox.step`, i.e. the XPath find and click, the page source compacted to "
-        "the android_ui_tree text, and the fake driver's value of the one text field (a find and a "
-        "getText); bare: Appium-Python-Client `find_element(XPATH).click()` + `page_source` "
+        "once). Ours: `AndroidSandbox.step`, i.e. the XPath find and click and the page source compacted "
+        "to the android_ui_tree text (no typing, so no field values asked for); bare: "
+        "Appium-Python-Client `find_element(XPATH).click()` + `page_source` "
         "(+ `get_screenshot_as_png()`), the same session kind on the same server, in alternating rounds. "
         "The issue sets no target for this ratio.",
     ]

@@ -5,7 +5,7 @@ UiAutomator2 reports the package and activity (`mobile: getCurrentPackage` / `ge
 The fake driver reports neither: the package is the tree's own `package` attribute if the app XML
 has one, else `unknown`. The fake driver's page source is the app XML as loaded and never changes;
 what it does keep is each text field's value (setValue), so with the fake driver the editable
-nodes show the value the driver reports for them.
+nodes show the value the driver reports for them, once the session has typed.
 """
 
 from __future__ import annotations
@@ -23,14 +23,19 @@ from schemas.records import Attachment, Observation
 FORMAT = "android_ui_tree"
 
 
-def observe(driver: WebDriver, config: AndroidConfig, error: str) -> tuple[Observation, Screen]:
-    """The observation after an action (`error` is the action's failure, "" when it ran)."""
+def observe(
+    driver: WebDriver, config: AndroidConfig, error: str, typed: bool = True
+) -> tuple[Observation, Screen]:
+    """The observation after an action (`error` is the action's failure, "" when it ran).
+
+    `typed`: whether the session has typed since it started; the fake driver's field values change
+    only by typing, so before that they are the app XML's and need no asking."""
     try:
         screen = parse_screen(driver.page_source, config.max_nodes)
     except PageSourceError as exc:
         raise WebDriverException(f"the driver's page source is unreadable: {exc}") from exc
     if config.fake:
-        screen = _with_field_values(driver, screen)
+        screen = _with_field_values(driver, screen) if typed else screen
         package, activity = screen.package, ""
     else:
         package = _mobile(driver, "mobile: getCurrentPackage") or screen.package

@@ -52,6 +52,7 @@ class AndroidSandbox(Sandbox):
         self._screen = Screen(package="")
         self._app_dir: tempfile.TemporaryDirectory[str] | None = None
         self._started = self._closed = self._crashed = False
+        self._typed = False  # the session has typed (the fake driver's field values may differ)
         self.last_reset = ""  # how the last reset put the device back: new-session, clear-app, snapshot
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -118,7 +119,14 @@ class AndroidSandbox(Sandbox):
                 self._new_session(self._fake_app(task))
                 self.last_reset = "new-session"
             else:
-                self._reset_device(task)
+                try:
+                    self._reset_device(task)
+                except WebDriverException as exc:
+                    if not _session_dead(exc):
+                        raise
+                    # The kept session expired between episodes (newCommandTimeout): one fresh try.
+                    self._driver = None
+                    self._reset_device(task)
             return self._observe("")
 
     def step(self, action: Action) -> StepResult:
@@ -130,6 +138,7 @@ class AndroidSandbox(Sandbox):
         action = parse_action(action.kind, action.arguments)
         with _CrashGuard(self):
             error = ""
+            self._typed = self._typed or action.kind == "input_text"
             try:
                 ActionRunner(self._driver, self._screen, self.config).run(action)
             except ActionFailed as exc:
@@ -148,7 +157,7 @@ class AndroidSandbox(Sandbox):
 
     def _observe(self, error: str) -> Observation:
         assert self._driver is not None
-        observation, self._screen = observe(self._driver, self.config, error)
+        observation, self._screen = observe(self._driver, self.config, error, self._typed)
         return observation
 
     def _capabilities(self, app: str) -> dict[str, Any]:
@@ -181,6 +190,7 @@ class AndroidSandbox(Sandbox):
 
     def _new_session(self, app: str) -> None:
         assert self._server is not None
+        self._typed = False
         options = AppiumOptions().load_capabilities(self._capabilities(app))
         client = AppiumClientConfig(
             self._server.url, keep_alive=True, timeout=int(self.config.command_timeout_s)

@@ -63,6 +63,7 @@ class AppiumServer:
             log_path = Path(self._own_log_dir.name) / "appium.log"
         self.log_path = Path(log_path)
         self._process: subprocess.Popen[bytes] | None = None
+        self._stopped = False  # the group was killed; its id may be reused, so never signal it again
 
     @property
     def url(self) -> str:
@@ -120,6 +121,7 @@ class AppiumServer:
         env = {**os.environ, "APPIUM_HOME": str(self.appium_home)}
         with open(self.log_path, "ab") as log:
             # A process group of its own: stop() takes node and anything it spawned (adb, drivers).
+            self._stopped = False
             self._process = subprocess.Popen(
                 argv,
                 stdout=log,
@@ -161,7 +163,7 @@ class AppiumServer:
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """Stop the server and its process group: SIGTERM, then SIGKILL after `timeout_s` (idempotent)."""
         process = self._process
-        if process is None:
+        if process is None or self._stopped:
             return
         if process.poll() is None:
             _signal_group(process.pid, signal.SIGTERM)
@@ -172,6 +174,7 @@ class AppiumServer:
                 process.wait(timeout=timeout_s)
         # Children node spawned may outlive it in the group; they go too.
         _signal_group(process.pid, signal.SIGKILL)
+        self._stopped = True
         deadline = time.monotonic() + timeout_s
         while process_exists(process.pid) and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -181,6 +184,7 @@ class AppiumServer:
         if self._process is not None and self._process.poll() is None:
             _signal_group(self._process.pid, signal.SIGKILL)
             self._process.wait(timeout=STOP_TIMEOUT_S)
+            self._stopped = True
 
     def close(self) -> None:
         self.stop()

@@ -15,7 +15,7 @@
 # The directory appears by one rename at the end, so a present directory is a complete build.
 set -euo pipefail
 
-VERSION=1
+VERSION=2
 SUITE=bookworm
 HOSTNAME_VM=agentworld-desktop-vm
 # debootstrap resolves only Depends of --include, never Recommends: the image stays lean.
@@ -142,6 +142,12 @@ for unit in systemd-networkd-wait-online.service apt-daily.timer apt-daily-upgra
     systemd-timesyncd.service getty@tty1.service; do
     ln -sf /dev/null "$ROOTFS/etc/systemd/system/$unit"
 done
+# Font caches as of the final tree: stale ones make every application (and the window manager)
+# rebuild its own under the user's home at start, slow under software emulation.
+chroot "$ROOTFS" fc-cache -s -f
+# Documentation, manual pages and translations nobody reads in a throwaway VM.
+rm -rf "$ROOTFS"/usr/share/doc/* "$ROOTFS"/usr/share/man/* "$ROOTFS"/usr/share/info/*
+find "$ROOTFS/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name 'C.*' ! -name locale.alias -exec rm -rf {} +
 rm -rf "$ROOTFS"/var/cache/apt/archives/*.deb "$ROOTFS"/var/lib/apt/lists/* "$ROOTFS"/var/log/*.log
 
 step "3/5 extract the kernel and initrd"

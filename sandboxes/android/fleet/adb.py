@@ -40,23 +40,30 @@ class Adb:
         return states
 
     def wait_for_device(self, serial: str, timeout_s: float, still_alive: Callable[[], bool]) -> bool:
-        """`adb -s SERIAL wait-for-device`, given up when timeout_s passes or still_alive() turns False."""
+        """`adb -s SERIAL wait-for-device`: True when adb sees the device, False when timeout_s passes or
+        still_alive() turns False first; FleetError when adb itself fails."""
         waiter = subprocess.Popen(
             [self.program, "-s", serial, "wait-for-device"], env=self.env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         deadline = time.monotonic() + timeout_s
         try:
             while True:
                 try:
-                    return waiter.wait(timeout=min(0.1, max(0.0, deadline - time.monotonic()))) == 0
+                    code = waiter.wait(timeout=min(0.1, max(0.0, deadline - time.monotonic())))
                 except subprocess.TimeoutExpired:
                     if time.monotonic() >= deadline or not still_alive():
                         return False
+                    continue
+                if code != 0:
+                    raise FleetError(
+                        f"`adb -s {serial} wait-for-device` failed ({code}): {waiter.stderr.read()}"
+                    )
+                return True
         finally:
             if waiter.poll() is None:
                 waiter.kill()
-                waiter.wait()
+            waiter.communicate()
 
     def shell(self, serial: str, *command: str) -> subprocess.CompletedProcess[str]:
         """`adb -s SERIAL shell ARG...`: the words go to the device's shell, never to a host shell."""

@@ -42,5 +42,5 @@ class BootTimeoutError(FleetError):
     """An emulator did not report `sys.boot_completed=1` within the boot timeout."""
 
 
-class EmulatorCrashedError(SandboxCrashedError):
+class EmulatorCrashedError(FleetError, SandboxCrashedError):
     """An emulator process exited, or adb lost it, after it had started."""

@@ -171,8 +171,10 @@ def run_cli(
     policy: tuple[Callable[[], Policy], list[TaskSpec], int | None],
     lock: DatasetLock,
     preflight_sandbox: Callable[[], None] | None = None,
+    collector: str = "",
 ) -> int:
-    """Run the fleet from parsed options under `lock` (from open_output); returns the exit code."""
+    """Run the fleet from parsed options under `lock` (from open_output); returns the exit code.
+    `collector` is the module recorded in provenance, `collectors.<domain>` unless given."""
     factory, tasks, policy_default = policy
     try:
         factory()  # a policy that cannot be built fails here once, not in every worker
@@ -191,7 +193,7 @@ def run_cli(
         episodes=episodes,
         max_steps=args.max_steps,
         seed=args.seed,
-        collector=f"collectors.{domain}",
+        collector=collector or f"collectors.{domain}",
         collector_version=collector_version(),
         progress=not args.no_progress,
         shard_rows=args.shard_rows,

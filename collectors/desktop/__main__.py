@@ -175,7 +175,15 @@ def main(argv: list[str] | None = None) -> int:
             def sandbox() -> Sandbox:
                 return DesktopSandbox(config, transport=transports() if transports else None)
 
-            return run_cli(args, DOMAIN, sandbox, policy, lock, preflight_sandbox=preflight)
+            return run_cli(
+                args,
+                DOMAIN,
+                sandbox,
+                policy,
+                lock,
+                preflight_sandbox=preflight,
+                collector="collectors.desktop",
+            )
 
     return main_guard(run)
 

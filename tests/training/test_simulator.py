@@ -138,7 +138,7 @@ def test_initial_observation_from_task_constructor_or_domain_default() -> None:
         assert "me@host:~/repo$" in server.requests[-1]["messages"][0]["content"]
         assert SimulatedSandbox(backend).reset(TASK).text == "agent@sandbox:~$"
         assert SimulatedSandbox(backend, domain="mcp").reset(TASK).format == "mcp_result"
-        assert SimulatedSandbox(backend, domain="os").reset(TASK).format == "text"
+        assert SimulatedSandbox(backend, domain="os").reset(TASK).format == "desktop_a11y_tree"
 
 
 def test_history_budget_drops_the_oldest_turns() -> None:

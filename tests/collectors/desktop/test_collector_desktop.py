@@ -85,6 +85,7 @@ def test_scripted_calculator_task_computes_through_the_real_application(tmp_path
         == 0
     )
     (t,) = read_trajectories(out)
+    assert (t.domain, t.provenance.collector) == ("os", "collectors.desktop")
     assert [s.action.text for s in t.steps] == ["pyautogui.write('7+6')", "pyautogui.press('enter')"]
     display = [n for n in parse_tree(t.steps[-1].observation.text).nodes if "editable" in n.states]
     assert [n.value for n in display] == ["13"]

@@ -12,6 +12,7 @@ app XML, in alternating rounds (our 2-CPU machines are noisy).
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -43,7 +44,7 @@ APP_XML = """<app width="1080" height="1920">
 ROWS = 20
 SAVE_INDEX = 2  # [2] android.widget.Button "Save"
 SAVE_XPATH = "/*[1]/*[1]/*[1]/*[3]"  # the same node for the bare client (AppiumAUT/app/FrameLayout/Button)
-ROUNDS = 4
+ROUNDS = 8
 STEPS_PER_ROUND = 10
 RESETS_PER_ROUND = 3
 
@@ -145,6 +146,7 @@ def _measure(server: AppiumServer, app: str, server_start_s: float) -> dict:
         "fake_driver": appium_install.FAKE_DRIVER,
         "tree_nodes": observation.data["nodes"],
         "server_start_s": round(server_start_s, 2),
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "step": rows,
         "reset": reset_rows,
         "ratios": {
@@ -173,8 +175,9 @@ def markdown_lines(r: dict) -> list[str]:
         f"{cell(reset['bare'])} | {ratios['reset_ours_over_bare']:.2f}x | {reset['ours']['n']} |",
         "",
         f"Appium {r['appium']} with {r['fake_driver']} on 127.0.0.1 (server start {r['server_start_s']} s, "
-        "once). Ours: `AndroidSandbox.step`, i.e. the XPath find and click and the page source compacted "
-        "to the android_ui_tree text (no typing, so no field values asked for); bare: "
+        f"once; load average after the run {r['load_average_after']}). Ours: `AndroidSandbox.step`, "
+        "i.e. the XPath find and click and the page source compacted to the android_ui_tree text "
+        "(no typing, so no field values asked for); bare: "
         "Appium-Python-Client `find_element(XPATH).click()` + `page_source` "
         "(+ `get_screenshot_as_png()`), the same session kind on the same server, in alternating rounds. "
         "The issue sets no target for this ratio.",

@@ -1,0 +1,48 @@
+"""`python -m training.fidelity` on the android domain: a contact-form trajectory recorded here with the
+real Appium server and fake driver (the app XML carried in the task, as the collector records it),
+replayed in a fresh sandbox for the noise floor, scored with the tree metrics, with a world model
+served over real HTTP that predicts nothing changes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from sandboxes.android import FAKE, AndroidConfig, AndroidSandbox, install, parse_action
+from schemas.records import Task
+from tests.training.test_fidelity_domains import record, run_fidelity
+
+CONTACTS_XML = Path(__file__).parents[2] / "collectors" / "android" / "apps" / "contacts.xml"
+
+
+def test_android_noise_floor_from_a_fresh_session_and_tree_metrics(tmp_path: Path) -> None:
+    install.install()  # the pinned Appium and fake driver; a no-op when they are there
+    task = Task(
+        id="fake-contacts",
+        instruction="Fill in a new contact.",
+        metadata={"apps": ["contacts"], "app_xml": CONTACTS_XML.read_text()},
+    )
+    plan = [
+        parse_action("input_text", {"text": "Ines", "index": 4}),
+        parse_action("click", {"index": 40}),  # not on the screen
+        parse_action("click", {"index": 2}),
+    ]
+    with AndroidSandbox(AndroidConfig(automation_name=FAKE, screenshots=False)) as sandbox:
+        trajectory = record(sandbox, task, plan)
+    assert 'android.widget.EditText "Ines"' in trajectory.steps[0].observation.text
+    assert trajectory.steps[1].observation.text.startswith("Error: no node [40]")
+    report = run_fidelity(trajectory, tmp_path, replays=1)
+    noise = report["noise_floor"]
+    assert noise["counts"]["finished"] == 1, noise["counts"]
+    ceiling = noise["real_vs_real"]["by_domain"]["android"]
+    # A fresh session shows the same form, the same typed name and the same error.
+    for metric in ("node_f1", "node_flag_f1", "position_within_tolerance", "package_match", "error_match"):
+        assert ceiling[metric] == 1.0, (metric, ceiling)
+    model = report["systems"]["model/teacher_forced"]["by_domain"]["android"]
+    # "Nothing changes" misses the typed name of the first turn and the error of the second.
+    assert model["node_f1"] < 1.0 and model["error_match"] < 1.0
+    assert model["format_valid"] == 1.0, "a real earlier screen is a well-formed Android observation"
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert re.search(
+        r"## android\n\n\| system .*\| node_f1 \| node_flag_f1 \| position_within_tolerance \|", markdown
+    )

@@ -191,11 +191,11 @@ class AndroidSandbox(Sandbox):
     def _new_session(self, app: str) -> None:
         assert self._server is not None
         self._typed = False
+        # A server given as ".../" (one someone else runs) would make the client ask for "//session".
+        url = self._server.url.rstrip("/")
         options = AppiumOptions().load_capabilities(self._capabilities(app))
-        client = AppiumClientConfig(
-            self._server.url, keep_alive=True, timeout=int(self.config.command_timeout_s)
-        )
-        self._driver = webdriver.Remote(self._server.url, options=options, client_config=client)
+        client = AppiumClientConfig(url, keep_alive=True, timeout=int(self.config.command_timeout_s))
+        self._driver = webdriver.Remote(url, options=options, client_config=client)
 
     def _quit_session(self) -> None:
         driver, self._driver = self._driver, None

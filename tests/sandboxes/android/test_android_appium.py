@@ -18,6 +18,7 @@ import pytest
 
 from sandboxes.android import AndroidConfig, AndroidSandbox, AppiumServer, parse_action
 from sandboxes.android import install as appium_install
+from sandboxes.android.__main__ import main as android_cli
 from sandboxes.android.fleet import Device
 from sandboxes.base import InvalidActionError, SandboxClosedError, SandboxCrashedError, SandboxError
 from sandboxes.checks import check_sandbox, process_exists
@@ -275,3 +276,35 @@ def test_server_start_is_bounded(tmp_path: Path) -> None:
         AppiumServer(program=crashing, log_path=tmp_path / "crash.log").start()
     with pytest.raises(SandboxError, match="python -m sandboxes.android install"):
         AppiumServer(program=tmp_path / "missing").start()
+
+
+def test_install_cli_is_a_no_op_when_installed(
+    server: AppiumServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert appium_install.is_installed()
+    assert android_cli(["install"]) == 0
+    out = capsys.readouterr().out
+    assert "already installed" in out and "appium 3.8.0" in out and "@appium/fake-driver 6.2.4" in out
+
+
+class _SharedAt:
+    """A server someone else runs, known by a URL with a trailing slash (as a collector's --appium-url)."""
+
+    def __init__(self, server: AppiumServer) -> None:
+        self.url, self.alive = server.url + "/", True
+
+    def start(self) -> None:
+        return None
+
+    def resources(self) -> list[str]:
+        return []
+
+    def close(self) -> None:
+        return None
+
+
+def test_a_server_url_with_a_trailing_slash(server: AppiumServer, notes_app: str) -> None:
+    config = AndroidConfig(automation_name="Fake", app=notes_app, screenshots=False)
+    with AndroidSandbox(config, server=_SharedAt(server)) as sandbox:  # type: ignore[arg-type]
+        assert sandbox.reset(Task(id="notes")).text == NOTES_TREE
+    assert server.alive  # not the sandbox's to stop

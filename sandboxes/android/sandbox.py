@@ -116,7 +116,15 @@ class AndroidSandbox(Sandbox):
         with _CrashGuard(self):
             if self.config.fake:
                 self._quit_session()
-                self._new_session(self._fake_app(task))
+                app = self._fake_app(task)
+                try:
+                    self._new_session(app)
+                except WebDriverException as exc:
+                    if _session_dead(exc) or not self._server.alive:
+                        raise
+                    raise ValueError(
+                        f"task {task.id}: the fake driver cannot load the app XML: {server_message(exc)}"
+                    ) from None
                 self.last_reset = "new-session"
             else:
                 try:
@@ -271,7 +279,9 @@ def _session_dead(exc: WebDriverException) -> bool:
 
 
 class _CrashGuard:
-    """Turns a lost session or server (connection refused, session deleted) into SandboxCrashedError."""
+    """Turns a driver failure outside an action into SandboxCrashedError: a lost session or server
+    (connection refused, session deleted), or a session that cannot start or be observed. Failures of
+    the action itself were caught before and became the observation's error."""
 
     def __init__(self, sandbox: AndroidSandbox) -> None:
         self.sandbox = sandbox
@@ -280,15 +290,15 @@ class _CrashGuard:
         return None
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        if exc is None:
+        if exc is None or not isinstance(exc, TransportError | WebDriverException | OSError):
             return
-        server = self.sandbox._server
-        lost = isinstance(exc, TransportError | ConnectionError) or (
+        self.sandbox._crashed = True
+        lost = isinstance(exc, TransportError | ConnectionError | OSError) or (
             isinstance(exc, WebDriverException) and _session_dead(exc)
         )
-        if lost or (
-            server is not None and not server.alive and isinstance(exc, WebDriverException | OSError)
-        ):
-            self.sandbox._crashed = True
+        if lost:
             self.sandbox._driver = None
-            raise SandboxCrashedError(f"the Appium session died: {str(exc).strip().splitlines()[0]}") from exc
+        else:
+            self.sandbox._quit_session()  # a session that still exists on the server is ended
+        what = "the Appium session died" if lost else "the Appium session failed"
+        raise SandboxCrashedError(f"{what}: {str(exc).strip().splitlines()[0]}") from exc

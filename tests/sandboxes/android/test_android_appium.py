@@ -202,6 +202,11 @@ def test_task_app_xml_and_truncation(server: AppiumServer) -> None:
         assert observation.data["truncated"] and observation.attachments == []
         with pytest.raises(ValueError, match="needs an app XML"):
             sandbox.reset(Task(id="no-app"))
+        with pytest.raises(
+            ValueError, match="task broken: the fake driver cannot load the app XML: .*mismatch"
+        ):
+            sandbox.reset(Task(id="broken", metadata={"app_xml": "<app><unclosed></app>"}))
+        assert sandbox.reset(Task(id="list", metadata={"app_xml": long_list_app(2)})).data["nodes"] == 2
 
 
 def test_a_deleted_session_is_a_crash_and_reset_recovers(

@@ -1,7 +1,7 @@
 """The Android domain: emulator fleets driven through Appium (UiAutomator2); tested here with Appium's
 fake driver and a stand-in emulator, since no emulator can run on our machines."""
 
-from sandboxes.android.actions import ACTION_KINDS, ACTION_SPACE, action_text, parse_action
+from sandboxes.android.actions import ACTION_KINDS, ACTION_SCHEMA, ACTION_SPACE, action_text, parse_action
 from sandboxes.android.config import FAKE, UIAUTOMATOR2, AndroidConfig
 from sandboxes.android.domain import DOMAIN, replay_sandbox
 from sandboxes.android.observe import FORMAT
@@ -11,6 +11,7 @@ from sandboxes.android.tree import Node, Screen, parse_screen, render
 
 __all__ = [
     "ACTION_KINDS",
+    "ACTION_SCHEMA",
     "ACTION_SPACE",
     "DOMAIN",
     "FAKE",

@@ -155,6 +155,39 @@ def parse_action(kind: str, arguments: dict[str, Any]) -> Action:
     return Action(kind=kind, arguments=clean, text=action_text(kind, clean))
 
 
+_INDEX = {"type": "integer", "minimum": 0}
+_PIXEL = {"type": "number", "minimum": 0}
+
+
+def _variant(kind: str, required: list[str], **properties: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"action_type": {"const": kind}, **properties},
+        "required": ["action_type", *required],
+        "additionalProperties": False,
+    }
+
+
+# The JSON an agent writes per turn, as JSON Schema (what parse_action accepts; parse_action also
+# takes an index written as a digit string).
+ACTION_SCHEMA: dict[str, Any] = {
+    "oneOf": [
+        *(
+            {
+                **_variant(kind, [], index=_INDEX, x=_PIXEL, y=_PIXEL),
+                "oneOf": [{"required": ["index"]}, {"required": ["x", "y"]}],  # a node or a point
+            }
+            for kind in ("click", "long_press")
+        ),
+        _variant("input_text", ["text"], text={"type": "string", "minLength": 1}, index=_INDEX),
+        _variant("scroll", ["direction"], direction={"enum": list(DIRECTIONS)}, index=_INDEX),
+        _variant("swipe", ["x", "y", "to_x", "to_y"], x=_PIXEL, y=_PIXEL, to_x=_PIXEL, to_y=_PIXEL),
+        *(_variant(kind, []) for kind in ("navigate_back", "navigate_home", "keyboard_enter")),
+        _variant("open_app", ["app_name"], app_name={"type": "string", "minLength": 1}),
+        _variant("wait", [], seconds={"type": "number", "minimum": 0, "maximum": MAX_WAIT_S}),
+    ]
+}
+
 ACTION_SPACE = """Write one JSON object per turn with an "action_type". `index` is the number in square
 brackets before a node of the screen tree, e.g. [12] android.widget.Button "OK"; x and y are screen pixels.
 - {"action_type": "click", "index": 12} or {"action_type": "click", "x": 540, "y": 1200}

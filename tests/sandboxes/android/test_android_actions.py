@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import pytest
 
-from sandboxes.android import ACTION_KINDS, DOMAIN, AndroidConfig, AndroidSandbox, parse_action, parse_screen
+from sandboxes.android import (
+    ACTION_KINDS,
+    ACTION_SCHEMA,
+    DOMAIN,
+    AndroidConfig,
+    AndroidSandbox,
+    parse_action,
+    parse_screen,
+)
 from sandboxes.android.tree import PageSourceError, render
 from sandboxes.base import InvalidActionError
 from sandboxes.domains import domain_spec
@@ -48,6 +57,7 @@ def test_actions_parse_to_canonical_json(kind: str, arguments: dict, text: str) 
     action = parse_action(kind, arguments)
     assert action.kind == kind and action.text == text
     assert json.loads(action.text) == {"action_type": kind, **action.arguments}
+    jsonschema.validate(json.loads(action.text), ACTION_SCHEMA)  # the schema agrees with the parser
 
 
 @pytest.mark.parametrize(
@@ -73,6 +83,8 @@ def test_malformed_actions_say_why(kind: str, arguments: dict, message: str) -> 
     with pytest.raises(InvalidActionError, match=None) as caught:
         parse_action(kind, arguments)
     assert message in str(caught.value)
+    with pytest.raises(jsonschema.ValidationError):  # the schema refuses it too
+        jsonschema.validate({"action_type": kind, **arguments}, ACTION_SCHEMA)
 
 
 def _as_loaded(xml: str) -> str:

@@ -148,6 +148,8 @@ class LocalTransport(Transport):
         """The full command line that runs `argv` in the sandbox."""
         wrapped = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         wrapped += ["--tmpfs", "/tmp", "--tmpfs", "/run", "--tmpfs", "/home", "--tmpfs", "/dev/shm"]
+        # The X socket directory as a root-run system makes it: sticky, writable by all.
+        wrapped += ["--perms", "01777", "--dir", "/tmp/.X11-unix"]
         wrapped += ["--bind", self._dir, self._dir, "--unshare-all", "--die-with-parent", "--new-session"]
         wrapped += ["--uid", str(AGENT_UID), "--gid", str(AGENT_UID), "--hostname", "desktop"]
         wrapped += ["--chdir", self._dir, "--clearenv"]

@@ -248,8 +248,9 @@ class A11yReader:
             kids = self._children_of(parents, known)
             level = [(parent, kid) for parent, refs in zip(parents, kids, strict=True) for kid in refs]
         with_box = [ref for _, ref in order if info[ref][3]]
-        screen = self.GLib.Variant("(u)", (0,))
-        replies = self._batch([(*ref, COMPONENT, "GetExtents", screen) for ref in with_box])
+        # GTK 4 on X11 knows only window coordinates (and warns on every request for screen ones).
+        coords = self.GLib.Variant("(u)", (1 if app.toolkit_version.startswith("4.") else 0,))
+        replies = self._batch([(*ref, COMPONENT, "GetExtents", coords) for ref in with_box])
         boxes = {ref: tuple(reply[0]) for ref, reply in zip(with_box, replies, strict=True) if reply}
         placed: dict[Ref, Node] = {}
         tops: list[Node] = []
@@ -372,14 +373,29 @@ class Session:
             raise RuntimeError("dbus-daemon did not print its address")
         os.environ.update(self.env)
         self._spawn([args.atspi_launcher, "--launch-immediately"])
-        self._spawn(["openbox", "--sm-disable"])
         from Xlib import X, display  # noqa: PLC0415 - python3-xlib is only needed in the guest
 
-        self.reader = A11yReader(self.env["DBUS_SESSION_BUS_ADDRESS"], args.app_timeout)
         self.X = X
         self.xdisplay = display.Display(self.display)
         self.root = self.xdisplay.screen().root
-        self._wait(lambda: self._wm_running(), args.app_timeout, "openbox did not start")
+        self._start_window_manager()
+        self.reader = A11yReader(self.env["DBUS_SESSION_BUS_ADDRESS"], args.app_timeout)
+
+    def _start_window_manager(self) -> None:
+        """openbox, given a second start if it has not taken the screen within a few seconds (seen
+        once in many starts on a heavily loaded host, with nothing in its log)."""
+        tries = 2
+        for attempt in range(1, tries + 1):
+            wm = self._spawn(["openbox", "--sm-disable"])
+            try:
+                self._wait(self._wm_running, self.args.app_timeout / tries, "openbox did not start")
+                return
+            except ActionError:
+                code = wm.poll()
+                _kill_process(wm)
+                if attempt == tries:
+                    state = "still running" if code is None else f"exited with status {code}"
+                    raise ActionError(f"openbox did not take the screen ({state})") from None
 
     def _start_xvfb(self) -> str:
         """Start the X server; with xauth, behind a fresh cookie, so that other users of a shared
@@ -720,6 +736,14 @@ def _pid_alive(pid: int) -> bool:
         return False
 
 
+def _kill_process(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        proc.kill()
+        proc.wait(timeout=5)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -1048,6 +1072,18 @@ def _handle(session: Session, gui: PyAutoGui, request: dict[str, Any]) -> dict[s
     return {"ok": False, "error": f"unknown op {op!r}; expected reset, act, observe or shutdown"}
 
 
+def _log_tail(workdir: str, chars: int = 2000) -> str:
+    """The end of the session's log (what Xvfb, the buses and openbox said), for a failed start."""
+    try:
+        with open(os.path.join(workdir, "session.log"), "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - chars))
+            tail = f.read().decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+    return f"; session.log ends: {tail}" if tail else ""
+
+
 def _set_subreaper() -> None:
     pr_set_child_subreaper = 36
     try:
@@ -1100,9 +1136,8 @@ def main(argv: list[str] | None = None) -> int:
                 break
             out.write(json.dumps(_handle(session, gui, request)) + "\n")
     except Exception as exc:  # noqa: BLE001 - report why the session could not start or went wrong
-        out.write(
-            json.dumps({"ok": False, "error": f"desktop session failed: {type(exc).__name__}: {exc}"}) + "\n"
-        )
+        error = f"desktop session failed: {type(exc).__name__}: {exc}{_log_tail(args.workdir)}"
+        out.write(json.dumps({"ok": False, "error": error}) + "\n")
         return 1
     finally:
         if session is not None:

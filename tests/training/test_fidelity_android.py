@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from sandboxes.android import FAKE, AndroidConfig, AndroidSandbox, install, parse_action
+from schemas.prompts import DOMAIN_PROMPTS
 from schemas.records import Task
 from tests.training.test_fidelity_domains import record, run_fidelity
 
@@ -31,6 +32,9 @@ def test_android_noise_floor_from_a_fresh_session_and_tree_metrics(tmp_path: Pat
         trajectory = record(sandbox, task, plan)
     assert 'android.widget.EditText "Ines"' in trajectory.steps[0].observation.text
     assert trajectory.steps[1].observation.text.startswith("Error: no node [40]")
+    # The prompt wording names the header lines the sandbox really writes.
+    for line in trajectory.steps[1].observation.text.split("\n")[:2]:
+        assert f"`{line.split(':', 1)[0]}: " in DOMAIN_PROMPTS["android"].environment
     report = run_fidelity(trajectory, tmp_path, replays=1)
     noise = report["noise_floor"]
     assert noise["counts"]["finished"] == 1, noise["counts"]

@@ -115,56 +115,70 @@ class EmulatorFleet:
         assert self._adb is not None
         return self._adb
 
-    def _boot(self, ports: PortSet) -> EmulatorProcess:
-        """Start one emulator and wait for it; a port taken by another program meanwhile means new ports."""
-        assert self._options is not None and self._adb is not None
+    def _launch(self, ports: PortSet) -> EmulatorProcess:
+        assert self._options is not None
+        instance = EmulatorProcess(self._options, ports)
+        with self._lock:
+            self._booting.add(instance)
+        return instance
+
+    def _await(self, instance: EmulatorProcess) -> EmulatorProcess:
+        """Wait for a launched emulator to be ready, then count it as running. When a port was taken by
+        another program meanwhile, launch again on new ports. On failure the ports are released and the error
+        raised; nothing is left running."""
+        assert self._adb is not None
         c = self.config
         for attempt in range(1, c.start_attempts + 1):
-            instance = EmulatorProcess(self._options, ports)
-            with self._lock:
-                self._booting.add(instance)
             try:
                 instance.wait_booted(self._adb, c.boot_timeout_s, c.poll_interval_s)
+                with self._lock:  # one step, so that a concurrent stop() always finds it in one of the two
+                    self._booting.discard(instance)
+                    self._running[instance.ports.serial] = instance
+                return instance
             except EmulatorCrashedError:
                 instance.kill()
-                taken = [p for p in ports.all() if not port_is_free(p)]
+                taken = [p for p in instance.ports.all() if not port_is_free(p)]
                 if not taken or attempt == c.start_attempts:
+                    self._forget(instance)
                     raise
-                log.warning(
-                    "%s: port(s) %s taken by another program; retrying on new ports", ports.serial, taken
-                )
+                log.warning("%s: port(s) %s taken by another program; retrying on new ports",
+                            instance.ports.serial, taken)  # fmt: skip
+                self._forget(instance)
                 with self._lock:
-                    self.ports.release(ports)
                     ports = self.ports.allocate()
-                continue
+                instance = self._launch(ports)
             except BaseException:
                 instance.kill()
+                self._forget(instance)
                 raise
-            finally:
-                with self._lock:
-                    self._booting.discard(instance)
-            return instance
         raise AssertionError("unreachable: the last attempt returns or raises")
 
+    def _forget(self, instance: EmulatorProcess) -> None:
+        with self._lock:
+            self._booting.discard(instance)
+            self.ports.release(instance.ports)
+
     def _boot_batch(self, batch: list[PortSet], progress: Callable[[str], None] | None) -> list[Device]:
-        def one(ports: PortSet) -> Device | None:
+        # Launch the whole batch from this thread first, then wait in threads: on a busy host, launches made
+        # in one tight loop start within milliseconds of each other, so the batch's boots overlap fully.
+        launched = [self._launch(ports) for ports in batch]
+
+        def one(instance: EmulatorProcess) -> Device | None:
+            serial = instance.ports.serial
             try:
-                instance = self._boot(ports)
+                instance = self._await(instance)
             except FleetError as exc:
                 with self._lock:
-                    self.ports.release(ports)
-                    self.failures.append(BootFailure(self.config.avd, ports.serial, str(exc)))
+                    self.failures.append(BootFailure(self.config.avd, serial, str(exc)))
                 if progress:
-                    progress(f"{ports.serial} failed: {exc}")
+                    progress(f"{serial} failed: {exc}")
                 return None
-            with self._lock:
-                self._running[instance.ports.serial] = instance
             if progress:
                 progress(f"{instance.ports.serial} ready")
             return instance.device()
 
         with ThreadPoolExecutor(max_workers=len(batch), thread_name_prefix="emulator-boot") as pool:
-            return [d for d in pool.map(one, batch) if d is not None]
+            return [d for d in pool.map(one, launched) if d is not None]
 
     def start(self, n: int, progress: Callable[[str], None] | None = None) -> list[Device]:
         """Boot n emulators in batches of `batch_size` (the next batch starts when the previous one has booted
@@ -218,15 +232,7 @@ class EmulatorFleet:
             if not all(port_is_free(p) for p in ports.all()):
                 self.ports.release(ports)
                 ports = self.ports.allocate()
-        try:
-            instance = self._boot(ports)
-        except FleetError:
-            with self._lock:
-                self.ports.release(ports)
-            raise
-        with self._lock:
-            self._running[instance.ports.serial] = instance
-        return instance.device()
+        return self._await(self._launch(ports)).device()
 
     def heal(self) -> list[Device]:
         """Restart every instance whose health is not ok; returns the replacements that came back."""

@@ -4,6 +4,7 @@
 # the commands the fleet uses, with adb's output formats:
 #   adb devices | adb -s SERIAL wait-for-device | adb -s SERIAL get-state
 #   adb -s SERIAL shell getprop sys.boot_completed | adb -s SERIAL shell settings put|get global KEY [VALUE]
+#   (several commands in one `adb shell`, separated by `;` words, as a device shell runs them)
 #   adb -s SERIAL emu kill (through the emulator's console port, as adb does) | adb start-server|kill-server
 # Written in bash so that each call costs what a real adb client does (milliseconds), not a Python start-up.
 state_root="${STANDIN_ANDROID_STATE:?stand-in adb: STANDIN_ANDROID_STATE is not set}"
@@ -34,6 +35,18 @@ need_device() {
     if ! alive "$serial"; then echo "adb: device '$serial' not found" >&2; exit 1; fi
 }
 
+device_command() {  # one command of the stand-in device's shell: getprop and settings, nothing else
+    case "$1 $2" in
+        "getprop sys.boot_completed")
+            value=""; { read -r value < "$dir/boot_completed"; } 2>/dev/null; echo "$value" ;;
+        "getprop "*) echo ;;
+        "settings put")
+            { [ -d "$dir/settings/$3" ] || mkdir -p "$dir/settings/$3"; } && printf '%s' "$5" > "$dir/settings/$3/$4" ;;
+        "settings get") cat "$dir/settings/$3/$4" 2>/dev/null || printf 'null'; echo ;;
+        *) echo "/system/bin/sh: $1: inaccessible or not found" >&2; return 127 ;;
+    esac
+}
+
 case "$command" in
     devices)
         echo "List of devices attached"
@@ -61,15 +74,12 @@ case "$command" in
         read_state "$serial"
         if [ "$st" != device ]; then echo "adb: device offline" >&2; exit 1; fi
         dir="$state_root/$serial"
-        case "$1 $2" in
-            "getprop sys.boot_completed")
-                value=""; { read -r value < "$dir/boot_completed"; } 2>/dev/null; echo "$value" ;;
-            "getprop "*) echo ;;
-            "settings put")
-                { [ -d "$dir/settings/$3" ] || mkdir -p "$dir/settings/$3"; } && printf '%s' "$5" > "$dir/settings/$3/$4" ;;
-            "settings get") cat "$dir/settings/$3/$4" 2>/dev/null || printf 'null'; echo ;;
-            *) echo "/system/bin/sh: $1: inaccessible or not found" >&2; exit 127 ;;
-        esac
+        words=()
+        for word in "$@" ";"; do  # the device shell runs `;`-separated commands one after the other
+            if [ "$word" != ";" ]; then words+=("$word"); continue; fi
+            device_command "${words[@]}" || exit $?
+            words=()
+        done
         ;;
     emu)
         need_device

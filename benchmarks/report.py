@@ -156,6 +156,7 @@ RENDERERS = {
     "desktop_latency": lambda r: __import__("benchmarks.desktop_latency").desktop_latency.markdown_lines(r),
     "desktop_vm": lambda r: __import__("benchmarks.desktop_vm").desktop_vm.markdown_lines(r),
     "android_appium": lambda r: __import__("benchmarks.android_appium").android_appium.markdown_lines(r),
+    "android_fleet": lambda r: __import__("benchmarks.android_fleet").android_fleet.markdown_lines(r),
 }
 
 

@@ -132,6 +132,7 @@ BENCHES: dict[str, Callable[[], dict]] = {
     "desktop_latency": lambda: __import__("benchmarks.desktop_latency").desktop_latency.desktop_latency(),
     "desktop_vm": lambda: __import__("benchmarks.desktop_vm").desktop_vm.desktop_vm(),
     "android_appium": lambda: __import__("benchmarks.android_appium").android_appium.android_appium(),
+    "android_fleet": lambda: __import__("benchmarks.android_fleet").android_fleet.android_fleet(),
 }
 
 

@@ -17,6 +17,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import weakref
 from pathlib import Path
 
 from sandboxes.android.install import appium_home, appium_program
@@ -64,6 +65,7 @@ class AppiumServer:
         self.log_path = Path(log_path)
         self._process: subprocess.Popen[bytes] | None = None
         self._stopped = False  # the group was killed; its id may be reused, so never signal it again
+        self._finalizer: weakref.finalize | None = None
 
     @property
     def url(self) -> str:
@@ -130,6 +132,9 @@ class AppiumServer:
                 env=env,
                 start_new_session=True,
             )
+        # Its own session keeps it from dying with us: if this object is dropped or the interpreter
+        # exits without stop(), the group is killed then.
+        self._finalizer = weakref.finalize(self, _signal_group, self._process.pid, signal.SIGKILL)
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.ready_timeout_s
@@ -175,6 +180,8 @@ class AppiumServer:
         # Children node spawned may outlive it in the group; they go too.
         _signal_group(process.pid, signal.SIGKILL)
         self._stopped = True
+        if self._finalizer is not None:
+            self._finalizer.detach()
         deadline = time.monotonic() + timeout_s
         while process_exists(process.pid) and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -185,6 +192,8 @@ class AppiumServer:
             _signal_group(self._process.pid, signal.SIGKILL)
             self._process.wait(timeout=STOP_TIMEOUT_S)
             self._stopped = True
+            if self._finalizer is not None:
+                self._finalizer.detach()
 
     def close(self) -> None:
         self.stop()

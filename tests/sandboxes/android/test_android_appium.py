@@ -9,6 +9,8 @@ an element's click count, a field's value (which the tree shows), and the W3C ac
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -313,3 +315,16 @@ def test_a_server_url_with_a_trailing_slash(server: AppiumServer, notes_app: str
     with AndroidSandbox(config, server=_SharedAt(server)) as sandbox:  # type: ignore[arg-type]
         assert sandbox.reset(Task(id="notes")).text == NOTES_TREE
     assert server.alive  # not the sandbox's to stop
+
+
+def test_a_server_left_running_dies_with_the_interpreter(server: AppiumServer) -> None:
+    # The server runs in its own session (stop() takes its whole group), so the interpreter's exit
+    # must take it too when nobody called stop().
+    program = "from sandboxes.android import AppiumServer\ns = AppiumServer()\ns.start()\nprint(s.pid)\n"
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    pid = int(done.stdout.strip())
+    deadline = time.monotonic() + 10
+    while process_exists(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not process_exists(pid)

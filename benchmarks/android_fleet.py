@@ -83,7 +83,10 @@ def _one_run(batch_size: int) -> dict:
         "last_boot_to_batch_ready_s": detect,
         "fleet_process_cpu_s": (cpu_after.ru_utime + cpu_after.ru_stime)
         - (cpu_before.ru_utime + cpu_before.ru_stime),
-        "met": len(devices) == EMULATORS and total / baseline - 1 <= TARGET_OVERHEAD,
+        # The target is for staged batches; one batch of all 64 is run beside it for comparison only.
+        "met": (len(devices) == EMULATORS and total / baseline - 1 <= TARGET_OVERHEAD)
+        if batch_size < EMULATORS
+        else None,
     }
 
 
@@ -106,16 +109,17 @@ def markdown_lines(r: dict) -> list[str]:
         f"load average at the end {r['load_average_1m_at_end']:.1f}.",
         "",
         "| batch size | ready | command to all ready s | sum of slowest own boot per batch s | overhead | "
-        "command to first exec s | between batches s | target <= 5% |",
-        "|---|---|---|---|---|---|---|---|",
+        "command to first exec s | between batches s | fleet process CPU s | target <= 5% (staged) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    verdict = {True: "met", False: "NOT met", None: "comparison only"}
     for run in r["runs"]:
         gaps = ", ".join(f"{g:.2f}" for g in run["between_batches_s"]) or "-"
         lines.append(
             f"| {run['batch_size']} | {run['ready']} | {run['command_to_ready_s']:.2f} "
             f"| {run['baseline_s']:.2f} | {run['overhead_ratio'] * 100:.1f}% "
-            f"| {run['command_to_first_exec_s']:.2f} | {gaps} "
-            f"| {'met' if run['met'] else 'NOT met'} |"
+            f"| {run['command_to_first_exec_s']:.2f} | {gaps} | {run['fleet_process_cpu_s']:.1f} "
+            f"| {verdict[run['met']]} |"
         )
     return lines
 

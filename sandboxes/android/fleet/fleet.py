@@ -92,7 +92,9 @@ class EmulatorFleet:
         return make_plan(n, host, self.config.budget, self.config.batch_size, self.config.allow_overcommit)
 
     # -- starting -------------------------------------------------------------------------------------
-    def _prepare(self) -> None:
+    def prepare(self) -> None:
+        """Find the SDK's emulator and adb and check the AVD exists; FleetError says what to install or set.
+        start() calls it; a collector calls it first to stop early, with the plan, on a host without an SDK."""
         if self._options is not None:
             return
         c = self.config
@@ -111,7 +113,7 @@ class EmulatorFleet:
 
     @property
     def adb(self) -> Adb:
-        self._prepare()
+        self.prepare()
         assert self._adb is not None
         return self._adb
 
@@ -191,7 +193,7 @@ class EmulatorFleet:
             raise FleetResourceError("refusing to start the emulator fleet:\n" + plan.text(), plan)
         if plan.verdict == "warn":
             warnings.warn("emulator fleet: " + "; ".join(plan.reasons), ResourceWarning, stacklevel=2)
-        self._prepare()
+        self.prepare()
         ready: list[Device] = []
         try:
             for first in range(0, n, self.config.batch_size):

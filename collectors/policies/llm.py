@@ -35,6 +35,7 @@ Task: {instruction}
 DEFAULT_DOMAIN = "terminal"
 DONE = "done"
 ACTION = "action"
+ACTION_TYPE = "action_type"  # AndroidWorld's name for it, which the Android action space shows
 # Commentary models put beside their action; no domain has an argument of these names.
 _COMMENTARY = ("thought", "thoughts", "reasoning", "explanation", "comment", "note", "plan")
 # The first key of each example object in an action space, skipping objects nested in a list or
@@ -72,7 +73,8 @@ def keyed_kinds(action_space: str) -> list[str]:
 def parse_reply(reply: str, spec: DomainSpec | None = None) -> Action | None:
     """Turn a model reply into an Action, None for `done`, or an invalid Action with the reason.
 
-    A reply is `{"action": "<kind>", ...arguments}`, `{"done": true}`, or, where the domain's action
+    A reply is `{"action": "<kind>", ...arguments}` (`"action_type"`, AndroidWorld's name, is taken
+    too), `{"done": true}`, or, where the domain's action
     space shows it, the kind-keyed form `{"<kind>": <its main argument>, ...}` (the terminal's).
     Keys beside the action (a "thought", say) are tolerated.
     """
@@ -80,13 +82,17 @@ def parse_reply(reply: str, spec: DomainSpec | None = None) -> Action | None:
     obj = first_json_object(reply)
     if obj is None:
         return invalid_action(reply, "no JSON object in reply")
-    if ACTION in obj:
+    named = [key for key in (ACTION, ACTION_TYPE) if key in obj]
+    if len(named) > 1:
+        return invalid_action(reply, f"expected 'action' or 'action_type', got both: keys {sorted(obj)}")
+    if named:
+        (key,) = named
         if DONE in obj:
             return invalid_action(reply, f"expected an action or 'done', got both: keys {sorted(obj)}")
-        kind = obj[ACTION]
+        kind = obj[key]
         if not isinstance(kind, str):
-            return invalid_action(reply, f"'action' must be the name of an action kind, got {kind!r}")
-        arguments = {k: v for k, v in obj.items() if k != ACTION and k not in _COMMENTARY}
+            return invalid_action(reply, f"'{key}' must be the name of an action kind, got {kind!r}")
+        arguments = {k: v for k, v in obj.items() if k != key and k not in _COMMENTARY}
         return _parsed(reply, spec, kind, arguments)
     keys = keyed_kinds(spec.action_space)
     present = [key for key in keys if key in obj]

@@ -36,6 +36,14 @@ def test_search_replies_become_search_actions() -> None:
     assert page is not None and page.kind == "web_extractor"
 
 
+def test_android_replies_in_androidworlds_form_become_actions() -> None:
+    android = domain_spec("android")
+    action = parse_reply('{"action_type": "click", "index": 3}', android)
+    assert action is not None and (action.kind, action.arguments) == ("click", {"index": 3})
+    both = parse_reply('{"action": "click", "action_type": "click", "index": 3}', android)
+    assert both is not None and both.kind == INVALID and "got both" in both.arguments["error"]
+
+
 @pytest.mark.parametrize(
     ("spec", "reply", "reason"),
     [

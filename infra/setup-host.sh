@@ -59,8 +59,9 @@ if [[ ! -f "$stamp" ]]; then
     rm -f "$VENV"/.installed-*
     touch "$stamp"
 fi
-# The embedded MCP servers (PyPI and npm, pinned) and the SWE suite's repositories (PyPI sdists,
-# mutated and committed): both idempotent, seconds when already there.
+# The embedded MCP servers (PyPI and npm, pinned), Appium 3 with its fake driver (npm, pinned) and
+# the SWE suite's repositories (PyPI sdists, mutated and committed): idempotent, seconds when there.
 "$VENV/bin/python" -m sandboxes.mcp install
+"$VENV/bin/python" -m sandboxes.android install
 "$VENV/bin/python" -m collectors.swe prepare
 echo "setup: ready"

@@ -18,10 +18,19 @@ from sandboxes.android.fleet import (
     FleetError,
     FleetResourceError,
     clone_avd,
+    create_avd,
+    list_avds,
 )
 from sandboxes.android.fleet.ports import port_is_free
 from sandboxes.android.fleet.resources import HostResources, make_plan
-from tests.sandboxes.android.fleet_helpers import fleet_config, make_avd, set_avd_config, standin_processes
+from sandboxes.android.fleet.sdk import find_programs, read_ini
+from tests.sandboxes.android.fleet_helpers import (
+    STANDIN_SDK,
+    fleet_config,
+    make_avd,
+    set_avd_config,
+    standin_processes,
+)
 
 
 @pytest.fixture
@@ -184,3 +193,32 @@ def test_missing_sdk_and_avd_say_what_to_do(home: Path, tmp_path: Path) -> None:
         EmulatorFleet(fleet_config(home, avd="nope")).start(1)
     with pytest.raises(FleetError, match="ANDROID_SDK_ROOT"):
         EmulatorFleet(fleet_config(home, sdk=str(tmp_path / "no-sdk"))).start(1)
+
+
+def test_avdmanager_creates_an_avd_the_fleet_boots(home: Path) -> None:
+    avdmanager = find_programs(sdk=str(STANDIN_SDK)).avdmanager
+    assert avdmanager is not None and "cmdline-tools/latest/bin/avdmanager" in avdmanager
+    with pytest.raises(FleetError, match="(?s)Package path is not valid.*install the image with sdkmanager"):
+        create_avd(avdmanager, "bad", "system-images;android-99;google_apis;x86_64", None, home / "avd")
+    made = create_avd(
+        avdmanager, "made", "system-images;android-34;google_apis;x86_64", "pixel_7", home / "avd"
+    )
+    config = read_ini(made / "config.ini")
+    assert config["image.sysdir.1"] == "system-images/android-34/google_apis/x86_64/"
+    assert config["standin.custom_hardware_answer"] == "no"  # the custom-hardware question was answered
+    assert list_avds(home / "avd") == ["base", "made"]
+    with EmulatorFleet(fleet_config(home, avd="made", batch_size=1)) as fleet:
+        [device] = fleet.start(1)
+        assert device.avd == "made"
+    assert_nothing_left(home)
+
+
+def test_console_ports_past_the_emulators_range_use_an_explicit_pair(home: Path) -> None:
+    with EmulatorFleet(fleet_config(home, first_console_port=5680, batch_size=3)) as fleet:
+        devices = sorted(fleet.start(3), key=lambda d: d.console_port)
+        assert [d.console_port for d in devices] == [5680, 5682, 5684]
+        argvs = [Path(f"/proc/{d.pid}/cmdline").read_bytes().split(b"\0") for d in devices]
+        assert [b"-port", b"5682"] == argvs[1][argvs[1].index(b"-port") :][:2]
+        assert [b"-ports", b"5684,5685"] == argvs[2][argvs[2].index(b"-ports") :][:2]
+        assert all(b"-read-only" in argv and b"-no-window" in argv for argv in argvs)
+    assert_nothing_left(home)

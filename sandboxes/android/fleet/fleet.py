@@ -76,7 +76,7 @@ class EmulatorFleet:
         if config.batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {config.batch_size}")
         self.config = config
-        self.work_dir = Path(config.work_dir or tempfile.mkdtemp(prefix="agentworld-emulators-"))
+        self.work_dir: Path | None = Path(config.work_dir) if config.work_dir else None  # made by prepare()
         self.ports = PortAllocator(first_console=config.first_console_port)
         self.failures: list[BootFailure] = []
         self._running: dict[str, EmulatorProcess] = {}  # serial -> a booted instance
@@ -93,8 +93,8 @@ class EmulatorFleet:
 
     # -- starting -------------------------------------------------------------------------------------
     def prepare(self) -> None:
-        """Find the SDK's emulator and adb and check the AVD exists; FleetError says what to install or set.
-        start() calls it; a collector calls it first to stop early, with the plan, on a host without an SDK."""
+        """Find the SDK's emulator and adb and check the AVD exists; FleetError says what to install or
+        set. start() calls it; a collector may call it first, to stop early on a host without an SDK."""
         if self._options is not None:
             return
         c = self.config
@@ -105,6 +105,8 @@ class EmulatorFleet:
         # adb's emulator scan stops at 5585 (16 instances) unless told otherwise; emulators also register
         # themselves with the adb server, this covers a server that misses the registration.
         env.setdefault("ADB_LOCAL_TRANSPORT_MAX_PORT", str(LAST_AUTO_CONSOLE_PORT + 1))
+        if self.work_dir is None:  # the emulators' logs stay there after stop(), for a failure's post-mortem
+            self.work_dir = Path(tempfile.mkdtemp(prefix="agentworld-emulators-"))
         self._adb = Adb(programs.adb, env)
         self._options = LaunchOptions(
             emulator=programs.emulator, avd=c.avd, env=env, log_dir=self.work_dir / "logs", gpu=c.gpu,

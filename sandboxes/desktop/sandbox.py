@@ -152,7 +152,7 @@ class DesktopSandbox(Sandbox):
             raise SandboxError(
                 "desktop tasks set up through metadata.apps and metadata.files, not shell setup"
             )
-        unknown = [a for a in apps if (a if isinstance(a, str) else a.get("name")) not in APPLICATIONS]
+        unknown = [a for a in apps if (a.get("name") if isinstance(a, dict) else a) not in APPLICATIONS]
         if unknown:
             raise SandboxError(
                 f"task {task.id}: unknown application(s) {unknown}; known: {', '.join(APPLICATIONS)}"

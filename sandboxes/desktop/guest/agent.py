@@ -467,6 +467,8 @@ class Session:
             path = os.path.join(self.home, entry)
             shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
         for rel, text in files.items():
+            if not isinstance(text, str):
+                raise ActionError(f"file {rel!r}: its content must be text")
             path = os.path.normpath(os.path.join(self.home, rel))
             if not path.startswith(self.home + os.sep):
                 raise ActionError(f"file {rel!r} is outside the home directory")
@@ -478,11 +480,15 @@ class Session:
             ["xdotool", "mousemove", str(self.args.width - 1), str(self.args.height - 1)], check=False
         )
         for entry in apps:  # one at a time, so the window manager places them the same way each time
-            name, extra = (
-                (entry, []) if isinstance(entry, str) else (entry.get("name"), entry.get("args", []))
-            )
-            if name not in APPS or not all(isinstance(a, str) for a in extra):
-                raise ActionError(f"unknown application {name!r}; available: {', '.join(APPS)}")
+            name, extra = (entry, []) if isinstance(entry, str) else (None, None)
+            if isinstance(entry, dict):
+                name, extra = entry.get("name"), entry.get("args", [])
+            if name not in APPS:
+                raise ActionError(f"unknown application {entry!r}; available: {', '.join(APPS)}")
+            if not isinstance(extra, list) or not all(isinstance(a, str) for a in extra):
+                raise ActionError(f"application {name}: args must be a list of strings")
+            if name in self.apps:
+                raise ActionError(f"application {name} is listed twice; each runs once")
             self.apps[name] = proc = self._spawn([*APPS[name], *extra], cwd=self.home, start_new_session=True)
             self._wait(
                 lambda p=proc: p.poll() is not None or self._has_window(p.pid),
@@ -1134,7 +1140,11 @@ def main(argv: list[str] | None = None) -> int:
             if request.get("op") == "shutdown":
                 out.write(json.dumps({"ok": True, "error": ""}) + "\n")
                 break
-            out.write(json.dumps(_handle(session, gui, request)) + "\n")
+            try:
+                reply = _handle(session, gui, request)
+            except Exception as exc:  # noqa: BLE001 - one bad request must not end the session
+                reply = {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}"}
+            out.write(json.dumps(reply) + "\n")
     except Exception as exc:  # noqa: BLE001 - report why the session could not start or went wrong
         error = f"desktop session failed: {type(exc).__name__}: {exc}{_log_tail(args.workdir)}"
         out.write(json.dumps({"ok": False, "error": error}) + "\n")

@@ -82,6 +82,7 @@ class EmulatorFleet:
         self._running: dict[str, EmulatorProcess] = {}  # serial -> a booted instance
         self._booting: set[EmulatorProcess] = set()  # spawned, not yet ready: stop() must reach these too
         self._lock = threading.Lock()
+        self._stopping = threading.Event()  # set by stop(): a start() in progress launches nothing more
         self._adb: Adb | None = None
         self._options: LaunchOptions | None = None
 
@@ -121,8 +122,11 @@ class EmulatorFleet:
 
     def _launch(self, ports: PortSet) -> EmulatorProcess:
         assert self._options is not None
-        instance = EmulatorProcess(self._options, ports)
-        with self._lock:
+        with self._lock:  # checked and registered under the lock that stop() takes, so none slips past it
+            if self._stopping.is_set():
+                self.ports.release(ports)
+                raise FleetError(f"{ports.serial} not launched: the fleet is stopping")
+            instance = EmulatorProcess(self._options, ports)
             self._booting.add(instance)
         return instance
 
@@ -165,7 +169,10 @@ class EmulatorFleet:
     def _boot_batch(self, batch: list[PortSet], progress: Callable[[str], None] | None) -> list[Device]:
         # Launch the whole batch from this thread first, then wait in threads: on a busy host, launches made
         # in one tight loop start within milliseconds of each other, so the batch's boots overlap fully.
-        launched = [self._launch(ports) for ports in batch]
+        try:
+            launched = [self._launch(ports) for ports in batch]
+        except FleetError:  # stop() came in between: what was launched is being killed by it
+            return []
 
         def one(instance: EmulatorProcess) -> Device | None:
             serial = instance.ports.serial
@@ -196,16 +203,20 @@ class EmulatorFleet:
         if plan.verdict == "warn":
             warnings.warn("emulator fleet: " + "; ".join(plan.reasons), ResourceWarning, stacklevel=2)
         self.prepare()
+        self._stopping.clear()
         ready: list[Device] = []
         try:
             for first in range(0, n, self.config.batch_size):
+                if self._stopping.is_set():
+                    break
                 with self._lock:
                     batch = [self.ports.allocate() for _ in range(min(self.config.batch_size, n - first))]
                 ready += self._boot_batch(batch, progress)
         except BaseException:
             self.stop()  # an interrupted start leaves nothing behind
             raise
-        return ready
+        with self._lock:  # a stop() during the start has killed what was ready by then
+            return [d for d in ready if d.serial in self._running]
 
     # -- watching -------------------------------------------------------------------------------------
     @property
@@ -256,6 +267,7 @@ class EmulatorFleet:
     def stop(self, grace_s: float = 5.0) -> None:
         """Ask every emulator to exit through its console, then kill each process group; nothing survives."""
         with self._lock:
+            self._stopping.set()
             instances = list(self._running.values()) + list(self._booting)
             self._running.clear()
         if not instances:

@@ -170,11 +170,11 @@ def test_busy_ports_are_skipped(home: Path) -> None:
     assert_nothing_left(home)
 
 
-def test_stop_during_boot_kills_every_process_group(home: Path) -> None:
+def test_stop_during_boot_kills_every_process_group_and_launches_no_further_batch(home: Path) -> None:
     set_avd_config(home / "avd", "base", **{"standin.boot_never": "yes"})
     fleet = EmulatorFleet(fleet_config(home, boot_timeout_s=60, batch_size=4))
     result: list = []
-    starter = threading.Thread(target=lambda: result.append(fleet.start(4)))
+    starter = threading.Thread(target=lambda: result.append(fleet.start(12)))
     starter.start()
     deadline = time.monotonic() + 15
     while (
@@ -186,6 +186,8 @@ def test_stop_during_boot_kills_every_process_group(home: Path) -> None:
     starter.join(timeout=15)
     assert not starter.is_alive() and result == [[]]
     assert_nothing_left(home)
+    launched = sorted(p.name for p in (home / "work" / "logs").iterdir())
+    assert launched == [f"emulator-{port}.log" for port in (5554, 5556, 5558, 5560)]  # the first batch only
 
 
 def test_missing_sdk_and_avd_say_what_to_do(home: Path, tmp_path: Path) -> None:

@@ -224,3 +224,32 @@ def test_console_ports_past_the_emulators_range_use_an_explicit_pair(home: Path)
         assert [b"-ports", b"5684,5685"] == argvs[2][argvs[2].index(b"-ports") :][:2]
         assert all(b"-read-only" in argv and b"-no-window" in argv for argv in argvs)
     assert_nothing_left(home)
+
+
+def test_a_port_taken_after_the_probe_means_a_new_launch_on_new_ports(home: Path) -> None:
+    """Another program binds the adb port between the fleet's probe and the emulator's own bind: the
+    emulator refuses it and exits, and the fleet launches it again on the next free pair."""
+    log = home / "work" / "logs" / "emulator-5554.log"
+    squatter = socket.socket()
+    squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+
+    def take_port_once_launched() -> None:
+        deadline = time.monotonic() + 20
+        while (
+            not log.exists() and time.monotonic() < deadline
+        ):  # the fleet creates the log just before launch
+            time.sleep(0.001)
+        squatter.bind(("127.0.0.1", 5555))
+        squatter.listen()
+
+    watcher = threading.Thread(target=take_port_once_launched)
+    watcher.start()
+    try:
+        with EmulatorFleet(fleet_config(home, batch_size=1)) as fleet:
+            [device] = fleet.start(1)
+            assert device.console_port == 5556 and fleet.failures == []
+            assert "adb port 5555 is used by another program" in log.read_text()
+    finally:
+        watcher.join()
+        squatter.close()
+    assert_nothing_left(home)

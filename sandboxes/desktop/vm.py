@@ -430,8 +430,9 @@ class VmTransport(Transport):
                 ssh.abandon()
 
     def resources(self) -> list[str]:
-        # Everything the guest holds dies with qemu and its overlay: the VM's own are the ones to check.
-        return self.vm.resources()
+        # Everything the guest holds dies with qemu and its overlay: the VM's own are the ones to check,
+        # when this transport owns the VM (a VM passed in outlives the transport by design).
+        return self.vm.resources() if self._owns_vm else []
 
     def close(self) -> None:
         try:

@@ -179,21 +179,19 @@ def test_desktop_step_through_the_vm_transport(vm: QemuVm) -> None:
 
 
 def test_reset_by_snapshot_undoes_a_change(vm: QemuVm) -> None:
-    client = _connect(vm)
+    transport = VmTransport(vm)
     try:
-        code, _ = _run(client, "echo changed > /home/agent/marker && sync")
-        assert code == 0
+        transport.ssh().check(["sh", "-c", "echo changed > /home/agent/marker && sync"])
+        result = transport.restore()
+        assert result["method"] == "loadvm"
+        assert 0 < result["seconds"] < 60
+        # The transport reconnects after the restore; the guest is as it was when snapshotted.
+        status, out, _ = transport.ssh().run(["test", "-e", "/home/agent/marker"])
+        assert status == 1, out
     finally:
-        client.close()
-    result = vm.reset()
-    assert result["method"] == "loadvm"
-    assert 0 < result["seconds"] < 60
-    client = _connect(vm)
-    try:
-        code, out = _run(client, "test -e /home/agent/marker && echo still there || echo gone")
-        assert out.strip() == "gone"
-    finally:
-        client.close()
+        transport.close()
+    assert transport.resources() == []  # the VM is the fixture's, not the transport's
+    assert vm.alive()
 
 
 def test_vm_killed_mid_episode_raises_crashed_and_the_next_start_works(vm: QemuVm) -> None:

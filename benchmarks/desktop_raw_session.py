@@ -99,6 +99,8 @@ def main() -> int:
         if app is None or not app.childCount:
             app = None
             time.sleep(0.2)
+    if app is None:
+        raise SystemExit(f"{bus_name} did not appear on the accessibility bus within 60 s")
     time.sleep(2)  # let the first window finish drawing, as our reset's settle wait does
     action = ["xdotool", "type", "a"]
     if args.app == "calculator":

@@ -2,7 +2,7 @@
 # Build the OS domain's virtual machine: a Debian bookworm desktop image made with debootstrap (no
 # registry, no installer, no loop devices), booted by QEMU with its own kernel and initrd.
 #
-# Usage: infra/desktop-vm/build.sh            (as root; idempotent: exits at once when built)
+# Usage: sudo infra/desktop-vm/build.sh       (root for debootstrap; idempotent: exits at once when built)
 #        MIRROR=http://... infra/desktop-vm/build.sh
 #
 # Output, in $AGENTWORLD_CACHE_DIR (else $XDG_CACHE_HOME/agentworld, else ~/.cache/agentworld)
@@ -15,6 +15,11 @@
 # The directory appears by one rename at the end, so a present directory is a complete build.
 set -euo pipefail
 
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
+    sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
+    exit 0
+fi
+
 VERSION=2
 SUITE=bookworm
 HOSTNAME_VM=agentworld-desktop-vm
@@ -24,7 +29,12 @@ python3-pil,xvfb,openbox,at-spi2-core,dbus-x11,gnome-calculator,mousepad,xterm,x
 procps,iproute2,netbase,fonts-dejavu-core,xkb-data
 FREE_SPACE_MB=1024  # room the guest user gets on top of what the tree occupies
 
-CACHE_ROOT="${AGENTWORLD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/agentworld}"
+# Under sudo, build into the invoking user's cache (where their runs look) and give it to them.
+OWNER_HOME="$HOME"
+if [[ -n "${SUDO_USER:-}" && "${SUDO_USER}" != root ]]; then
+    OWNER_HOME=$(getent passwd "$SUDO_USER" | cut -d: -f6)
+fi
+CACHE_ROOT="${AGENTWORLD_CACHE_DIR:-${XDG_CACHE_HOME:-$OWNER_HOME/.cache}/agentworld}"
 OUT="$CACHE_ROOT/desktop-vm/$VERSION"
 DEB_CACHE="$CACHE_ROOT/desktop-vm/debs"
 
@@ -180,5 +190,8 @@ cat >"$STAGE/manifest.json" <<EOF
 }
 EOF
 chmod 600 "$STAGE/agent_key"
+if [[ -n "${SUDO_USER:-}" && "${SUDO_USER}" != root ]]; then
+    chown -R "$SUDO_USER": "$STAGE"
+fi
 mv "$STAGE" "$OUT"
 step "built desktop VM image v$VERSION in $OUT (tree ${USED_MB} MB, qcow2 $((QCOW_BYTES / 1048576)) MB)"

@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # paramiko is the desktop extra: vm.py itself loads without i
 log = logging.getLogger(__name__)
 
 SNAPSHOT_NAME = "booted"
+DEATH_GRACE_S = 2.0  # see QemuVm.check_alive
 MACHINE_LAYOUT = 1  # bump when the QEMU command line's devices change: cached snapshots no longer fit
 
 
@@ -250,10 +251,15 @@ class QemuVm:
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def check_alive(self) -> None:
+    def check_alive(self, grace_s: float = 0.0) -> None:
+        """SandboxCrashedError when qemu has exited. `grace_s`: after a connection into the guest
+        dropped, wait that long for the exit, which a killed qemu shows just after its sockets close."""
         if self._proc is None:
             raise SandboxCrashedError("desktop VM not started")
-        code = self._proc.poll()
+        try:
+            code = self._proc.wait(timeout=grace_s) if grace_s > 0 else self._proc.poll()
+        except subprocess.TimeoutExpired:
+            return
         if code is not None:
             stderr = (self.dir / "qemu.stderr").read_text(errors="replace")[-800:] if self.dir else ""
             raise SandboxCrashedError(
@@ -346,7 +352,7 @@ class VmChannel(Channel):
         try:
             self._inner.send_line(line)
         except (SandboxCrashedError, OSError, EOFError):
-            self._vm.check_alive()
+            self._vm.check_alive(grace_s=DEATH_GRACE_S)
             raise
 
     def recv_line(self, timeout_s: float) -> str:
@@ -354,7 +360,7 @@ class VmChannel(Channel):
             return self._inner.recv_line(timeout_s)
         except (SandboxCrashedError, TimeoutError, OSError, EOFError):
             # qemu's exit closes the forwarded port, so the SSH side fails at once; name the cause.
-            self._vm.check_alive()
+            self._vm.check_alive(grace_s=DEATH_GRACE_S)
             raise
 
     def alive(self) -> bool:
@@ -407,7 +413,7 @@ class VmTransport(Transport):
         try:
             return VmChannel(self.ssh().spawn(argv, env), self.vm)
         except (SandboxCrashedError, OSError, EOFError):
-            self.vm.check_alive()
+            self.vm.check_alive(grace_s=DEATH_GRACE_S)
             raise
 
     def put_file(self, local: Path, remote: str) -> None:

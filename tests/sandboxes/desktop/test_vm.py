@@ -20,7 +20,7 @@ import paramiko
 import pytest
 
 from sandboxes.base import SandboxCrashedError
-from sandboxes.checks import resource_exists
+from sandboxes.checks import check_sandbox, resource_exists
 from sandboxes.desktop.config import DesktopConfig
 from sandboxes.desktop.sandbox import DesktopSandbox
 from sandboxes.desktop.vm import QemuVm, VmConfig, VmTransport
@@ -176,6 +176,15 @@ def test_desktop_step_through_the_vm_transport(vm: QemuVm) -> None:
     finally:
         sandbox.close()
     assert vm.alive()  # the sandbox closed its transport; the VM is the fixture's
+
+
+def test_check_sandbox_on_a_vm_the_transport_owns(vm_image: VmImage) -> None:
+    """The sandbox contract over a VM of its own: closing the sandbox stops qemu and removes its files."""
+    transport = VmTransport(config=VmConfig(image=vm_image))
+    config = DesktopConfig(start_timeout=240, app_timeout=240, screenshot=False)
+    typing = Action(kind="computer", arguments={"action": "type", "text": "hi"})
+    check_sandbox(DesktopSandbox(config, transport=transport), EDITOR, [typing])
+    assert transport.vm.pid() is None and transport.vm.dir is None
 
 
 def test_reset_by_snapshot_undoes_a_change(vm: QemuVm) -> None:

@@ -13,7 +13,6 @@ Acceleration: see `vm_image.choose_accel` (KVM on bare metal with /dev/kvm, else
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import shutil
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from sandboxes.base import SandboxCrashedError
 from sandboxes.desktop.transport import Channel, Transport
-from sandboxes.desktop.vm_image import VmImage, choose_accel
+from sandboxes.desktop.vm_image import Qmp, VmImage, choose_accel
 
 if TYPE_CHECKING:  # paramiko is the desktop extra: vm.py itself loads without it
     from sandboxes.desktop.ssh import SshTarget, SshTransport
@@ -59,42 +58,6 @@ class VmConfig:
             raise ValueError(f"cpus={self.cpus}: choose 1..{os.cpu_count()} (this host's cores)")
         if self.accel not in ("auto", "kvm", "tcg"):
             raise ValueError(f"accel={self.accel!r}: choose auto, kvm or tcg")
-
-
-class Qmp:
-    """A minimal QMP client on a unix socket: one command, one reply (events are skipped)."""
-
-    def __init__(self, path: Path, timeout_s: float) -> None:
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.settimeout(timeout_s)
-        self._sock.connect(str(path))
-        self._file = self._sock.makefile("rb")
-        self._read()  # the greeting
-        self.execute("qmp_capabilities")
-
-    def _read(self) -> dict:
-        line = self._file.readline()
-        if not line:
-            raise SandboxCrashedError("QEMU closed its QMP socket (the VM exited)")
-        return json.loads(line)
-
-    def execute(self, command: str, **arguments: object) -> object:
-        request = {"execute": command, **({"arguments": arguments} if arguments else {})}
-        self._sock.sendall(json.dumps(request).encode() + b"\n")
-        while True:
-            reply = self._read()
-            if "return" in reply:
-                return reply["return"]
-            if "error" in reply:
-                raise RuntimeError(f"QMP {command}: {reply['error'].get('desc', reply['error'])}")
-
-    def human(self, command_line: str) -> str:
-        """An HMP command (savevm/loadvm have no QMP form in QEMU 7); its output, where errors show."""
-        return str(self.execute("human-monitor-command", **{"command-line": command_line}))
-
-    def close(self) -> None:
-        self._file.close()
-        self._sock.close()
 
 
 def _free_port() -> int:

@@ -1,15 +1,18 @@
 """What the OS domain's virtual machines boot from, and on: the image that
-`infra/desktop-vm/build.sh` builds, and the acceleration this host offers (KVM or TCG)."""
+`infra/desktop-vm/build.sh` builds, the acceleration this host offers (KVM or TCG), and the QMP
+client that controls a running VM (`vm.py` runs them)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandboxes.base import SandboxCrashedError
 from sandboxes.cache import cache_root
 
 IMAGE_VERSION = 2  # infra/desktop-vm/build.sh's VERSION
@@ -75,6 +78,42 @@ def choose_accel(requested: str) -> tuple[str, str]:
     if _host_is_a_vm():
         return "tcg", "this host is a VM itself (nested KVM); AGENTWORLD_VM_ACCEL=kvm forces KVM"
     return "kvm", "/dev/kvm opens"
+
+
+class Qmp:
+    """A minimal QMP client on a unix socket: one command, one reply (events are skipped)."""
+
+    def __init__(self, path: Path, timeout_s: float) -> None:
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.settimeout(timeout_s)
+        self._sock.connect(str(path))
+        self._file = self._sock.makefile("rb")
+        self._read()  # the greeting
+        self.execute("qmp_capabilities")
+
+    def _read(self) -> dict:
+        line = self._file.readline()
+        if not line:
+            raise SandboxCrashedError("QEMU closed its QMP socket (the VM exited)")
+        return json.loads(line)
+
+    def execute(self, command: str, **arguments: object) -> object:
+        request = {"execute": command, **({"arguments": arguments} if arguments else {})}
+        self._sock.sendall(json.dumps(request).encode() + b"\n")
+        while True:
+            reply = self._read()
+            if "return" in reply:
+                return reply["return"]
+            if "error" in reply:
+                raise RuntimeError(f"QMP {command}: {reply['error'].get('desc', reply['error'])}")
+
+    def human(self, command_line: str) -> str:
+        """An HMP command (savevm/loadvm have no QMP form in QEMU 7); its output, where errors show."""
+        return str(self.execute("human-monitor-command", **{"command-line": command_line}))
+
+    def close(self) -> None:
+        self._file.close()
+        self._sock.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sandboxes.base import InvalidActionError, SandboxClosedError, SandboxCrashedError
+from sandboxes.base import InvalidActionError, SandboxClosedError, SandboxCrashedError, SandboxError
 from sandboxes.checks import check_sandbox, process_exists, resource_exists
 from sandboxes.desktop import DesktopConfig, DesktopSandbox
 from schemas.records import Action, Task
@@ -138,7 +138,7 @@ def test_wait_shows_what_happened_meanwhile(desktop: DesktopSandbox) -> None:
     obs = desktop.reset(Task(id="term", metadata={"apps": ["terminal"]}))
     terminal = find_node(obs.text, "frame", "xterm")
     assert "no accessibility tree" in terminal.value  # xterm has no AT-SPI support: said, not hidden
-    assert obs.data["focused"] == "terminal — xterm"
+    assert obs.data["focused"] == "xterm — xterm"
     typed = desktop.step(computer(action="type", text="(sleep 1.5; exec mousepad) &\n")).observation
     assert "Mousepad" not in typed.text
     waited = desktop.step(computer(action="wait", seconds=4)).observation
@@ -158,6 +158,16 @@ def test_pyautogui_errors_and_empty_points_are_observations(desktop: DesktopSand
     assert missing.data["error"].startswith("AttributeError: pyautogui.locateOnScreen is not available here")
     fine = desktop.step(computer(action="type", text="1")).observation
     assert fine.data["error"] == "" and not fine.text.startswith("Error")
+
+
+def test_a_bad_task_setup_is_reported(desktop: DesktopSandbox) -> None:
+    twice = desktop.reset(Task(id="twice", metadata={"apps": ["editor", "editor"]}))
+    assert twice.data["error"] == "application editor is listed twice; each runs once"
+    outside = desktop.reset(Task(id="out", metadata={"apps": ["editor"], "files": {"../escape.txt": "x"}}))
+    assert outside.data["error"] == "file '../escape.txt' is outside the home directory"
+    with pytest.raises(SandboxError, match="unknown application"):
+        desktop.reset(Task(id="unknown", metadata={"apps": ["spreadsheet"]}))
+    assert desktop.reset(EDITOR).data["error"] == ""
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import time
 from collections.abc import Iterator
@@ -256,9 +257,12 @@ def test_dead_guest_raises_crashed_and_the_next_reset_works(desktop: DesktopSand
 
 
 def test_close_leaves_no_process_or_directory() -> None:
-    sandbox = DesktopSandbox(DesktopConfig(screenshot=False))
+    sandbox = DesktopSandbox(DesktopConfig(width=1024, height=768))
     sandbox.start()
-    sandbox.reset(EDITOR)
+    (shot,) = sandbox.reset(EDITOR).attachments
+    assert (shot.name, shot.media_type) == ("screenshot.png", "image/png")
+    assert shot.content[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">II", shot.content[16:24]) == (1024, 768)  # the IHDR chunk's size
     processes = [guest_pid(sandbox), *descendants(guest_pid(sandbox))]
     assert len(processes) >= 6  # bwrap, agent, Xvfb, buses, openbox, mousepad
     held = sandbox.resources()

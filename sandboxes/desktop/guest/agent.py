@@ -600,8 +600,8 @@ class Session:
         win = next((w for w in xwins if active and active.value and w["id"] == active.value[0]), None)
         if win is None:
             return "none"
-        # The program's name, as AT-SPI names the applications it knows ("gnome-calculator").
-        owner = next((APPS[name][0] for name, proc in self.apps.items() if proc.pid == win["pid"]), "unknown")
+        # The task's name for it ("terminal"): AT-SPI, which names the others, does not know it.
+        owner = next((name for name, proc in self.apps.items() if proc.pid == win["pid"]), "unknown")
         return f"{owner} — {win['title']}"
 
     def _offset(self, app: App, frame: Node, xwins: list, matched: set) -> tuple[int, int]:

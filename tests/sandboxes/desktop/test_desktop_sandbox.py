@@ -140,7 +140,7 @@ def test_wait_shows_what_happened_meanwhile(desktop: DesktopSandbox) -> None:
     obs = desktop.reset(Task(id="term", metadata={"apps": ["terminal"]}))
     terminal = find_node(obs.text, "frame", "xterm")
     assert "no accessibility tree" in terminal.value  # xterm has no AT-SPI support: said, not hidden
-    assert obs.data["focused"] == "xterm — xterm"
+    assert obs.data["focused"] == "terminal — xterm"
     typed = desktop.step(computer(action="type", text="(sleep 1.5; exec mousepad) &\n")).observation
     assert "Mousepad" not in typed.text
     waited = desktop.step(computer(action="wait", seconds=4)).observation

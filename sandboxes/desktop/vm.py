@@ -141,10 +141,14 @@ class QemuVm:
         # Stopped, QEMU has written its qcow2 metadata out, so the file is consistent to copy.
         self._qmp.execute("stop")
         self.save_snapshot()
-        cached.parent.mkdir(exist_ok=True)
         partial = cached.with_name(f".{cached.name}.{os.getpid()}.partial")
-        shutil.copyfile(overlay, partial)
-        os.replace(partial, cached)  # concurrent first starts each write whole files; one wins
+        try:
+            cached.parent.mkdir(exist_ok=True)
+            shutil.copyfile(overlay, partial)
+            os.replace(partial, cached)  # concurrent first starts each write whole files; one wins
+        except OSError as exc:  # a read-only image directory: this VM still has its snapshot
+            log.warning("desktop VM: cannot cache the booted snapshot in %s: %s", cached.parent, exc)
+            partial.unlink(missing_ok=True)
         self._qmp.execute("cont")
         self.snapshot_seconds = time.perf_counter() - t0
 

@@ -16,7 +16,7 @@ APT_PACKAGES=(docker.io bubblewrap tmux debootstrap procps chromium python3-doc 
 # The OS domain's desktops (Xvfb, AT-SPI and real applications, driven by the system python3 that has
 # pyatspi), its remote machines (a real sshd in the tests) and its virtual machines (QEMU).
 DESKTOP_PACKAGES=(xvfb openbox xterm x11-apps xdotool at-spi2-core python3-pyatspi gnome-calculator
-    dbus-x11 scrot python3-tk python3-xlib python3-pil mousepad openssh-server qemu-system-x86 qemu-utils)
+    dbus-x11 xauth scrot python3-tk python3-xlib python3-pil mousepad openssh-server qemu-system-x86 qemu-utils)
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 
@@ -49,6 +49,8 @@ if ! docker info >/dev/null 2>&1; then
 fi
 
 bash infra/terminal-image/build.sh
+# The OS domain's VM image (debootstrap, Debian's kernel, the desktop stack): minutes once, then cached.
+bash infra/desktop-vm/build.sh
 
 # Reinstall only when the project's metadata changed since the last install.
 stamp="$VENV/.installed-$(sha256sum pyproject.toml | cut -c1-16)"

@@ -17,6 +17,8 @@ demo: setup
 		--out $(DEMO_OUT)/raw
 	$(PY) -m collectors.mcp --workers 2 --episodes 6 --max-steps 6 --out $(DEMO_OUT)/raw
 	$(PY) -m collectors.swe --sandboxes 2 --episodes 4 --max-steps 10 --out $(DEMO_OUT)/raw
+	$(PY) -m collectors.desktop --displays 2 --episodes 6 --max-steps 8 --out $(DEMO_OUT)/raw
+	$(PY) -m collectors.android --fake-driver --emulators 2 --episodes 6 --max-steps 8 --out $(DEMO_OUT)/raw
 	$(PY) -m schemas stats $(DEMO_OUT)/raw
 	$(PY) -m beam_pipelines.build_corpus --input $(DEMO_OUT)/raw --output $(DEMO_OUT)/corpus \
 		--seq-len 4096 --split-ratios 0.6,0.1,0.3

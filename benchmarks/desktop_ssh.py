@@ -26,13 +26,13 @@ import paramiko
 
 from benchmarks.timing import latency_ms
 from sandboxes.desktop import DesktopConfig, DesktopSandbox
+from sandboxes.desktop.sandbox import GUEST_FILES
 from sandboxes.desktop.ssh import SshTarget, SshTransport
 from schemas.records import Action, Task
 from tests.sandboxes.desktop.sshd import LocalSshd
 
 TARGET_RATIO = 1.2
 ONE_SHOT_ROUNDS = 20
-AGENT = Path(__file__).resolve().parent.parent / "sandboxes" / "desktop" / "guest" / "agent.py"
 ECHO = "import sys\nfor line in sys.stdin:\n    sys.stdout.write(line)\n    sys.stdout.flush()\n"
 CALCULATOR = Task(id="bench", metadata={"apps": ["calculator"]})
 
@@ -128,7 +128,8 @@ def desktop_step(sshd: LocalSshd, rounds: int, screenshot: bool) -> dict:
         _, out, _ = bare.exec_command("mktemp -d")
         workdir = out.read().decode().strip()
         with bare.open_sftp() as sftp:
-            sftp.put(str(AGENT), f"{workdir}/agent.py")
+            for path in GUEST_FILES:
+                sftp.put(str(path), f"{workdir}/{path.name}")
         command = shlex.join(
             [config.python, f"{workdir}/agent.py", "--workdir", workdir, *config.guest_args()]
         )

@@ -1,6 +1,6 @@
 """The embedded default Android policy: a seeded, monkey-like walk over the UI tree's nodes.
 
-Each step parses the observation text (collectors/android/tree.py) and weighs the moves that make
+Each step parses the observation text (sandboxes/android/tree_text.py) and weighs the moves that make
 sense on this screen: tap a clickable node (by its `[index]`, or at its centre by coordinates, as
 agents do both), long-press a long-clickable one, type into an editable one (sometimes pressing
 Enter after), scroll a scrollable one or the screen, swipe, go back, go home and reopen the task's
@@ -17,9 +17,9 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from collectors.android.tree import AndroidTree, Node, parse_tree
 from collectors.android.vocabulary import APP_NAMES, MISSING_APPS, package_app, text_for
 from collectors.policies.base import Policy, invalid_action
+from sandboxes.android.tree_text import AndroidTree, Node, parse_tree
 from sandboxes.base import InvalidActionError
 from schemas.records import Action, Observation, Task
 

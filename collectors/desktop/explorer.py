@@ -1,6 +1,6 @@
 """The embedded default desktop policy: seeded random walks over the accessibility tree's nodes.
 
-Each step parses the observation text (collectors/desktop/tree.py) and weighs the moves that make
+Each step parses the observation text (sandboxes/desktop/tree_text.py) and weighs the moves that make
 sense on this screen: click an actionable node at the centre of its box, type into an editable one
 (clicking it first when it has no focus), press a keyboard shortcut of the focused application,
 scroll, hover, drag, answer a dialog, open an application from a focused terminal or close the
@@ -17,10 +17,10 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from collectors.desktop.tree import DesktopTree, Node, parse_tree
 from collectors.desktop.vocabulary import CLOSE_KEYS, FILE_NAMES, PROGRAMS, SHORTCUTS, logical_app, text_for
 from collectors.policies.base import Policy, invalid_action
 from sandboxes.base import InvalidActionError
+from sandboxes.desktop.tree_text import DesktopTree, Node, parse_tree
 from schemas.records import Action, Observation, Task
 
 # (kind, arguments) as the sandbox's parse_action takes them.

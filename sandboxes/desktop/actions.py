@@ -8,7 +8,8 @@ An LLM agent replies `{"action": "click", "x": 120, "y": 240}` (the generic repl
 action's name given as the kind is parsed as that computer action.
 
 The corpus writes every action as its pyautogui code (`to_pyautogui`), as the public OS domain does.
-Key names are pyautogui's (enter, ctrl, f5, a); the guest agent's table is the one list of them.
+Key names are pyautogui's (enter, ctrl, f5, a); the guest's table (guest/key_names.py)
+is the one list of them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import math
 from typing import Any
 
 from sandboxes.base import InvalidActionError
-from sandboxes.desktop.guest.agent import BUTTONS, KEYSYMS
+from sandboxes.desktop.guest.key_names import BUTTONS, KEYSYMS
 from schemas.records import Action
 
 PYAUTOGUI = "pyautogui"

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from sandboxes.terminal.config import BwrapBackend
 
-# The applications a task may name in `metadata.apps` (the guest agent's APPS table).
+# The applications a task may name in `metadata.apps` (the guest's APPS table, guest/session.py).
 APPLICATIONS = ("calculator", "editor", "terminal")
 
 

@@ -27,7 +27,11 @@ from schemas.records import Action, Attachment, Environment, Observation, Task
 
 log = logging.getLogger(__name__)
 
-GUEST = Path(__file__).parent / "guest" / "agent.py"
+# The Linux guest program: agent.py and the modules it imports, copied side by side into the target's
+# workdir (windows_agent.py is a separate program for Windows targets).
+GUEST_FILES = tuple(
+    sorted(p for p in (Path(__file__).parent / "guest").glob("*.py") if p.name != "windows_agent.py")
+)
 OBSERVATION_FORMAT = "desktop_a11y_tree"
 # Beyond an operation's own bounds (actions, settling, app start), time for the reply to travel.
 REPLY_MARGIN_S = 30.0
@@ -69,8 +73,7 @@ class DesktopSandbox(Sandbox):
                 self._transport = LocalTransport(self.config.local_limits)
         transport = self._transport
         self._spawns += 1
-        remote = f"{transport.workdir().rstrip('/')}/agent.py"
-        transport.put_file(GUEST, remote)
+        remote = upload_guest(transport)
         session_dir = f"{transport.workdir().rstrip('/')}/session-{self._spawns}"
         argv = [self.config.python, remote, "--workdir", session_dir, *self.config.guest_args()]
         self._channel = channel = transport.spawn(argv, {})
@@ -208,3 +211,11 @@ class DesktopSandbox(Sandbox):
         return Observation(
             format=OBSERVATION_FORMAT, text=reply.get("tree", ""), data=data, attachments=attachments
         )
+
+
+def upload_guest(transport: Transport) -> str:
+    """Copy the guest program into the transport's workdir; the path of its agent.py there."""
+    workdir = transport.workdir().rstrip("/")
+    for path in GUEST_FILES:
+        transport.put_file(path, f"{workdir}/{path.name}")
+    return f"{workdir}/agent.py"

@@ -1,10 +1,10 @@
 """How the desktop sandbox reaches the machine its desktop runs on.
 
 The desktop itself (Xvfb, window manager, session bus, AT-SPI, applications) is started and driven
-by one guest program, `sandboxes/desktop/guest/agent.py`, run with the target's own `python3`
-(AT-SPI's Python bindings are not on PyPI). It talks JSON lines on stdin/stdout. The same program
-runs in a local bubblewrap sandbox, on a remote host over SSH, or in a QEMU virtual machine over
-SSH; only the transport that starts it and carries its lines differs.
+by one guest program, `sandboxes/desktop/guest/agent.py` (copied with the guest modules beside it),
+run with the target's own `python3` (AT-SPI's Python bindings are not on PyPI). It talks JSON lines
+on stdin/stdout. The same program runs in a local bubblewrap sandbox, on a remote host over SSH, or
+in a QEMU virtual machine over SSH; only the transport that starts it and carries its lines differs.
 """
 
 from __future__ import annotations

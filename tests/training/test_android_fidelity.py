@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from collectors.android.tree import parse_tree
+from sandboxes.android.tree_text import parse_tree
 from sandboxes.checks import check_sandbox
 from schemas.records import Action, Observation, Task
 from tests.training.test_backends import scripted_chat_server

@@ -77,7 +77,7 @@ def test_node_f1_ignores_ids_and_positions_but_not_values_or_states() -> None:
 
 
 def test_position_tolerance_counts_nodes_placed_within_the_pixels() -> None:
-    from collectors.desktop.tree import parse_tree
+    from sandboxes.desktop.tree_text import parse_tree
 
     real = parse_tree(CALCULATOR)
     far = parse_tree(re.sub(r"@\((\d+),", lambda m: f"@({int(m.group(1)) + 20},", CALCULATOR))

@@ -3,7 +3,7 @@
 An `android_ui_tree` observation is an `Error:` line (when the action failed), a
 `Package: <package>  Activity: <activity>` line, then one UI node a line,
 `[index] class "text" desc="..." id=... @(x1,y1,x2,y2) flags`, and maybe a truncation marker. The
-text is read with the Android collector's parser (collectors/android/tree.py), the one reader of
+text is read with the Android sandbox's parser (sandboxes/android/tree_text.py), the one reader of
 this form, so the explorer, the simulator and the metrics agree on it.
 
 Metrics, each scored against the recorded text:
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from collectors.android.tree import AndroidTree, Node, parse_tree
+from sandboxes.android.tree_text import AndroidTree, Node, parse_tree
 
 OBSERVATION_FORMAT = "android_ui_tree"
 POSITION_TOLERANCE_PX = 16  # a phone screen is ~1080 px wide: 1.5 % of it

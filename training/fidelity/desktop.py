@@ -2,7 +2,7 @@
 
 A `desktop_a11y_tree` observation is `Error:` (when the action failed) and `Focused:` lines, then
 one accessibility node a line, `[id] role "name" value="..." states=... @(x,y wxh)`, and maybe a
-truncation marker. The text is read with the desktop collector's parser (collectors/desktop/tree.py),
+truncation marker. The text is read with the desktop sandbox's parser (sandboxes/desktop/tree_text.py),
 the one reader of this form, so the explorer, the simulator and the metrics agree on it.
 
 Metrics, each scored against the recorded text:
@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from collectors.desktop.tree import DesktopTree, Node, parse_tree
+from sandboxes.desktop.tree_text import DesktopTree, Node, parse_tree
 
 OBSERVATION_FORMAT = "desktop_a11y_tree"
 POSITION_TOLERANCE_PX = 8

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from collectors.android.__main__ import main
-from collectors.android.tree import parse_tree
 from sandboxes.android import install
 from sandboxes.android.actions import parse_action
 from sandboxes.android.server import AppiumServer
+from sandboxes.android.tree_text import parse_tree
 from schemas import read_trajectories
 from schemas.invalid_actions import INVALID
 

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from collectors.android.devices import DevicePool, DeviceSandbox
-from collectors.android.tree import parse_tree
 from sandboxes.android import install
 from sandboxes.android.config import FAKE, AndroidConfig
 from sandboxes.android.fleet import EmulatorFleet
 from sandboxes.android.sandbox import AndroidSandbox
 from sandboxes.android.server import AppiumServer
+from sandboxes.android.tree_text import parse_tree
 from schemas.records import Task
 from tests.sandboxes.android.fleet_helpers import fleet_config, make_avd, standin_processes
 

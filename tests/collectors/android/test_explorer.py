@@ -10,8 +10,8 @@ import random
 from collections import Counter
 
 from collectors.android.explorer import AndroidExplorer
-from collectors.android.tree import parse_tree
 from sandboxes.android.actions import parse_action
+from sandboxes.android.tree_text import parse_tree
 from schemas.invalid_actions import INVALID
 from schemas.records import Observation, Task
 

@@ -11,8 +11,8 @@ import pytest
 
 import collectors.desktop
 from collectors.desktop.__main__ import main
-from collectors.desktop.tree import parse_tree
 from collectors.tasks import embedded_tasks
+from sandboxes.desktop.tree_text import parse_tree
 from schemas import read_trajectories
 from schemas.invalid_actions import INVALID
 from tests.sandboxes.desktop.sshd import LocalSshd

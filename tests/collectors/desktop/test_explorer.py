@@ -7,8 +7,8 @@ import random
 import re
 
 from collectors.desktop.explorer import CLICKABLE, DesktopExplorer
-from collectors.desktop.tree import parse_tree
 from sandboxes.desktop import parse_action
+from sandboxes.desktop.tree_text import parse_tree
 from schemas.invalid_actions import INVALID, invalid_action_observation
 from schemas.records import Action, Observation, Task
 

@@ -3,60 +3,21 @@
 from __future__ import annotations
 
 import os
-import re
-from dataclasses import dataclass
 
-_LINE = re.compile(
-    r'^(?P<indent>\s*)\[(?P<id>\d+)\] (?P<role>.+?) "(?P<name>(?:[^"\\]|\\.)*)"'
-    r'(?: value="(?P<value>(?:[^"\\]|\\.)*)")?(?: states=(?P<states>\S+))?'
-    r" @\((?P<x>-?\d+),(?P<y>-?\d+) (?P<w>\d+)x(?P<h>\d+)\)$"
-)
+from sandboxes.desktop.tree_text import Node, parse_tree
 
 
-@dataclass
-class TreeNode:
-    id: int
-    depth: int
-    role: str
-    name: str
-    value: str
-    states: list[str]
-    x: int
-    y: int
-    w: int
-    h: int
-
-    @property
-    def centre(self) -> tuple[int, int]:
-        return self.x + self.w // 2, self.y + self.h // 2
+def tree_nodes(text: str) -> list[Node]:
+    """Every node line of an observation's text; a line in no known shape, or a node without a box,
+    fails the test."""
+    tree = parse_tree(text)
+    assert tree.other_lines == [], f"tree lines not in the desktop_a11y_tree format: {tree.other_lines!r}"
+    unplaced = [node for node in tree.nodes if node.box is None]
+    assert unplaced == [], f"tree nodes without a box: {unplaced!r}"
+    return tree.nodes
 
 
-def tree_nodes(text: str) -> list[TreeNode]:
-    """Every node line of an observation's text; a line in no known shape fails the test."""
-    nodes = []
-    for line in text.splitlines():
-        if line.startswith(("Focused: ", "Error: ", "[... ")):
-            continue
-        match = _LINE.match(line)
-        assert match, f"tree line not in the desktop_a11y_tree format: {line!r}"
-        nodes.append(
-            TreeNode(
-                id=int(match["id"]),
-                depth=len(match["indent"]) // 2,
-                role=match["role"],
-                name=match["name"],
-                value=match["value"] or "",
-                states=match["states"].split(",") if match["states"] else [],
-                x=int(match["x"]),
-                y=int(match["y"]),
-                w=int(match["w"]),
-                h=int(match["h"]),
-            )
-        )
-    return nodes
-
-
-def find_node(text: str, role: str, name: str = "", prefix: bool = False) -> TreeNode:
+def find_node(text: str, role: str, name: str = "", prefix: bool = False) -> Node:
     for node in tree_nodes(text):
         if node.role == role and (node.name.startswith(name) if prefix else node.name == name):
             return node

@@ -10,7 +10,8 @@ spaces per depth:
 and, when the tree was cut, a last line `[... <n> more nodes not shown]`. Roles are AT-SPI role
 names and may hold spaces (`push button`, `menu item`). Quoted strings escape `"` and `\\` with a
 backslash. A line that does not follow the form is kept as text, never an error: the collector's
-explorer and the fidelity metrics both read recorded and predicted text with this one parser.
+explorer and the fidelity metrics both read recorded and predicted text with this one parser. It lives
+beside the sandbox that writes the form so that both can import it (training does not import collectors).
 """
 
 from __future__ import annotations

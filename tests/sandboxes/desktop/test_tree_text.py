@@ -1,10 +1,10 @@
-"""The desktop observation text read back into nodes (collectors/desktop/tree.py): pure logic."""
+"""The desktop observation text read back into nodes (sandboxes/desktop/tree_text.py): pure logic."""
 
 from __future__ import annotations
 
-from collectors.desktop.tree import parse_node, parse_tree
+from sandboxes.desktop.tree_text import parse_node, parse_tree
 
-# In the guest program's form (sandboxes/desktop/guest/agent.py): GTK roles with spaces, escaped
+# In the guest program's form (sandboxes/desktop/guest/tree_format.py): GTK roles with spaces, escaped
 # quotes and newlines in values, an xterm window without a tree, the truncation marker.
 SCREEN = r"""Error: nothing at (900, 700): no window there, only the empty desktop
 Focused: gnome-calculator — Calculator

@@ -11,7 +11,8 @@ where the flags are a comma list of clickable, long-clickable, editable, scrolla
 checked, selected, disabled; and, when the tree was cut, a last line `[... <n> more nodes not shown]`.
 Quoted strings escape `"` and `\\` with a backslash. A line that does not follow the form is kept
 as text, never an error: the collector's explorer, the simulator and the fidelity metrics all read
-recorded and predicted text with this one parser.
+recorded and predicted text with this one parser. It lives beside the sandbox that writes the form
+(sandboxes/android/tree.py) so that both can import it (training does not import collectors).
 """
 
 from __future__ import annotations

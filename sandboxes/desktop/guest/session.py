@@ -58,6 +58,9 @@ class Session:
             "LANG": "C.UTF-8",
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "XDG_CONFIG_HOME": os.path.join(self.home, ".config"),
+            # Caches (fontconfig's, with its lock files) outside the home that each reset empties:
+            # they survive resets, and nothing writes into the home while it is being cleared.
+            "XDG_CACHE_HOME": os.path.join(self.workdir, "cache"),
         }
         address = f"--address=unix:path={self.runtime}/bus"
         bus = self._spawn(
@@ -115,6 +118,9 @@ class Session:
             "0",
             screen,
             "-nocursor",
+            # Without it the server resets whenever its last client disconnects: a short-lived client
+            # at start-up (xdotool, a probe) then breaks the connections being opened ("Broken pipe").
+            "-noreset",
         ]
         self._spawn(argv, pass_fds=(write,))
         os.close(write)
@@ -160,8 +166,7 @@ class Session:
     def reset(self, apps: list[Any], files: dict[str, str]) -> str:
         self.stop_apps()
         for entry in os.listdir(self.home):
-            path = os.path.join(self.home, entry)
-            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
+            _remove(os.path.join(self.home, entry))
         for rel, text in files.items():
             if not isinstance(text, str):
                 raise ActionError(f"file {rel!r}: its content must be text")
@@ -360,3 +365,20 @@ class Session:
     def close(self) -> None:
         self.stop_apps()
         kill_descendants()
+
+
+def _remove(path: str) -> None:
+    """Remove a file or tree that a process just stopped may still be touching: what is already
+    gone is not an error."""
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, onerror=_ignore_missing)
+        else:
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _ignore_missing(function: Any, path: str, exc_info: Any) -> None:
+    if not isinstance(exc_info[1], FileNotFoundError):
+        raise exc_info[1]

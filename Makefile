@@ -30,7 +30,7 @@ demo: setup
 	@echo "fidelity report: $(DEMO_OUT)/fidelity/report.html"
 
 test: setup
-	HF_HUB_OFFLINE=1 $(VENV)/bin/pytest -q -p no:cacheprovider
+	HF_HUB_OFFLINE=1 $(VENV)/bin/pytest -q -p no:cacheprovider --durations=20
 
 bench: setup
 	$(PY) -m benchmarks.run

@@ -35,6 +35,10 @@ class DesktopConfig:
     default_apps: tuple[str, ...] = ("calculator",)
     # The target's Python, which has the AT-SPI bindings (not on PyPI).
     python: str = "/usr/bin/python3"
+    # With a transport that can restore its whole machine (a VM's booted snapshot), each reset after
+    # the first restores it and starts a fresh session, so nothing an episode changed outside the
+    # home survives. False keeps the machine and resets only the session (faster under emulation).
+    restore_machine: bool = True
     # Resource limits of the local bubblewrap sandbox (cgroup where possible, else rlimits).
     local_limits: BwrapBackend = field(default_factory=_local_limits)
 

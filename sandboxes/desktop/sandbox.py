@@ -49,6 +49,7 @@ class DesktopSandbox(Sandbox):
         self._started = False
         self._closed = False
         self._spawns = 0
+        self._resets = 0
         self._lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -135,6 +136,7 @@ class DesktopSandbox(Sandbox):
             "max_nodes": cfg.max_nodes,
             "screenshot": cfg.screenshot,
             "settle_timeout": cfg.settle_timeout,
+            "restore_machine": cfg.restore_machine,
             "applications": list(APPLICATIONS),
         }
         return Environment(name="os", backend=kind, config=config)
@@ -160,6 +162,13 @@ class DesktopSandbox(Sandbox):
             raise SandboxError(
                 f"task {task.id}: unknown application(s) {unknown}; known: {', '.join(APPLICATIONS)}"
             )
+        restore = getattr(self._transport, "restore", None)
+        if self.config.restore_machine and restore is not None and self._resets:
+            with self._lock:
+                self._drop_guest()
+                restore()
+                self._boot()
+        self._resets += 1
         timeout = self.config.app_timeout * max(1, len(apps)) + self.config.settle_timeout + REPLY_MARGIN_S
         return self._observation(self._request({"op": "reset", "apps": apps, "files": files}, timeout))
 

@@ -205,6 +205,22 @@ def test_reset_by_snapshot_undoes_a_change(vm: QemuVm) -> None:
     assert vm.alive()
 
 
+def test_each_desktop_reset_after_the_first_restores_the_whole_vm(vm: QemuVm) -> None:
+    transport = VmTransport(vm)
+    config = DesktopConfig(start_timeout=240, app_timeout=240, screenshot=False)
+    sandbox = DesktopSandbox(config, transport=transport)
+    try:
+        sandbox.reset(TERMINAL)
+        # A change outside the session's home, which only the machine's snapshot undoes.
+        transport.ssh().check(["sh", "-c", "echo changed > /home/agent/marker && sync"])
+        sandbox.reset(TERMINAL)
+        status, out, _ = transport.ssh().run(["test", "-e", "/home/agent/marker"])
+        assert status == 1, out
+        assert sandbox.describe().config["restore_machine"] is True
+    finally:
+        sandbox.close()
+
+
 def test_vm_killed_mid_episode_raises_crashed_and_the_next_start_works(vm: QemuVm) -> None:
     transport = VmTransport(vm)
     channel = transport.spawn(["sh", "-c", "echo started; sleep 300"], {})

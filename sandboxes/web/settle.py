@@ -53,11 +53,21 @@ POLL_MS = 10
 def stop_loading(page: Page) -> None:
     """Stop a pending navigation and the loads in flight, as a person would press Esc: until a
     navigation commits, the page cannot be read."""
-    session = page.context.new_cdp_session(page)
-    try:
-        session.send("Page.stopLoading")
-    finally:
-        session.detach()
+    for attempt in (1, 2):
+        session = page.context.new_cdp_session(page)
+        try:
+            session.send("Page.stopLoading")
+            return
+        except PlaywrightError as exc:
+            # A navigation that moved the page to a new renderer detaches the session opened just
+            # before (seen in make test); a session on the page as it is now stops the load.
+            if attempt == 2 or "Not attached" not in str(exc):
+                raise
+        finally:
+            try:
+                session.detach()
+            except PlaywrightError:
+                pass  # already detached with the old renderer
 
 
 STREAMING = frozenset({"eventsource", "websocket"})

@@ -19,23 +19,8 @@ if docker image inspect "$IMAGE:$VERSION" >/dev/null 2>&1; then
     exit 0
 fi
 
-# The mirror comes from the host's apt configuration so that no registry host is written here.
-host_mirror() {
-    local uri=""
-    if compgen -G "/etc/apt/sources.list.d/*.sources" >/dev/null; then
-        uri=$(grep -h '^URIs:' /etc/apt/sources.list.d/*.sources | grep -v security \
-            | awk '{print $2}' | head -n1 || true)
-    fi
-    if [[ -z "$uri" && -f /etc/apt/sources.list ]]; then
-        uri=$(grep -E '^deb[[:space:]]' /etc/apt/sources.list | grep -v security \
-            | sed -E 's/^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?//' | awk '{print $1}' | head -n1 || true)
-    fi
-    if [[ -z "$uri" ]]; then
-        echo "build.sh: no Debian mirror found in /etc/apt/sources.list(.d); set MIRROR=..." >&2
-        exit 1
-    fi
-    echo "$uri"
-}
+# The mirror comes from the host's apt configuration (infra/images/lib.sh, shared by the image builds).
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../images" && pwd)/lib.sh"
 MIRROR="${MIRROR:-$(host_mirror)}"
 
 # The cache key covers everything that changes the rootfs content.

@@ -3,10 +3,16 @@
 Everything that writes a finished artefact (trajectory shards, manifests, attachments, token shards,
 JSON-lines corpora, reports, summaries) goes through `atomic_open`, on any fsspec filesystem. A writer
 killed mid-write leaves only a `.tmp-*` file, which readers skip and `cleanup_temporaries` removes.
+
+Object stores (s3://, gs://, Azure) need no temporary: one PUT, or a multipart upload's final
+"complete" call, makes an object appear whole or not at all, and a "rename" there is a copy plus a
+delete. So on those the bytes are buffered in memory and stored with a single `pipe_file` once the
+block ends without an exception; a writer killed before that leaves nothing behind.
 """
 
 from __future__ import annotations
 
+import io
 import posixpath
 import uuid
 from collections.abc import Iterator
@@ -17,6 +23,8 @@ from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
 TMP_PREFIX = ".tmp-"
+# Stores whose uploads are atomic per object (S3 and S3-compatible servers, GCS, Azure blobs).
+OBJECT_STORE_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "abfss", "az"})
 
 
 def temporary_name(target: str) -> str:
@@ -25,14 +33,24 @@ def temporary_name(target: str) -> str:
     return posixpath.join(directory, f"{TMP_PREFIX}{uuid.uuid4().hex}-{name}")
 
 
+def is_object_store(fs: AbstractFileSystem) -> bool:
+    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+    return bool(OBJECT_STORE_PROTOCOLS & set(protocols))
+
+
 @contextmanager
 def atomic_open(target: str, mode: str = "wb", *, fs: AbstractFileSystem | None = None) -> Iterator[IO[Any]]:
     """Open a temporary sibling of `target` for writing; rename it onto `target` when the block ends
-    without an exception, remove it otherwise. `target` is a URI, or a path on `fs` when given."""
+    without an exception, remove it otherwise. On an object store, buffer and upload once instead.
+    `target` is a URI, or a path on `fs` when given."""
     if mode not in ("wb", "w"):
         raise ValueError(f"atomic_open writes whole files; mode {mode!r} is not 'wb' or 'w'")
     if fs is None:
         fs, target = url_to_fs(target)
+    if is_object_store(fs):
+        with _buffered_upload(fs, target, mode) as out:
+            yield out
+        return
     tmp = temporary_name(target)
     fs.makedirs(posixpath.dirname(target), exist_ok=True)
     try:
@@ -43,6 +61,21 @@ def atomic_open(target: str, mode: str = "wb", *, fs: AbstractFileSystem | None 
         if fs.exists(tmp):
             fs.rm(tmp)
         raise
+
+
+@contextmanager
+def _buffered_upload(fs: AbstractFileSystem, target: str, mode: str) -> Iterator[IO[Any]]:
+    buffer = io.BytesIO()
+    if mode == "wb":
+        yield buffer
+        data = buffer.getvalue()
+    else:
+        text = io.TextIOWrapper(buffer, encoding="utf-8", newline="")
+        yield text
+        text.flush()
+        data = buffer.getvalue()
+    # Only reached when the block raised nothing: an exception leaves the target untouched.
+    fs.pipe_file(target, data)
 
 
 def atomic_write(target: str, data: bytes | str, *, fs: AbstractFileSystem | None = None) -> None:

@@ -7,7 +7,9 @@ stale. The file also names the holder (host, pid, start time) for the refusal me
 Object stores (gs://, s3://, memory://, ...) cannot lock. There ROOT/.lock is a lease: JSON with
 the holder and a heartbeat time that a background thread rewrites every `ttl_s / 4` seconds. A run
 refuses to start while a lease younger than `ttl_s` names someone else, and takes over an older
-one (its holder died). After writing its lease a run reads it back a moment later: of two runs
+one (its holder died), or at once one whose holder ran in this machine's pid namespace and is
+gone (a collector killed with -9 and restarted on the same host need not wait out the ttl).
+After writing its lease a run reads it back a moment later: of two runs
 that start together the later write wins and the other refuses. fsspec offers no
 compare-and-swap, so this narrows the race without closing it; a run that later finds another
 holder's lease on its heartbeat reports `lost` and `check()` raises. Give concurrent object-store
@@ -68,6 +70,7 @@ class DatasetLock:
         self.holder = {
             "host": socket.gethostname(),
             "pid": os.getpid(),
+            "pid_namespace": _pid_namespace(),
             "token": uuid.uuid4().hex,
             "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
@@ -155,11 +158,32 @@ class DatasetLock:
     # -- object stores: lease --------------------------------------------------------------------
 
     def _read_lease(self) -> dict[str, Any]:
+        # cat_file after dropping cached listings: s3fs answers `open` from a cached listing's
+        # size, which would cut a lease rewritten since (by another run) short and unreadable.
+        self.fs.invalidate_cache(self.path)
         try:
-            with self.fs.open(self.path, "rb") as source:
-                return _parse(source.read())
+            return _parse(self.fs.cat_file(self.path))
         except FileNotFoundError:
             return {}
+
+    def _holder_gone(self, lease: dict[str, Any]) -> bool:
+        """True only when the holder provably died: same host and pid namespace, and no such pid.
+        Our own pid under another token is treated as alive (another lock object in this process)."""
+        pid = lease.get("pid")
+        same_namespace = (
+            lease.get("host") == self.holder["host"]
+            and lease.get("pid_namespace") is not None
+            and lease.get("pid_namespace") == self.holder["pid_namespace"]
+        )
+        if not same_namespace or not isinstance(pid, int) or pid == os.getpid() or pid <= 0:
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:  # exists but belongs to someone else
+            return False
+        return False
 
     def _lease_age(self, lease: dict[str, Any]) -> float:
         return time.time() - float(lease.get("heartbeat", 0.0))
@@ -168,7 +192,12 @@ class DatasetLock:
         atomic_write(self.path, json.dumps({**self.holder, "heartbeat": time.time()}).encode(), fs=self.fs)
 
     def _refuse_if_fresh(self, lease: dict[str, Any]) -> None:
-        if lease and lease.get("token") != self.holder["token"] and self._lease_age(lease) < self.ttl_s:
+        if (
+            lease
+            and lease.get("token") != self.holder["token"]
+            and self._lease_age(lease) < self.ttl_s
+            and not self._holder_gone(lease)
+        ):
             expires = self.ttl_s - self._lease_age(lease)
             raise DatasetLockedError(
                 f"{self.root} is in use by another collector ({_holder_text(lease)}; its lease was "
@@ -203,6 +232,17 @@ class DatasetLock:
                 self._write_lease()
             except Exception as exc:  # a transient error: the next beat tries again within the ttl
                 log.warning("could not renew the lease on %s: %s", self.root, exc)
+
+
+def _pid_namespace() -> str | None:
+    """Which pid numbering this process lives in: the namespace inode plus the kernel's boot id,
+    so two containers (or hosts) that share a hostname are not taken for one another."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as boot:
+            return f"{boot.read().strip()}/{namespace}"
+    except OSError:
+        return None
 
 
 def _parse(data: bytes) -> dict[str, Any]:

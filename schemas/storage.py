@@ -54,6 +54,7 @@ logger = logging.getLogger(__name__)
 MANIFEST_DIR = "_manifest"
 _WRITER_ID = re.compile(r"[A-Za-z0-9._-]+")
 _GLOB_CHARS = frozenset("*?[")
+_SHARD_DIR = re.compile(r"shard-\d+-of-\d+")
 _READ_BATCH_ROWS = 64
 RETRY_DELAYS_S = (0.2, 0.4, 0.8)
 _TRANSIENT_ERRNOS = frozenset(
@@ -125,6 +126,7 @@ class TrajectoryWriter:
         max_rows_per_shard: int = 256,
         max_bytes_per_shard: int = 64 << 20,
         row_group_size: int = 64,
+        attachments_root: str | None = None,
     ) -> None:
         self.writer_id = writer_id or default_writer_id()
         if not _WRITER_ID.fullmatch(self.writer_id):
@@ -137,7 +139,8 @@ class TrajectoryWriter:
         self._max_rows = max_rows_per_shard
         self._max_bytes = max_bytes_per_shard
         self._row_group_size = row_group_size
-        self._attachments = AttachmentStore(root)
+        # A shard sub-root stores blobs in the dataset root, where readers of the union resolve them.
+        self._attachments = AttachmentStore(attachments_root or root)
         self._lock = threading.Lock()
         self._buffers: dict[str, _ShardBuffer] = {}
         self._next_seq = 0
@@ -262,23 +265,44 @@ class TrajectoryWriter:
         return posixpath.join(self._root_path, *parts)
 
 
-def _manifest_entries(fs: AbstractFileSystem, root_path: str) -> list[dict[str, Any]]:
-    """Every manifest entry under `root_path`. Transient errors are retried; a file that still
-    cannot be read raises StorageError, while one that reads but is not JSON is logged and passed
-    over (its shard then stays invisible to readers too)."""
-    pattern = posixpath.join(root_path, MANIFEST_DIR, "*.json")
+def shard_dir_name(index: int, count: int) -> str:
+    """The sub-root where shard `index` of `count` (a `--shard i/n` collector) writes."""
+    return f"shard-{index}-of-{count}"
+
+
+def _manifest_roots(fs: AbstractFileSystem, root_path: str) -> list[str]:
+    """`root_path` and its shard sub-roots: a dataset is the union of all their manifests."""
+    try:
+        children = _io(lambda: fs.ls(root_path, detail=False), f"listing {_display(fs, root_path)}")
+    except FileNotFoundError:
+        return [root_path]
+    names = {posixpath.basename(child.rstrip("/")) for child in children}
+    return [root_path, *(posixpath.join(root_path, n) for n in sorted(names) if _SHARD_DIR.fullmatch(n))]
+
+
+def _manifest_entries(fs: AbstractFileSystem, root_path: str, roots: list[str]) -> list[dict[str, Any]]:
+    """Every manifest entry under `roots` (`root_path` and its shard sub-roots), each "shard" made relative to
+    `root_path`. Transient errors are retried; a file that still cannot be read raises StorageError,
+    while one that reads but is not JSON is logged and passed over (its shard then stays invisible
+    to readers too)."""
     entries = []
-    for path in sorted(_io(lambda: fs.glob(pattern), f"listing {_display(fs, pattern)}")):
-        if posixpath.basename(path).startswith(TMP_PREFIX):
-            continue
-        try:
-            data = _io(lambda p=path: fs.cat_file(p), f"reading manifest entry {_display(fs, path)}")
-        except FileNotFoundError:  # removed between listing and reading
-            continue
-        try:
-            entries.append(json.loads(data))
-        except ValueError as exc:
-            logger.warning("ignoring corrupt manifest entry %s: %s", _display(fs, path), exc)
+    for manifest_root in roots:
+        prefix = posixpath.relpath(manifest_root, root_path) if manifest_root != root_path else ""
+        pattern = posixpath.join(manifest_root, MANIFEST_DIR, "*.json")
+        for path in sorted(_io(lambda p=pattern: fs.glob(p), f"listing {_display(fs, pattern)}")):
+            if posixpath.basename(path).startswith(TMP_PREFIX):
+                continue
+            try:
+                data = _io(lambda p=path: fs.cat_file(p), f"reading manifest entry {_display(fs, path)}")
+            except FileNotFoundError:  # removed between listing and reading
+                continue
+            try:
+                entry = json.loads(data)
+            except ValueError as exc:
+                logger.warning("ignoring corrupt manifest entry %s: %s", _display(fs, path), exc)
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("shard"), str):
+                entries.append({**entry, "shard": posixpath.join(prefix, entry["shard"])})
     return entries
 
 
@@ -293,21 +317,23 @@ def _io(call: Callable[[], T], what: str) -> T:
 
 
 def _committed_entries(fs: AbstractFileSystem, root_path: str) -> list[dict[str, Any]]:
-    return [
-        entry
-        for entry in _manifest_entries(fs, root_path)
-        if isinstance(entry.get("shard"), str)
-        and _io(
-            lambda e=entry: fs.exists(posixpath.join(root_path, e["shard"])),
-            f"checking shard {entry['shard']} of {_display(fs, root_path)}",
-        )
-    ]
+    """Entries whose shard exists. One listing of the shard files instead of a request per entry:
+    on an object store each existence check is a round trip."""
+    roots = _manifest_roots(fs, root_path)
+    entries = _manifest_entries(fs, root_path, roots)
+    present = set()
+    for root in roots:
+        pattern = posixpath.join(root, "domain=*", "*.parquet")
+        listed = _io(lambda p=pattern: fs.glob(p), f"listing shards of {_display(fs, root)}")
+        present.update(fs._strip_protocol(path) for path in listed)
+    return [e for e in entries if fs._strip_protocol(posixpath.join(root_path, e["shard"])) in present]
 
 
 def finished_ids(root: str) -> set[str]:
-    """Ids of trajectories committed under `root` (manifest entry written and shard present).
-    Raises StorageError when the manifest cannot be read, rather than under-report."""
+    """Ids of trajectories committed under `root` or its shard sub-roots (manifest entry written and
+    shard present). Raises StorageError when the manifest cannot be read, rather than under-report."""
     fs, root_path = url_to_fs(root)
+    fs.invalidate_cache()  # another process (a killed run, another shard) may have written since
     if not _io(lambda: fs.isdir(root_path), f"opening {root}"):
         return set()
     return {tid for entry in _committed_entries(fs, root_path) for tid in entry.get("trajectory_ids", [])}
@@ -315,14 +341,21 @@ def finished_ids(root: str) -> set[str]:
 
 def cleanup_temporaries(lock: DatasetLock) -> int:
     """Remove the `.tmp-*` leftovers of killed writers under the locked root; returns how many.
-    Only the lock's holder may do this: another writer's in-flight temporaries look the same."""
+    Only the lock's holder may do this: another writer's in-flight temporaries look the same.
+    Shard sub-roots have locks of their own and are left to their holders."""
     if not lock.held:
         raise StorageError(f"cleanup_temporaries needs the lock on {lock.root}; acquire() it first")
     lock.check()
     fs, root_path = url_to_fs(lock.root)
+    fs.invalidate_cache()
     if not fs.isdir(root_path):
         return 0
-    leftovers = [path for path in fs.find(root_path) if posixpath.basename(path).startswith(TMP_PREFIX)]
+    leftovers = [
+        path
+        for path in fs.find(root_path)
+        if posixpath.basename(path).startswith(TMP_PREFIX)
+        and not _SHARD_DIR.fullmatch(posixpath.relpath(path, root_path).split("/")[0])
+    ]
     for path in leftovers:
         fs.rm(path)
     return len(leftovers)
@@ -334,15 +367,17 @@ def _display(fs: AbstractFileSystem, path: str) -> str:
 
 
 def dataset_files(path: str) -> list[str]:
-    """The Parquet files `path` designates: a dataset root (its manifest's shards when it has a
-    manifest, else every *.parquet under it), a single file, or a glob. Returned as openable URLs."""
+    """The Parquet files `path` designates: a dataset root (the shards its manifest and its shard
+    sub-roots' manifests list, when it has any; else every *.parquet under it), a single file, or a
+    glob. Returned as openable URLs."""
     fs, local = url_to_fs(path)
+    fs.invalidate_cache()  # a listing cached in this process may predate another writer's commits
     if _GLOB_CHARS & set(local):
         files = fs.glob(local)
     elif fs.isfile(local):
         files = [local]
     elif fs.isdir(local):
-        if fs.isdir(posixpath.join(local, MANIFEST_DIR)):
+        if any(fs.isdir(posixpath.join(r, MANIFEST_DIR)) for r in _manifest_roots(fs, local)):
             files = [posixpath.join(local, entry["shard"]) for entry in _committed_entries(fs, local)]
         else:
             files = [p for p in fs.find(local) if p.endswith(".parquet")]

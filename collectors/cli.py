@@ -19,11 +19,12 @@ from importlib import metadata
 from collectors.policies import POLICIES, make_policy
 from collectors.policies.base import Policy
 from collectors.runner import FleetConfig, run_fleet
-from collectors.tasks import TaskSpec, embedded_tasks, load_tasks
+from collectors.tasks import Shard, TaskSpec, embedded_tasks, load_tasks
 from sandboxes.base import Sandbox
 from schemas import StorageError, TrajectoryWriter
 from schemas.lock import DatasetLock
 from schemas.records import Action
+from schemas.storage import shard_dir_name
 
 EXIT_USAGE = 2
 
@@ -50,6 +51,11 @@ def add_fleet_arguments(
         "--out", "-o", required=True, metavar="DIR", help="dataset root (local path or fsspec URI)"
     )
     fleet.add_argument("--tasks", metavar="FILE", help="JSONL task file (default: the embedded suite)")
+    fleet.add_argument(
+        "--shard", type=_shard_argument, default=None, metavar="I/N",
+        help="record only shard I of N (from 0) of the episodes, into OUT/shard-I-of-N: N pods with the"
+        " same --out, tasks and --episodes, I = 0..N-1, record each episode once; readers read OUT whole",
+    )  # fmt: skip
     fleet.add_argument(
         "--max-steps", type=int, default=20, metavar="K", help="steps per episode at most (20)"
     )
@@ -79,6 +85,22 @@ def add_fleet_arguments(
     policy.add_argument("--llm-api-key", metavar="KEY", help="API key (default: $OPENAI_API_KEY, else none)")
     policy.add_argument("--llm-temperature", type=float, default=0.7, help="sampling temperature (0.7)")
     policy.add_argument("--llm-max-tokens", type=int, default=256, help="reply length cap per step (256)")
+
+
+def _shard_argument(text: str) -> Shard:
+    try:
+        return Shard.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def apply_shard(args: argparse.Namespace) -> None:
+    """With --shard, the run writes (and locks) its own sub-root OUT/shard-I-of-N, so shards of one
+    dataset never contend for a lock, a manifest or summary.json; `args.dataset_root` keeps OUT,
+    whose union of shards the run's resume consults and readers read."""
+    args.dataset_root = args.out
+    if getattr(args, "shard", None) is not None:
+        args.out = f"{args.out.rstrip('/')}/{shard_dir_name(args.shard.index, args.shard.count)}"
 
 
 def open_output(out: str) -> DatasetLock:
@@ -198,6 +220,8 @@ def run_cli(
         progress=not args.no_progress,
         shard_rows=args.shard_rows,
         flush_interval_s=args.flush_interval,
+        shard=getattr(args, "shard", None),
+        dataset_root=getattr(args, "dataset_root", ""),
     )
     try:
         summary = run_fleet(config, lock)
@@ -226,4 +250,5 @@ def validate_counts(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         parser.error("--episodes must be >= 0")
     if args.max_steps < 1:
         parser.error("--max-steps must be at least 1")
+    apply_shard(args)  # every collector calls this before open_output: the shard's sub-root is locked
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")

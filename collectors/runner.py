@@ -3,6 +3,8 @@
 Episode slots 0..M-1 run task `tasks[slot % len(tasks)]`; each slot's trajectory id is derived
 from (domain, seed, slot, task id), so a rerun with the same arguments skips what an earlier run
 committed and redoes only the rest: after any interruption, each slot is recorded exactly once.
+With a `Shard` (`--shard i/n`) a run takes only the slots `slot % n == i`, so n runs with the same
+arguments split the plan between them without overlap.
 
 One run per dataset root: `run_fleet` holds a `DatasetLock` on `out` for the whole run (or uses the
 caller's), so a second collector on the same root is refused before it touches anything, and the
@@ -38,7 +40,7 @@ from datetime import UTC, datetime
 from collectors.metrics import FleetStats, FleetSummary, write_summary
 from collectors.policies.base import Policy
 from collectors.supervisor import EXIT_CODES, StopRequest, install_signal_handlers, supervise
-from collectors.tasks import TaskSpec
+from collectors.tasks import Shard, TaskSpec
 from sandboxes.base import InvalidActionError, Sandbox, SandboxCrashedError, SandboxError, StepResult
 from schemas import StorageError, TrajectoryWriter, ValidationError, cleanup_temporaries, finished_ids
 from schemas.invalid_actions import INVALID, invalid_action_error, invalid_action_observation
@@ -68,6 +70,10 @@ class FleetConfig:
     abort_grace_s: float = 5.0  # after a signal, how long a step may finish before its sandbox is closed
     handle_signals: bool = True  # only possible from the main thread
     writer_options: dict = field(default_factory=dict)
+    shard: Shard | None = None  # run only this shard's slots (`out` is then the shard's own sub-root)
+    # The whole dataset `out` belongs to (a shard's parent): resume skips what any shard finished,
+    # and attachments go there, where readers of the union resolve them.
+    dataset_root: str = ""
 
 
 def trajectory_id(domain: str, seed: int, slot: int, task_id: str) -> str:
@@ -368,11 +374,15 @@ def _run(config: FleetConfig, lock: DatasetLock, request: StopRequest) -> FleetS
     removed = cleanup_temporaries(lock)
     if removed:
         log.info("removed %d temporary files left by an interrupted run", removed)
-    writer = TrajectoryWriter(config.out, max_rows_per_shard=config.shard_rows, **config.writer_options)
-    finished = finished_ids(config.out)
+    parent = config.dataset_root if config.dataset_root not in ("", config.out) else None
+    writer = TrajectoryWriter(
+        config.out, max_rows_per_shard=config.shard_rows, attachments_root=parent, **config.writer_options
+    )
+    finished = finished_ids(parent or config.out)
+    owned = config.shard.slots(config.episodes) if config.shard else list(range(config.episodes))
     slots = [
         slot
-        for slot in range(config.episodes)
+        for slot in owned
         if trajectory_id(config.domain, config.seed, slot, config.tasks[slot % len(config.tasks)].id)
         not in finished
     ]
@@ -387,7 +397,7 @@ def _run(config: FleetConfig, lock: DatasetLock, request: StopRequest) -> FleetS
             fleet.fatal = fleet.fatal or str(exc)
     summary = fleet.stats.summary(
         config.out,
-        skipped=config.episodes - len(slots),
+        skipped=len(owned) - len(slots),
         pending=fleet.pending,
         wall_s=time.monotonic() - started,
     )

@@ -74,24 +74,45 @@ _TRANSIENT_ERRNOS = frozenset(
         errno.ESTALE,
     }
 )
+# Network failures that object-store clients raise as their own types, not as OSError (s3fs lets
+# botocore's through once its own retries are spent): named, so neither client must be installed.
+_CLIENT_NETWORK_ERRORS = frozenset(
+    {
+        "botocore.exceptions.ConnectionError",  # EndpointConnectionError, ConnectTimeoutError, ...
+        "botocore.exceptions.HTTPClientError",  # ReadTimeoutError, ConnectionClosedError, ...
+        "aiohttp.client_exceptions.ClientConnectionError",
+        "aiohttp.client_exceptions.ServerTimeoutError",
+    }
+)
 T = TypeVar("T")
+
+
+def _is_client_network_error(exc: BaseException) -> bool:
+    return any(f"{c.__module__}.{c.__qualname__}" in _CLIENT_NETWORK_ERRORS for c in type(exc).__mro__)
 
 
 def is_transient(exc: BaseException | None) -> bool:
     """An I/O error that may go away on its own (network, timeouts, a busy or flaky mount)."""
     if isinstance(exc, ConnectionError | TimeoutError | InterruptedError | BlockingIOError):
         return True
+    if exc is not None and _is_client_network_error(exc):
+        return True
     return isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNOS
 
 
 def retry_transient(call: Callable[[], T], what: str) -> T:
     """`call()`, retried after each transient error (also one wrapped in a StorageError) with
-    pauses of RETRY_DELAYS_S; the last error (or any other) propagates."""
+    pauses of RETRY_DELAYS_S; the last error (or any other) propagates, a client library's own
+    network error as a ConnectionError (an OSError) so callers need to catch only OSError."""
     for delay in (*RETRY_DELAYS_S, None):
         try:
             return call()
-        except (OSError, StorageError) as exc:
+        except Exception as exc:
+            if not isinstance(exc, OSError | StorageError) and not _is_client_network_error(exc):
+                raise
             if delay is None or not (is_transient(exc) or is_transient(exc.__cause__)):
+                if _is_client_network_error(exc):
+                    raise ConnectionError(str(exc)) from exc
                 raise
             logger.warning("%s: %s; retrying in %.1f s", what, exc, delay)
             time.sleep(delay)
@@ -348,16 +369,16 @@ def cleanup_temporaries(lock: DatasetLock) -> int:
     lock.check()
     fs, root_path = url_to_fs(lock.root)
     fs.invalidate_cache()
-    if not fs.isdir(root_path):
+    if not _io(lambda: fs.isdir(root_path), f"opening {lock.root}"):
         return 0
     leftovers = [
         path
-        for path in fs.find(root_path)
+        for path in _io(lambda: fs.find(root_path), f"listing {lock.root}")
         if posixpath.basename(path).startswith(TMP_PREFIX)
         and not _SHARD_DIR.fullmatch(posixpath.relpath(path, root_path).split("/")[0])
     ]
     for path in leftovers:
-        fs.rm(path)
+        _io(lambda p=path: fs.rm(p), f"removing {_display(fs, path)}")
     return len(leftovers)
 
 

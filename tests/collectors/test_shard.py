@@ -34,7 +34,14 @@ def test_a_shard_owns_the_same_slots_however_many_episodes_are_planned() -> None
 
 @pytest.mark.parametrize(
     ("text", "reason"),
-    [("3/2", "below N"), ("2/2", "below N"), ("x", "I/N"), ("1/", "I/N"), ("-1/2", "I/N"), ("0/0", "at least 1")],
+    [
+        ("3/2", "below N"),
+        ("2/2", "below N"),
+        ("x", "I/N"),
+        ("1/", "I/N"),
+        ("-1/2", "I/N"),
+        ("0/0", "at least 1"),
+    ],
 )
 def test_bad_shard_values_say_what_is_expected(text: str, reason: str) -> None:
     with pytest.raises(ValueError, match=reason):

@@ -24,7 +24,7 @@ from beam_pipelines.dead_letter import DEAD_LETTER, OK
 from beam_pipelines.memory import few_malloc_arenas
 from beam_pipelines.options import CorpusConfig, parse_args
 from beam_pipelines.stages.common import CORPORA
-from beam_pipelines.stages.dedup import Deduplicate
+from beam_pipelines.stages.dedup import DROPS, Deduplicate
 from beam_pipelines.stages.filter import FilterTrajectories
 from beam_pipelines.stages.normalise import NormaliseTrajectories
 from beam_pipelines.stages.park import ParkTrajectories, remove_parked
@@ -62,13 +62,21 @@ def build(p: beam.Pipeline, config: CorpusConfig, manifest_config: dict) -> None
         SplitTrajectories(config.split_ratios, decontaminate_against=config.decontaminate),
     )
     parked = stage(pairs, "Park", ParkTrajectories(config.output))
-    kept = stage(parked, "Deduplicate", Deduplicate(threshold=config.dedup_threshold))
+    deduplicated = parked | "Deduplicate" >> Deduplicate(config.output, threshold=config.dedup_threshold)
+    dead.append(deduplicated[DEAD_LETTER])
 
     # Format, Tokenise, Pack and Write fused per output shard: see beam_pipelines.stages.shards
     files = stage(
-        kept,
+        deduplicated[OK],
         "BuildShards",
-        BuildShards(config.output, config.emit, config.tokenizer, config.seq_len, config.shards),
+        BuildShards(
+            config.output,
+            config.emit,
+            config.tokenizer,
+            config.seq_len,
+            config.shards,
+            drops=deduplicated[DROPS],
+        ),
     )
     dead_files = (
         dead

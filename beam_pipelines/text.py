@@ -116,8 +116,9 @@ def dedup_key_text(t: Trajectory, cache: dict[str, str] | None = None) -> str:
     return "\n".join(lines)
 
 
-def exact_key(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+def exact_key(text: str) -> bytes:
+    """128 bits of the text's SHA-256: equal keys mean equal texts, short enough to store per sketch."""
+    return hashlib.sha256(text.encode()).digest()[:16]
 
 
 # --- MinHash ------------------------------------------------------------------------------------

@@ -1,24 +1,24 @@
-"""Stage 8: drop exact and near duplicates within each domain, keeping one representative per
+"""Stage 8: find exact and near duplicates within each domain, keeping one representative per
 cluster deterministically (the smallest trajectory_id).
 
-The input is (Parked, Trajectory) from `ParkTrajectories`, in the same fused step: the trajectory is
-sketched here and dropped, and nothing larger than an id, a hash, a MinHash signature or a `Parked`
-reference crosses a shuffle:
+The input is (Parked, Trajectory) from `ParkTrajectories`, in the same fused step. Each trajectory is
+sketched there (its exact-text hash and MinHash signature) and the sketch is written, like the
+trajectory itself, to a file private to the run; the trajectory is dropped. What crosses a shuffle is
+only what LSH needs to find candidates, packed many to a bytes value:
 
-    Sketch -> GroupByKey(domain, sha256 of dedup_key_text)           exact clusters
-           -> GroupByKey(domain, band, bucket group)                  LSH buckets of ids, packed
-           -> CoGroupByKey with the signatures, by candidate, then by representative: similarity
-           -> CombinePerKey(min) of the decisions per id -> CoGroupByKey with the references
+    Sketch -> GroupByKey(domain, band, bucket group) of entries (band hash, where the sketch lies)
+           -> Verify: per bucket, read the members' sketches, compare each with the smallest id
+           -> CombinePerKey(min) of the decisions per dropped id
 
-A bucket holds ids only: each signature is shuffled into `bands` buckets, so carrying it there would
-multiply the largest value of the stage by `bands`; it is joined to the few candidate pairs instead.
-And bucket entries travel packed, many to a bytes value: there are `bands` of them per trajectory,
-and FnApiRunner holds a grouped element as Python objects (a key, a list, a value: a few hundred
-bytes) where a packed entry costs its own bytes, about fifty. Each grouped value is a blob of
-entries (band bytes, id) for one bucket group of one band; the worker that reads a group forms
-its buckets, so a bucket is exactly the trajectories whose band bytes are equal, as before.
+An entry is 30 bytes: an 8-byte hash of the band's values and the sketch's file, offset and length.
+There are `bands` of them per trajectory, so nothing else per trajectory is shuffled: no signature
+join, no id list. FnApiRunner holds everything it groups in memory, and on every runner a shuffle is
+pickled, sent and stored; the sketches are read back only for the members of buckets with more than
+one member, which are few unless the data is mostly duplicates.
 
-The output is the kept trajectories' references; `BuildShards` reads the trajectories back.
+Exact duplicates have equal signatures, so they meet in every bucket; the verifier tells them from
+near duplicates by their exact-text hash. The output is the decisions, one per dropped id, for
+`BuildShards` to skip those trajectories when it reads them back; its references were never held here.
 
 A bucket member whose estimated Jaccard similarity with the bucket's representative reaches
 `threshold` is dropped. As with any LSH dedup, a chain A~B~C can drop C against B even though B
@@ -27,10 +27,13 @@ itself is dropped against A; the result is still deterministic.
 
 from __future__ import annotations
 
+import hashlib
+import posixpath
 import struct
 import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
@@ -38,38 +41,73 @@ from apache_beam.transforms.window import GlobalWindows
 from beam_pipelines.dead_letter import DEAD_LETTER, OK, DeadLetter, count
 from beam_pipelines.memory import release_free_memory
 from beam_pipelines.stages.common import Parked
+from beam_pipelines.stages.park import BundleFile, RangeReader, bundle_file_path, parked_root
 from beam_pipelines.text import MinHasher, bands, dedup_key_text, estimated_jaccard, exact_key, shingle_hashes
 from schemas import Trajectory
 
 STAGE = "dedup"
-_SKETCH = "sketch"
-_DROP = "drop"
-_REFS = "refs"
-_CANDIDATES = "candidates"
-_SIGNATURE = "signature"
-# A sketch is (trajectory_id, signature bytes); a decision is (reason, kept id, similarity).
-Sketch = tuple[str, bytes]
+DROPS = "drops"
+_ENTRIES = "entries"
+# A decision is (reason, kept id, similarity); reasons sort exact before near.
 Decision = tuple[str, str, float]
 # Masked lines remembered per worker: lines repeat across screens and across a task's trajectories.
 _MASK_MEMO_LINES = 20_000
 # Sketch runs fused with Read, Redact and Park: the heap pages they freed are handed back this often.
 _TRIM_EVERY = 256
-BandGroup = tuple[str, int, int]  # domain, band number, bucket group (a hash of the band's bytes)
+BandGroup = tuple[str, int, int]  # domain, band number, bucket group (a hash of the band's values)
 # Bucket groups per band: a group's entries are matched in one worker call, so this bounds that
 # call's memory to 1/(bands * groups) of a domain's entries.
 BAND_GROUPS = 64
 _PACKED_BYTES = 1 << 20  # entries a worker holds before it sends them on
-_ENTRY_HEAD = struct.Struct("<II")  # band length, id length; then the band, then the id (UTF-8)
+# band hash, sketch file name, offset, length
+_ENTRY = struct.Struct("<8s16sIH")
+_EXACT_BYTES = 16
+
+
+class Sketch(NamedTuple):
+    trajectory_id: str
+    exact: bytes
+    signature: bytes
+
+    def to_bytes(self) -> bytes:
+        return self.exact + self.signature + self.trajectory_id.encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, signature_bytes: int) -> Sketch:
+        end = _EXACT_BYTES + signature_bytes
+        return cls(data[end:].decode(), data[:_EXACT_BYTES], data[_EXACT_BYTES:end])
+
+
+def sketch_root(output: str) -> str:
+    return posixpath.join(parked_root(output), "sketches")
 
 
 class _MakeSketch(beam.DoFn):
-    def __init__(self, num_perm: int, seed: int, shingle_words: int) -> None:
-        self._num_perm, self._seed, self._shingle_words = num_perm, seed, shingle_words
+    """(Parked, Trajectory) -> the Parked reference; band entries, packed, as a tagged output."""
+
+    def __init__(
+        self,
+        root: str,
+        num_perm: int,
+        band_count: int,
+        seed: int,
+        shingle_words: int,
+        groups: int = BAND_GROUPS,
+    ) -> None:
+        self._root, self._num_perm, self._band_count = root, num_perm, band_count
+        self._seed, self._shingle_words, self._groups = seed, shingle_words, groups
+        self._file: BundleFile | None = None
 
     def setup(self) -> None:
         self._hasher = MinHasher(self._num_perm, self._seed)
         self._masked: dict[str, str] = {}
         self._sketched = 0
+
+    def start_bundle(self) -> None:
+        self.teardown()  # what a failed bundle left
+        self._file = BundleFile(self._root)
+        self._packed: dict[BandGroup, bytearray] = defaultdict(bytearray)
+        self._size = 0
 
     def process(self, pair: tuple[Parked, Trajectory]) -> Iterator[object]:
         ref, t = pair
@@ -79,50 +117,27 @@ class _MakeSketch(beam.DoFn):
         if self._sketched % _TRIM_EVERY == 0:
             release_free_memory()
         text = dedup_key_text(t, self._masked)
-        exact = exact_key(text)
         signature = self._hasher.signature(shingle_hashes(text, self._shingle_words))
-        yield beam.pvalue.TaggedOutput(_SKETCH, ((t.domain, exact), (t.trajectory_id, signature)))
-        yield t.trajectory_id, ref.packed()
-
-
-def _unique_sorted(members: Iterable[Sketch]) -> list[Sketch]:
-    """Members by id, one per id (a trajectory read twice is not its own duplicate)."""
-    return sorted(dict(members).items())
-
-
-class _PickExact(beam.DoFn):
-    def process(self, cluster: tuple[tuple[str, str], Iterable[Sketch]]) -> Iterator[object]:
-        (domain, _), members = cluster
-        (kept, signature), *dropped = _unique_sorted(members)
-        for trajectory_id, _ in dropped:
-            yield beam.pvalue.TaggedOutput(_DROP, (trajectory_id, ("exact_duplicate", kept, 1.0)))
-        yield domain, (kept, signature)
-
-
-class _PackBandEntries(beam.DoFn):
-    """(domain, (id, signature)) -> ((domain, band, bucket group), packed entries of many trajectories)."""
-
-    def __init__(self, band_count: int, groups: int = BAND_GROUPS) -> None:
-        self._band_count = band_count
-        self._groups = groups
-
-    def start_bundle(self) -> None:
-        self._packed: dict[BandGroup, bytearray] = defaultdict(bytearray)
-        self._size = 0
-
-    def process(self, unique: tuple[str, Sketch]) -> Iterator[tuple[BandGroup, bytes]]:
-        domain, (trajectory_id, signature) = unique
-        name = trajectory_id.encode()
+        record = Sketch(t.trajectory_id, exact_key(text), signature).to_bytes()
+        _, offset = self._file.append(record)
         for i, band in enumerate(bands(signature, self._band_count)):
-            entry = _ENTRY_HEAD.pack(len(band), len(name)) + band + name
-            self._packed[(domain, i, zlib.crc32(band) % self._groups)] += entry
+            band_hash = hashlib.blake2b(band, digest_size=8).digest()
+            entry = _ENTRY.pack(band_hash, self._file.name, offset, len(record))
+            self._packed[(t.domain, i, zlib.crc32(band) % self._groups)] += entry
             self._size += len(entry)
         if self._size >= _PACKED_BYTES:
-            yield from self._flush()
+            for element in self._flush():
+                yield beam.pvalue.TaggedOutput(_ENTRIES, element)
+        yield ref
 
     def finish_bundle(self) -> Iterator[object]:
+        self._file.commit()  # before the entries that point into it leave the bundle
         for element in self._flush():
-            yield GlobalWindows.windowed_value(element)
+            yield beam.pvalue.TaggedOutput(_ENTRIES, GlobalWindows.windowed_value(element))
+
+    def teardown(self) -> None:
+        if self._file is not None:
+            self._file.abandon()
 
     def _flush(self) -> Iterator[tuple[BandGroup, bytes]]:
         packed, self._packed, self._size = self._packed, defaultdict(bytearray), 0
@@ -130,88 +145,69 @@ class _PackBandEntries(beam.DoFn):
             yield group, bytes(packed[group])
 
 
-def _unpack(packed: bytes) -> Iterator[tuple[bytes, str]]:
-    at = 0
-    while at < len(packed):
-        band_length, name_length = _ENTRY_HEAD.unpack_from(packed, at)
-        at += _ENTRY_HEAD.size
-        band, at = packed[at : at + band_length], at + band_length
-        yield band, packed[at : at + name_length].decode()
-        at += name_length
+class _Verify(beam.DoFn):
+    """A bucket group's packed entries -> (dropped id, Decision) for every bucket member that is an
+    exact or near duplicate of the bucket's smallest id."""
+
+    def __init__(self, root: str, threshold: float, num_perm: int) -> None:
+        self._root = root
+        self._threshold, self._signature_bytes = threshold, num_perm * 4
+
+    def process(self, group: tuple[BandGroup, Iterable[bytes]]) -> Iterator[tuple[str, Decision]]:
+        _, packs = group
+        buckets: dict[bytes, set[tuple[bytes, int, int]]] = defaultdict(set)
+        for packed in packs:
+            for band_hash, *where in _ENTRY.iter_unpack(packed):
+                buckets[band_hash].add(tuple(where))
+        reader, sketches = RangeReader(), {}
+        try:
+            for members in buckets.values():
+                if len(members) > 1:
+                    for where in members - sketches.keys():
+                        name, offset, length = where
+                        data = reader.read(bundle_file_path(self._root, name), offset, length)
+                        sketches[where] = Sketch.from_bytes(data, self._signature_bytes)
+                    yield from self._decide([sketches[where] for where in members])
+        finally:
+            reader.close()
+
+    def _decide(self, members: list[Sketch]) -> Iterator[tuple[str, Decision]]:
+        # One sketch per id, the same whichever copy came first (a trajectory read twice is not its
+        # own duplicate; `BuildShards` keeps one of its records).
+        by_id: dict[str, Sketch] = {}
+        for sketch in sorted(members, key=Sketch.to_bytes):
+            by_id.setdefault(sketch.trajectory_id, sketch)
+        kept, *others = (by_id[i] for i in sorted(by_id))
+        for other in others:
+            if other.exact == kept.exact:
+                yield other.trajectory_id, ("exact_duplicate", kept.trajectory_id, 1.0)
+                continue
+            similarity = estimated_jaccard(kept.signature, other.signature)
+            if similarity >= self._threshold:
+                yield other.trajectory_id, ("near_duplicate", kept.trajectory_id, similarity)
 
 
-def _candidates(group: tuple[BandGroup, Iterable[bytes]]) -> Iterator[tuple[str, str]]:
-    """(candidate, representative): in every bucket of the group (the ids with equal band bytes), each
-    member against the bucket's smallest id."""
-    _, packs = group
-    buckets: dict[bytes, set[str]] = defaultdict(set)
-    for packed in packs:
-        for band, trajectory_id in _unpack(packed):
-            buckets[band].add(trajectory_id)
-    for members in buckets.values():
-        if len(members) > 1:
-            kept, *others = sorted(members)
-            for other in others:
-                yield other, kept
-
-
-def _to_representative(joined: tuple[str, dict[str, list]]) -> Iterator[tuple[str, Sketch]]:
-    candidate, groups = joined
-    if groups[_CANDIDATES]:
-        signature = groups[_SIGNATURE][0]
-        for kept in sorted(set(groups[_CANDIDATES])):
-            yield kept, (candidate, signature)
-
-
-def _pick_near(joined: tuple[str, dict[str, list]], threshold: float) -> Iterator[tuple[str, Decision]]:
-    kept, groups = joined
-    if not groups[_CANDIDATES]:
-        return
-    kept_signature = groups[_SIGNATURE][0]
-    for trajectory_id, signature in _unique_sorted(groups[_CANDIDATES]):
-        similarity = estimated_jaccard(kept_signature, signature)
-        if similarity >= threshold:
-            yield trajectory_id, ("near_duplicate", kept, similarity)
-
-
-class _Route(beam.DoFn):
-    def process(self, joined: tuple[str, dict[str, list]]) -> Iterator[object]:
-        trajectory_id, groups = joined
-        # Several records under one id are one record read twice, or a corrupt dataset: keep one,
-        # chosen by content hash so the choice does not depend on arrival order.
-        copies = sorted(map(Parked.unpacked, groups[_REFS]), key=lambda ref: ref.digest)
-        for _ in copies[1:]:
-            count(STAGE, "duplicate_id")
-            detail = "another record with the same trajectory_id was kept"
-            yield beam.pvalue.TaggedOutput(
-                DEAD_LETTER, DeadLetter(STAGE, "duplicate_id", detail, trajectory_id=trajectory_id)
-            )
-        if not copies:
-            return
-        if groups[_DROP]:
-            reason, kept, similarity = groups[_DROP][0]
-            count(STAGE, reason)
-            detail = f"duplicate of {kept} (estimated Jaccard {similarity:.3f})"
-            yield beam.pvalue.TaggedOutput(
-                DEAD_LETTER, DeadLetter(STAGE, reason, detail, trajectory_id=trajectory_id)
-            )
-            return
-        count(STAGE, "kept")
-        yield copies[0]
+def _dead_letter(drop: tuple[str, Decision]) -> DeadLetter:
+    trajectory_id, (reason, kept, similarity) = drop
+    count(STAGE, reason)
+    detail = f"duplicate of {kept} (estimated Jaccard {similarity:.3f})"
+    return DeadLetter(STAGE, reason, detail, trajectory_id=trajectory_id)
 
 
 class Deduplicate(beam.PTransform):
-    """(Parked, Trajectory) -> {"ok": the `Parked` reference of one trajectory per duplicate cluster,
-    "dead_letter": DeadLetter with reason "exact_duplicate" / "near_duplicate" (detail names the kept
-    id) or "duplicate_id"}.
+    """(Parked, Trajectory) -> {"ok": every `Parked` reference, "drops": (trajectory_id, Decision) per
+    dropped id, "dead_letter": DeadLetter with reason "exact_duplicate" / "near_duplicate" (the
+    detail names the kept id)}. `BuildShards` takes "drops" and skips those trajectories.
 
-    threshold: estimated Jaccard similarity of shingle sets at or above which two trajectories are
-    near duplicates. num_perm: MinHash permutations; bands: LSH bands (num_perm must divide into
-    them; more bands find more candidate pairs below the threshold, at more shuffle volume).
+    output: the pipeline's output root (sketches are parked under it). threshold: estimated Jaccard
+    similarity of shingle sets at or above which two trajectories are near duplicates. num_perm:
+    MinHash permutations; bands: LSH bands (num_perm must divide into them; more bands find more
+    candidate pairs below the threshold, at more shuffle volume).
     """
 
     def __init__(
         self,
+        output: str,
         threshold: float = 0.8,
         num_perm: int = 64,
         bands: int = 16,
@@ -223,44 +219,20 @@ class Deduplicate(beam.PTransform):
             raise ValueError(f"threshold must be in (0, 1], got {threshold}")
         if bands < 1 or num_perm % bands:
             raise ValueError(f"num_perm ({num_perm}) must be a positive multiple of bands ({bands})")
+        self._root = sketch_root(output)
         self._threshold, self._num_perm, self._bands = threshold, num_perm, bands
         self._shingle_words, self._seed = shingle_words, seed
 
     def expand(self, parked: beam.PCollection) -> dict[str, beam.PCollection]:
         sketched = parked | "Sketch" >> beam.ParDo(
-            _MakeSketch(self._num_perm, self._seed, self._shingle_words)
-        ).with_outputs(_SKETCH, main=_REFS)
-        exact = (
-            sketched[_SKETCH]
-            | "GroupExact" >> beam.GroupByKey()
-            | "PickExact" >> beam.ParDo(_PickExact()).with_outputs(_DROP, main=OK)
-        )
-        signatures = exact[OK] | "Signatures" >> beam.MapTuple(lambda _, sketch: sketch)
-        candidates = (
-            exact[OK]
-            | "PackBandEntries" >> beam.ParDo(_PackBandEntries(self._bands))
+            _MakeSketch(self._root, self._num_perm, self._bands, self._seed, self._shingle_words)
+        ).with_outputs(_ENTRIES, main=OK)
+        drops = (
+            sketched[_ENTRIES]
             | "GroupBands" >> beam.GroupByKey()
-            | "Candidates" >> beam.FlatMap(_candidates)
-        )
-        by_representative = (
-            {_SIGNATURE: signatures, _CANDIDATES: candidates}
-            | "JoinCandidates" >> beam.CoGroupByKey()
-            | "ToRepresentative" >> beam.FlatMap(_to_representative)
-        )
-        near_drops = (
-            {_SIGNATURE: signatures, _CANDIDATES: by_representative}
-            | "JoinRepresentatives" >> beam.CoGroupByKey()
-            | "PickNear" >> beam.FlatMap(_pick_near, self._threshold)
-        )
-        decisions = (
-            (exact[_DROP], near_drops)
-            | "AllDrops" >> beam.Flatten()
+            | "Verify" >> beam.ParDo(_Verify(self._root, self._threshold, self._num_perm))
             # Exact sorts before near, then the smallest kept id: one deterministic decision per id.
             | "OneDecisionPerId" >> beam.CombinePerKey(min)
         )
-        routed = (
-            {_REFS: sketched[_REFS], _DROP: decisions}
-            | "JoinDecisions" >> beam.CoGroupByKey()
-            | "Route" >> beam.ParDo(_Route()).with_outputs(DEAD_LETTER, main=OK)
-        )
-        return {OK: routed[OK], DEAD_LETTER: routed[DEAD_LETTER]}
+        dead = drops | "DropsToDeadLetters" >> beam.Map(_dead_letter)
+        return {OK: sketched[OK], DROPS: drops, DEAD_LETTER: dead}

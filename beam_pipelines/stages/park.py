@@ -8,9 +8,9 @@ window at a time, so memory is bounded by the window and not by the corpus.
 
 Each bundle appends to one file, OUT/.parked/<uuid>.bin (zlib-compressed pickles written one after
 another), renamed into place when the bundle finishes; a failed bundle's file is removed and its
-references are discarded with it by the runner. The files are written and read by the same job,
-like Beam's own pickled shuffle, and `remove_parked` deletes them when the job ends.
-"""
+references are discarded with it by the runner (`BundleFile`, which dedup's sketches use too). The files
+are written and read by the same job, like Beam's own pickled shuffle, and `remove_parked` deletes them
+when the job ends. """
 
 from __future__ import annotations
 
@@ -44,38 +44,63 @@ def remove_parked(output: str) -> None:
         fs.rm(root, recursive=True)
 
 
-class _Park(beam.DoFn):
+def bundle_file_path(root: str, name: bytes) -> str:
+    return posixpath.join(root, f"{name.hex()}.bin")
+
+
+class BundleFile:
+    """Records appended to one file per bundle under `root`, renamed into place when the bundle
+    finishes (`commit`); a failed bundle's file is removed (`abandon`) with the outputs the runner
+    discards. Parked trajectories and dedup's sketches are both written this way."""
+
     def __init__(self, root: str) -> None:
         self._root = root
         self._held: HeldFile | None = None
-
-    def start_bundle(self) -> None:
-        self._abandon()
         self._offset = 0
+        self.name = b""  # the current file's name, as `bundle_file_path` takes it
 
-    def process(self, pair: tuple[str, Trajectory]) -> Iterator[tuple[Parked, Trajectory]]:
-        split, t = pair
+    def append(self, data: bytes) -> tuple[str, int]:
+        """Write `data`; returns the file's path and where `data` starts in it."""
         if self._held is None:
-            self._held = HeldFile(posixpath.join(self._root, f"{uuid.uuid4().hex}.bin"))
-        data = zlib.compress(pickle.dumps(t, protocol=pickle.HIGHEST_PROTOCOL), 1)
+            self.name = uuid.uuid4().bytes
+            self._held, self._offset = HeldFile(bundle_file_path(self._root, self.name)), 0
         self._held.file.write(data)
-        digest = hashlib.blake2b(data, digest_size=16).digest()
-        ref = Parked(t.trajectory_id, t.domain, split, self._held.target, self._offset, len(data), digest)
-        self._offset += len(data)
-        yield ref, t
+        start, self._offset = self._offset, self._offset + len(data)
+        return self._held.target, start
 
-    def finish_bundle(self) -> None:
+    def commit(self) -> None:
         if self._held is not None:
             self._held.commit()
             self._held = None
 
-    def teardown(self) -> None:
-        self._abandon()
-
-    def _abandon(self) -> None:
-        if self._held is not None:  # a bundle failed: its references are gone, so goes its file
+    def abandon(self) -> None:
+        if self._held is not None:
             self._held.abort(RuntimeError("bundle failed"))
             self._held = None
+
+
+class _Park(beam.DoFn):
+    def __init__(self, root: str) -> None:
+        self._root = root
+        self._file: BundleFile | None = None
+
+    def start_bundle(self) -> None:
+        self.teardown()  # what a failed bundle left
+        self._file = BundleFile(self._root)
+
+    def process(self, pair: tuple[str, Trajectory]) -> Iterator[tuple[Parked, Trajectory]]:
+        split, t = pair
+        data = zlib.compress(pickle.dumps(t, protocol=pickle.HIGHEST_PROTOCOL), 1)
+        path, offset = self._file.append(data)
+        digest = hashlib.blake2b(data, digest_size=16).digest()
+        yield Parked(t.trajectory_id, t.domain, split, path, offset, len(data), digest), t
+
+    def finish_bundle(self) -> None:
+        self._file.commit()
+
+    def teardown(self) -> None:
+        if self._file is not None:
+            self._file.abandon()
 
 
 class ParkTrajectories(beam.PTransform):
@@ -90,23 +115,26 @@ class ParkTrajectories(beam.PTransform):
         return pairs | "Park" >> beam.ParDo(_Park(self._root))
 
 
-class ParkedReader:
-    """Reads parked trajectories back, keeping the files it opened open until `close`."""
+class RangeReader:
+    """Reads byte ranges of the run's files, keeping the files it opened open until `close`."""
 
     def __init__(self) -> None:
         self._files: dict[str, IO[Any]] = {}
 
-    def read(self, refs: Sequence[Parked]) -> list[Trajectory]:
-        """The trajectories of `refs`, in the order of `refs` (read in file order)."""
+    def read(self, path: str, offset: int, length: int) -> bytes:
+        source = self._open(path)
+        source.seek(offset)
+        data = source.read(length)
+        if len(data) != length:
+            raise OSError(f"{path} is shorter than the pipeline wrote it; rerun the pipeline")
+        return data
+
+    def trajectories(self, refs: Sequence[Parked]) -> list[Trajectory]:
+        """The parked trajectories of `refs`, in the order of `refs` (read in file order)."""
         found: dict[int, Trajectory] = {}
         for i in sorted(range(len(refs)), key=lambda i: (refs[i].path, refs[i].offset)):
             ref = refs[i]
-            source = self._open(ref.path)
-            source.seek(ref.offset)
-            data = source.read(ref.length)
-            if len(data) != ref.length:
-                raise OSError(f"parked file {ref.path} is shorter than expected; rerun the pipeline")
-            found[i] = pickle.loads(zlib.decompress(data))
+            found[i] = pickle.loads(zlib.decompress(self.read(ref.path, ref.offset, ref.length)))
         return [found[i] for i in range(len(refs))]
 
     def _open(self, path: str) -> IO[Any]:

@@ -3,22 +3,25 @@
 What a corpus stage produces grows with the square of a trajectory's length (every SFT sample and RL
 prompt repeats the history before it), and trajectories themselves are large, so neither crosses a
 shuffle. Only `Parked` references are grouped, by output shard (split, domain, hash of the trajectory
-id). One worker call then reads its shard's trajectories back in id order, `chunk` at a time, and
-turns them into the shard's files with the formatter, tokeniser and packer, streaming rows and lines
-into files as it goes. Memory per worker is bounded by the chunk and the pack window, not by the
-shard or the corpus, and the output is a pure function of the shard's trajectories, so any worker
-count or bundling writes the same bytes.
+id). One worker call then reads its shard's trajectories back in id order, `chunk` at a time, and turns
+them into the shard's files with the formatter, tokeniser and packer, streaming rows and lines into
+files as it goes, skipping the trajectories deduplication dropped (a side input of the dropped ids only,
+so it grows with the duplicates, not with the corpus). Memory per worker is bounded by the chunk and the
+pack window, not by the shard or the corpus, and the output is a pure function of the shard's
+trajectories, so any worker count or bundling writes the same bytes.
 
 All of a trajectory's samples land in one shard.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
 
 import apache_beam as beam
 
 from beam_pipelines import dead_letter
+from beam_pipelines.dead_letter import DeadLetter, count
 from beam_pipelines.memory import release_free_memory
 from beam_pipelines.stages.common import (
     AGENTWORLDBENCH,
@@ -34,10 +37,12 @@ from beam_pipelines.stages.common import (
 )
 from beam_pipelines.stages.format import Formatter
 from beam_pipelines.stages.pack import WINDOW, Packer
-from beam_pipelines.stages.park import ParkedReader
+from beam_pipelines.stages.park import RangeReader
 from beam_pipelines.stages.tokenise import tokenise_samples
 from beam_pipelines.stages.write import LinesFile, TokenFile
 from schemas.chat_tokens import shared_tokenizer
+
+DEDUP = "dedup"  # the stage whose decisions are applied here
 
 
 class _Shard:
@@ -87,17 +92,30 @@ class _BuildShard(beam.DoFn):
         self._formatter = Formatter(self._emit, self._tokenizer, self._seq_len, self._shards)
         self._tok = shared_tokenizer(self._tokenizer) if {SFT, CPT} & set(self._emit) else None
 
-    def process(self, element: tuple[ShardGroup, Iterable[bytes]]) -> Iterator[object]:
+    def process(self, element: tuple[ShardGroup, Iterable[bytes]], dropped: dict) -> Iterator[object]:
         group, packed = element
         split = group[0]
-        # one record per id (dedup guarantees it; a direct caller may not), in id order
-        ordered = sorted({r.trajectory_id: r for r in map(Parked.unpacked, packed)}.values())
+        ordered: list[Parked] = []
+        for refs in _by_id(map(Parked.unpacked, packed)):
+            # Several records under one id are one record read twice, or a corrupt dataset: keep one,
+            # chosen by content hash so the choice does not depend on arrival order.
+            kept, *others = sorted(refs, key=lambda ref: ref.digest)
+            for ref in others:
+                count(DEDUP, "duplicate_id")
+                detail = "another record with the same trajectory_id was kept"
+                yield beam.pvalue.TaggedOutput(
+                    dead_letter.DEAD_LETTER,
+                    DeadLetter(DEDUP, "duplicate_id", detail, trajectory_id=ref.trajectory_id),
+                )
+            if kept.trajectory_id not in dropped:
+                count(DEDUP, "kept")
+                ordered.append(kept)
         shard = _Shard(self._root, group, self._seq_len)
-        reader = ParkedReader()
+        reader = RangeReader()
         try:
             for begin in range(0, len(ordered), self._chunk):
                 samples: dict[str, list[Sample]] = {SFT: [], CPT: []}
-                for t in reader.read(ordered[begin : begin + self._chunk]):
+                for t in reader.trajectories(ordered[begin : begin + self._chunk]):
                     for out in self._formatter.format(split, t):
                         if out.tag in samples:
                             samples[out.tag].append(out.value)
@@ -121,9 +139,21 @@ class _BuildShard(beam.DoFn):
             reader.close()
 
 
+def _by_id(refs: Iterable[Parked]) -> list[list[Parked]]:
+    """The references grouped by trajectory id, in id order."""
+    groups: dict[str, list[Parked]] = defaultdict(list)
+    for ref in refs:
+        groups[ref.trajectory_id].append(ref)
+    return [groups[i] for i in sorted(groups)]
+
+
 class BuildShards(beam.PTransform):
     """`Parked` references -> {"ok": file stats (as the manifest lists them), "dead_letter": ...}:
-    SFT/CPT token shards, RL and AgentWorldBench JSON lines under `root`."""
+    SFT/CPT token shards, RL and AgentWorldBench JSON lines under `root`.
+
+    drops: (trajectory_id, decision) pairs from `Deduplicate`; those trajectories are skipped. Records
+    sharing an id within an output shard are kept once (dead letter "duplicate_id", stage dedup).
+    """
 
     def __init__(
         self,
@@ -133,17 +163,22 @@ class BuildShards(beam.PTransform):
         seq_len: int = 4096,
         shards: int = 4,
         chunk: int = 64,
+        drops: beam.PCollection | None = None,
     ) -> None:
         super().__init__()
         self._args = (root, emit, tokenizer, seq_len, shards, chunk)
+        self._drops = drops
 
     def expand(self, refs):
+        drops = self._drops if self._drops is not None else refs.pipeline | "NoDrops" >> beam.Create([])
         results = (
             refs
             | "KeyByShard" >> beam.Map(lambda r, n: (shard_group(r, n), r.packed()), self._args[4])
             | "GroupShards" >> beam.GroupByKey()
             | "FormatTokenisePackWrite"
-            >> beam.ParDo(_BuildShard(*self._args)).with_outputs(dead_letter.DEAD_LETTER, main=dead_letter.OK)
+            >> beam.ParDo(_BuildShard(*self._args), beam.pvalue.AsDict(drops)).with_outputs(
+                dead_letter.DEAD_LETTER, main=dead_letter.OK
+            )
         )
         return {
             dead_letter.OK: results[dead_letter.OK],

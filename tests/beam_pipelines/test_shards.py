@@ -82,3 +82,19 @@ def test_shard_files_do_not_depend_on_input_order(recorded, tmp_path):
             for ids in pq.read_table(f).column("input_ids").to_pylist()
         ]
     )
+
+
+def test_dropped_trajectories_and_second_records_of_an_id_are_skipped(recorded, tmp_path):
+    kept, dropped, twice = recorded[:3]
+    pairs = [("train", t) for t in (kept, dropped, twice, twice)]
+    with pipeline() as p:
+        drops = p | "Drops" >> beam.Create(
+            [(dropped.trajectory_id, ("near_duplicate", kept.trajectory_id, 0.9))]
+        )
+        out = parked(p, pairs, tmp_path) | BuildShards(str(tmp_path), (CPT,), seq_len=32768, drops=drops)
+        assert_that(
+            out[DEAD_LETTER] | beam.Map(lambda d: (d.stage, d.reason, d.trajectory_id)),
+            equal_to([("dedup", "duplicate_id", twice.trajectory_id)]),
+        )
+    doc_ids = documents(tmp_path, CPT)
+    assert {d.split("#")[0] for d in doc_ids} == {kept.trajectory_id, twice.trajectory_id}, sorted(doc_ids)

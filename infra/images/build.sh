@@ -34,7 +34,7 @@ BASE_SUITE=bookworm
 BASE_PACKAGES=python3,python3-venv,ca-certificates
 # Appium 3 needs Node 20.19+; bookworm has 18, trixie 20.19.
 NODE_SUITE=trixie
-NODE_PACKAGES=python3,nodejs,npm,ca-certificates
+NODE_PACKAGES=nodejs,ca-certificates
 DESKTOP_PACKAGES="openssh-server dbus dbus-x11 at-spi2-core python3-pyatspi python3-xlib python3-pil xvfb \
 openbox xauth xterm xdotool scrot gnome-calculator mousepad procps fonts-dejavu-core xkb-data"
 COLLECTOR_EXTRAS=llm,mcp,desktop,android,search

@@ -157,6 +157,9 @@ RENDERERS = {
     "desktop_vm": lambda r: __import__("benchmarks.desktop_vm").desktop_vm.markdown_lines(r),
     "android_appium": lambda r: __import__("benchmarks.android_appium").android_appium.markdown_lines(r),
     "android_fleet": lambda r: __import__("benchmarks.android_fleet").android_fleet.markdown_lines(r),
+    "collector_storage": lambda r: __import__("benchmarks.collector_storage", fromlist=["_"]).markdown_lines(
+        r
+    ),
 }
 
 

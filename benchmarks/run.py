@@ -133,6 +133,9 @@ BENCHES: dict[str, Callable[[], dict]] = {
     "desktop_vm": lambda: __import__("benchmarks.desktop_vm").desktop_vm.desktop_vm(),
     "android_appium": lambda: __import__("benchmarks.android_appium").android_appium.android_appium(),
     "android_fleet": lambda: __import__("benchmarks.android_fleet").android_fleet.android_fleet(),
+    "collector_storage": lambda: __import__(
+        "benchmarks.collector_storage", fromlist=["_"]
+    ).collector_storage(),
 }
 
 

@@ -25,6 +25,7 @@ from sandboxes.terminal import TerminalConfig, TerminalSandbox, command_action, 
 from schemas.records import Action, Task
 from schemas.storage import read_trajectories
 from tests.sandboxes.android.fake_apps import NOTES_APP, write_app
+from tests.sandboxes.desktop.desktop_helpers import find_node
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = "1"  # infra/images/build.sh's VERSION
@@ -170,10 +171,12 @@ def test_desktop_image_over_ssh_with_the_exported_host_key(desktop: tuple[str, P
         DesktopConfig(screenshot=False, start_timeout=120, app_timeout=120), transport=transport
     )
     try:
-        obs = sandbox.reset(Task(id="terminal", metadata={"apps": ["terminal"]}))
-        assert obs.text.startswith("Focused:"), obs.text[:500]
-        typed = sandbox.step(Action(kind="computer", arguments={"action": "type", "text": "echo hi"}))
-        assert typed.observation.data.get("error", "") in ("", None), typed.observation.data
+        obs = sandbox.reset(Task(id="editor", metadata={"apps": ["editor"]}))
+        assert obs.data["backend"] == "ssh"
+        assert obs.text.splitlines()[0] == "Focused: mousepad — Untitled 1 - Mousepad", obs.text[:500]
+        typed = sandbox.step(Action(kind="computer", arguments={"action": "type", "text": "hello image"}))
+        assert typed.observation.data["error"] == ""
+        assert find_node(typed.observation.text, "text", "").value == "hello image"
     finally:
         sandbox.close()
 
@@ -241,10 +244,14 @@ def test_android_host_image_serves_a_fake_device_step(
 BEAM_SMOKE = """
 import os, sys
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions, PortableOptions
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.transforms.environments import Environment
 
 options = PipelineOptions(["--environment_type=EXTERNAL", "--environment_config=localhost:50000"])
-with beam.Pipeline(runner="FnApiRunner", options=options) as p:
+# FnApiRunner takes its environment as an argument, not from the options: the same flags, resolved.
+runner = FnApiRunner(default_environment=Environment.from_options(options.view_as(PortableOptions)))
+with beam.Pipeline(runner=runner, options=options) as p:
     (p | beam.Create(["a", "b", "c"])
        | beam.Map(lambda x: f"{x}:{os.path.exists('/opt/apache/beam/boot')}")
        | beam.io.WriteToText(sys.argv[1], shard_name_template=""))

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
@@ -42,7 +43,8 @@ HERE = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("AGENTWORLD_K8S_CACHE", Path.home() / ".cache" / "agentworld" / "k8s"))
 SCHEMA_ROOT = CACHE / "schemas"
 KUBECONFORM = CACHE / "bin" / "kubeconform"
-READY_MARK = SCHEMA_ROOT / f"ready-{KUBERNETES_VALIDATE_VERSION}-{KUBERNETES_VERSION}-{FLINK_OPERATOR_VERSION}"
+PINS = f"{KUBECONFORM_VERSION}-{KUBERNETES_VALIDATE_VERSION}-{KUBERNETES_VERSION}-{FLINK_OPERATOR_VERSION}"
+READY_MARK = SCHEMA_ROOT / f"ready-{PINS}"  # schemas built from exactly these pins
 TIMEOUT_S = 900  # every download or build below is bounded
 
 
@@ -52,7 +54,8 @@ class SetupError(Exception):
 
 def schema_locations() -> list[str]:
     """kubeconform -schema-location templates: the Kubernetes schemas, then the CRD schemas."""
-    kinds = "{{ .NormalizedKubernetesVersion }}-standalone{{ .StrictSuffix }}/{{ .ResourceKind }}{{ .KindSuffix }}"
+    version = "{{ .NormalizedKubernetesVersion }}-standalone{{ .StrictSuffix }}"
+    kinds = f"{version}/{{{{ .ResourceKind }}}}{{{{ .KindSuffix }}}}"
     return [
         f"{SCHEMA_ROOT}/kubernetes/{kinds}.json",
         f"{SCHEMA_ROOT}/crds/{{{{ .Group }}}}/{{{{ .ResourceKind }}}}_{{{{ .ResourceAPIVersion }}}}.json",
@@ -107,7 +110,8 @@ def build_kubernetes_schemas(work: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         names = [n for n in archive.namelist() if n.startswith(prefix) and n.endswith(".json")]
         if not names:
-            raise SetupError(f"kubernetes-validate {KUBERNETES_VALIDATE_VERSION} has no v{KUBERNETES_VERSION}")
+            missing = f"v{KUBERNETES_VERSION} schemas"
+            raise SetupError(f"kubernetes-validate {KUBERNETES_VALIDATE_VERSION} has no {missing}")
         for name in names:
             schema = _relative_refs(json.loads(archive.read(name)))
             (out / name.removeprefix(prefix)).write_text(json.dumps(schema))
@@ -133,7 +137,8 @@ def strict_openapi(node: object) -> object:
 
 def build_operator_schemas() -> None:
     artifact = f"org.apache.flink:flink-kubernetes-operator-api:{FLINK_OPERATOR_VERSION}"
-    _run(["mvn", "-q", "dependency:get", f"-Dartifact={artifact}", "-Dtransitive=false"], "mvn dependency:get")
+    fetch = ["mvn", "-q", "dependency:get", f"-Dartifact={artifact}", "-Dtransitive=false"]
+    _run(fetch, "mvn dependency:get (needs Maven and Maven Central)")
     m2 = Path(os.environ.get("MAVEN_REPOSITORY", Path.home() / ".m2" / "repository"))
     jar = m2 / "org/apache/flink/flink-kubernetes-operator-api" / FLINK_OPERATOR_VERSION
     jar = jar / f"flink-kubernetes-operator-api-{FLINK_OPERATOR_VERSION}.jar"
@@ -170,15 +175,16 @@ def setup() -> None:
 
 def require_setup() -> None:
     if not KUBECONFORM.exists() or not READY_MARK.exists():
-        raise SetupError(f"kubeconform or its schemas are missing under {CACHE}: run python3 {__file__} --setup")
+        hint = f"run .venv/bin/python {Path(__file__).relative_to(HERE.parents[1])} --setup"
+        raise SetupError(f"kubeconform or its schemas are missing under {CACHE}: {hint}")
 
 
-def kubeconform(paths: list[str], stdin: str | None = None) -> subprocess.CompletedProcess:
-    """Run kubeconform -strict on files (or '-' with stdin) against the offline schemas."""
-    argv = [str(KUBECONFORM), "-strict", "-summary", "-kubernetes-version", KUBERNETES_VERSION]
+def kubeconform(paths: list[str], *flags: str) -> subprocess.CompletedProcess:
+    """Run kubeconform -strict on manifest files against the offline schemas."""
+    argv = [str(KUBECONFORM), "-strict", "-summary", "-kubernetes-version", KUBERNETES_VERSION, *flags]
     for location in schema_locations():
         argv += ["-schema-location", location]
-    return subprocess.run([*argv, *paths], input=stdin, capture_output=True, text=True, timeout=120)
+    return subprocess.run([*argv, *paths], capture_output=True, text=True, timeout=300)
 
 
 def render(directory: Path) -> str:
@@ -186,16 +192,32 @@ def render(directory: Path) -> str:
 
 
 def validate_all(files: list[str]) -> int:
-    """Validate `files`, or every rendered kustomization; prints one line per target."""
+    """Validate `files`, or every rendered kustomization, in one kubeconform run (one schema load);
+    prints one line per target and every problem found."""
+    with tempfile.TemporaryDirectory() as work:
+        targets = {str(Path(f).resolve()): f for f in files}
+        if not files:
+            directories = kustomizations()
+            with ThreadPoolExecutor(max_workers=4) as pool:
+                rendered = list(pool.map(render, directories))
+            for directory, text in zip(directories, rendered, strict=True):
+                name = str(directory.relative_to(HERE))
+                path = Path(work) / f"{name.replace('/', '_')}.yaml"
+                path.write_text(text)
+                targets[str(path)] = name
+        result = kubeconform(list(targets), "-output", "json", "-verbose")
+    try:
+        resources = json.loads(result.stdout)["resources"]
+    except (json.JSONDecodeError, KeyError) as exc:
+        raise SetupError(f"kubeconform failed: {result.stderr.strip() or result.stdout.strip()}") from exc
     failures = 0
-    targets = [(f, None) for f in files] or [(str(d.relative_to(HERE)), d) for d in kustomizations()]
-    for name, directory in targets:
-        result = kubeconform(["-"], render(directory)) if directory else kubeconform([name])
-        ok = result.returncode == 0
-        failures += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} {name}: {result.stdout.strip().splitlines()[-1:]}")
-        if not ok:
-            print(result.stdout + result.stderr, file=sys.stderr)
+    for path, name in targets.items():
+        mine = [r for r in resources if r["filename"] == path]
+        bad = [r for r in mine if r["status"] != "statusValid"]
+        failures += bool(bad) or not mine
+        print(f"{'FAIL' if bad or not mine else 'ok  '} {name}: {len(mine)} resources, {len(bad)} invalid")
+        for r in bad:
+            print(f"     {r['kind']} {r['name']}: {r['msg']}")
     print(f"{len(targets) - failures} valid, {failures} invalid")
     return 1 if failures else 0
 

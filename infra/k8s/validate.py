@@ -63,9 +63,9 @@ def schema_locations() -> list[str]:
 
 
 def kustomizations() -> list[Path]:
-    """Every directory under infra/k8s that kubectl can render: overlays and the Flink stack."""
+    """What a user applies: the overlays (fleets with the registry) and the Flink stack."""
     found = [p.parent for p in HERE.rglob("kustomization.yaml")]
-    return sorted(d for d in found if "components" not in d.parts and "base" not in d.parts)
+    return sorted(d for d in found if not {"components", "base", "fleets"} & set(d.relative_to(HERE).parts))
 
 
 def _run(argv: list[str], what: str, **kwargs) -> subprocess.CompletedProcess:

@@ -86,6 +86,14 @@ def test_every_rendered_manifest_validates(kubeconform: dict) -> None:
     assert bad.returncode == 1 and "0 valid, 1 invalid" in bad.stdout  # not a Kubernetes object
 
 
+def test_every_project_image_comes_from_the_users_registry() -> None:
+    """One registry setting (components/registry) reaches every container, sidecars included."""
+    for directory in [K8S / "flink", *(K8S / "overlays" / name for name in OVERLAYS)]:
+        images = re.findall(r"image: (\S+)", rendered(directory))
+        ours = [image for image in images if not image.startswith("flink:")]  # Flink's own image
+        assert ours and all(image.startswith("REGISTRY/agentworld/") for image in ours), (directory, images)
+
+
 def test_a_wrong_field_type_fails(kubeconform: dict, tmp_path: Path) -> None:
     documents = render(K8S / "overlays" / "terminal")
     assert conform(kubeconform, documents, tmp_path).returncode == 0

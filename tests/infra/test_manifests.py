@@ -201,3 +201,28 @@ def test_failures_cooperate_with_resume(domain: str) -> None:
         assert container["securityContext"]["allowPrivilegeEscalation"] is False
         assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
         assert "memory" in container["resources"]["limits"]
+
+
+def test_the_corpus_launcher_reaches_the_session_cluster_and_its_worker_pool() -> None:
+    """The launcher's arguments, read by the pipeline's own parser and Beam's options, name the
+    session cluster's REST service and the worker-pool sidecar that each TaskManager carries."""
+    from apache_beam.options.pipeline_options import FlinkRunnerOptions, PortableOptions, StandardOptions
+
+    from beam_pipelines.options import parse_args
+
+    documents = render(K8S / "flink")
+    flink = one(documents, "FlinkDeployment")
+    assert "job" not in flink["spec"]  # a session cluster
+    [pool] = [c for c in flink["spec"]["taskManager"]["podTemplate"]["spec"]["containers"] if c.get("image")]
+    assert pool["args"] == ["--worker_pool"]
+    [launcher] = one(documents, "Job")["spec"]["template"]["spec"]["containers"]
+    env = pod_environment(documents, launcher, index=0)
+    config, options = parse_args([expand(arg, env) for arg in launcher["args"]])
+    assert config.input.startswith("s3://") and config.output.startswith("s3://")
+    assert options.view_as(StandardOptions).runner == "FlinkRunner"
+    portable = options.view_as(PortableOptions)
+    assert portable.environment_type == "EXTERNAL"
+    assert portable.environment_config == f"localhost:{pool['ports'][0]['containerPort']}"
+    runner = options.view_as(FlinkRunnerOptions)
+    assert runner.flink_master == f"{flink['metadata']['name']}-rest:8081"
+    assert runner.flink_submit_uber_jar and runner.flink_job_server_jar.endswith(".jar")

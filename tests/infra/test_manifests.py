@@ -78,7 +78,7 @@ def test_every_domain_has_a_fleet() -> None:
 def test_every_rendered_manifest_validates(kubeconform: dict) -> None:
     done = subprocess.run([sys.executable, str(VALIDATE)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"{len(OVERLAYS) + 1} valid, 0 invalid" in done.stdout  # the fleets and the Flink stack
+    assert f"{len(OVERLAYS) + 3} valid, 0 invalid" in done.stdout  # fleets, Flink, 2 cache jobs
     bad = subprocess.run(
         [sys.executable, str(VALIDATE), "--files", str(K8S / "base" / "collector" / "kustomization.yaml")],
         capture_output=True, text=True, timeout=120,
@@ -88,10 +88,27 @@ def test_every_rendered_manifest_validates(kubeconform: dict) -> None:
 
 def test_every_project_image_comes_from_the_users_registry() -> None:
     """One registry setting (components/registry) reaches every container, sidecars included."""
-    for directory in [K8S / "flink", *(K8S / "overlays" / name for name in OVERLAYS)]:
+    prepared = [K8S / "prepare" / "swe", K8S / "prepare" / "mcp"]
+    for directory in [K8S / "flink", *prepared, *(K8S / "overlays" / name for name in OVERLAYS)]:
         images = re.findall(r"image: (\S+)", rendered(directory))
         ours = [image for image in images if not image.startswith("flink:")]  # Flink's own image
         assert ours and all(image.startswith("REGISTRY/agentworld/") for image in ours), (directory, images)
+
+
+@pytest.mark.parametrize("domain", ["swe", "mcp"])
+def test_a_fleet_reads_the_cache_its_prepare_job_fills(domain: str) -> None:
+    prepare = render(K8S / "prepare" / domain)
+    claim = one(prepare, "PersistentVolumeClaim")["metadata"]["name"]
+    writer = one(prepare, "Job")["spec"]["template"]["spec"]
+    fleet = one(render(K8S / "overlays" / domain), "Job")["spec"]["template"]["spec"]
+    for pod in (writer, fleet):
+        [volume] = [v for v in pod["volumes"] if "persistentVolumeClaim" in v]
+        assert volume["persistentVolumeClaim"]["claimName"] == claim
+        [container] = pod["containers"]
+        [mount] = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert mount["mountPath"] == env["AGENTWORLD_CACHE_DIR"] == "/cache"  # absolute venv paths
+    assert volume["persistentVolumeClaim"]["readOnly"] is True  # the fleet's pods only read it
 
 
 def test_a_wrong_field_type_fails(kubeconform: dict, tmp_path: Path) -> None:

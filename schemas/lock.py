@@ -5,15 +5,17 @@ process exits. The kernel drops it however the holder dies (kill -9 included), s
 stale. The file also names the holder (host, pid, start time) for the refusal message.
 
 Object stores (gs://, s3://, memory://, ...) cannot lock. There ROOT/.lock is a lease: JSON with
-the holder and a heartbeat time that a background thread rewrites every `ttl_s / 4` seconds. A run
-refuses to start while a lease younger than `ttl_s` names someone else, and takes over an older
-one (its holder died), or at once one whose holder ran in this machine's pid namespace and is
-gone (a collector killed with -9 and restarted on the same host need not wait out the ttl).
-After writing its lease a run reads it back a moment later: of two runs
-that start together the later write wins and the other refuses. fsspec offers no
+the holder and a heartbeat time that a background thread rewrites every `heartbeat_s` (5 s, at most
+`ttl_s / 4`). A run that finds another holder's lease younger than `ttl_s` (60 s) watches it for
+`WATCHED_BEATS` heartbeats: renewed, the holder lives and the run refuses to start; unchanged, the
+holder died (a pod killed and retried on another node) and the run takes the lease over, after
+15 s rather than the whole ttl. A lease older than `ttl_s` is taken over at once, and so is one
+whose holder ran in this machine's pid namespace and is gone (a collector killed with -9 and
+restarted on the same host). After writing its lease a run reads it back a moment later: of two
+runs that start together the later write wins and the other refuses. fsspec offers no
 compare-and-swap, so this narrows the race without closing it; a run that later finds another
 holder's lease on its heartbeat reports `lost` and `check()` raises. Give concurrent object-store
-runs distinct roots.
+runs distinct roots (`--shard` does).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from schemas.attachments import StorageError
 log = logging.getLogger(__name__)
 
 LOCK_NAME = ".lock"
+WATCHED_BEATS = 3  # heartbeats a silent lease is watched before its holder is taken for dead
 
 
 class DatasetLockedError(StorageError):
@@ -60,12 +63,15 @@ def _holder_text(holder: dict[str, Any]) -> str:
 class DatasetLock:
     """Exclusive use of a dataset root for one run; a context manager."""
 
-    def __init__(self, root: str, *, ttl_s: float = 60.0, settle_s: float = 0.5) -> None:
+    def __init__(
+        self, root: str, *, ttl_s: float = 60.0, settle_s: float = 0.5, heartbeat_s: float | None = None
+    ) -> None:
         self.root = root
         self.fs, self._root_path = url_to_fs(root)
         self.path = posixpath.join(self._root_path, LOCK_NAME)
         self.local = _is_local(self.fs)
         self.ttl_s = ttl_s
+        self.heartbeat_s = heartbeat_s if heartbeat_s is not None else min(5.0, ttl_s / 4)
         self._settle_s = settle_s
         self.holder = {
             "host": socket.gethostname(),
@@ -192,12 +198,7 @@ class DatasetLock:
         atomic_write(self.path, json.dumps({**self.holder, "heartbeat": time.time()}).encode(), fs=self.fs)
 
     def _refuse_if_fresh(self, lease: dict[str, Any]) -> None:
-        if (
-            lease
-            and lease.get("token") != self.holder["token"]
-            and self._lease_age(lease) < self.ttl_s
-            and not self._holder_gone(lease)
-        ):
+        if self._fresh_and_foreign(lease) and not self._holder_gone(lease):
             expires = self.ttl_s - self._lease_age(lease)
             raise DatasetLockedError(
                 f"{self.root} is in use by another collector ({_holder_text(lease)}; its lease was "
@@ -205,9 +206,32 @@ class DatasetLock:
                 f"--out. If that process is gone, its lease expires in {expires:.0f} s."
             )
 
+    def _fresh_and_foreign(self, lease: dict[str, Any]) -> bool:
+        foreign = bool(lease) and lease.get("token") != self.holder["token"]
+        return foreign and self._lease_age(lease) < self.ttl_s
+
+    def _watch(self, lease: dict[str, Any]) -> None:
+        """Refuse (DatasetLockedError) if `lease` is renewed or replaced within WATCHED_BEATS
+        heartbeats; return if it is released, or stays unchanged (its holder is dead)."""
+        deadline = time.monotonic() + WATCHED_BEATS * self.heartbeat_s
+        while time.monotonic() < deadline:
+            time.sleep(min(0.5, self.heartbeat_s / 4))
+            current = self._read_lease()
+            if not current:
+                return
+            if current != lease:
+                self._refuse_if_fresh(current)
+                return
+        log.warning(
+            "taking over the lease on %s from %s: not renewed for %.0f s",
+            self.root, _holder_text(lease), self._lease_age(lease),
+        )  # fmt: skip
+
     def _acquire_lease(self) -> None:
         try:
-            self._refuse_if_fresh(self._read_lease())
+            lease = self._read_lease()
+            if self._fresh_and_foreign(lease) and not self._holder_gone(lease):
+                self._watch(lease)
             self._write_lease()
             time.sleep(self._settle_s)
             self._refuse_if_fresh(self._read_lease())
@@ -220,7 +244,7 @@ class DatasetLock:
         self._heartbeat.start()
 
     def _renew(self) -> None:
-        while not self._stop.wait(self.ttl_s / 4):
+        while not self._stop.wait(self.heartbeat_s):
             try:
                 lease = self._read_lease()
                 if lease.get("token") != self.holder["token"]:

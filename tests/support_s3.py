@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -50,17 +51,20 @@ class S3Server:
         self.port = _free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self._process: subprocess.Popen[bytes] | None = None
+        # A file, not a pipe: the server logs every request, and an unread pipe fills and blocks it.
+        self._log = tempfile.TemporaryFile()
 
     def start(self) -> S3Server:
         self._process = subprocess.Popen(
             [_moto_server(), "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
-                error = self._process.stderr.read().decode(errors="replace") if self._process.stderr else ""
+                self._log.seek(0)
+                error = self._log.read().decode(errors="replace")
                 raise RuntimeError(f"moto_server exited with {self._process.returncode}: {error[-2000:]}")
             try:
                 with urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=2):
@@ -79,9 +83,8 @@ class S3Server:
         except subprocess.TimeoutExpired:
             self._process.kill()
             self._process.wait(timeout=10)
-        if self._process.stderr:
-            self._process.stderr.close()
         self._process = None
+        self._log.close()
 
     def env(self) -> dict[str, str]:
         """Variables that point botocore and s3fs in a child process at this server."""

@@ -20,7 +20,7 @@ from tests.support_s3 import S3Server, running_s3_server, s3_client, s3_objects
 EPISODES = 12  # six per shard
 # Shard 1's (odd) episodes nap longer: it must still be running when its twin tries to start.
 TASKS = [
-    {"id": f"nap-{i:02d}", "actions": [{"command": f"sleep {1 + i % 2}; echo done-{i}"}]}
+    {"id": f"nap-{i:02d}", "actions": [{"command": f"sleep {1 + 2 * (i % 2)}; echo done-{i}"}]}
     for i in range(EPISODES)
 ]
 

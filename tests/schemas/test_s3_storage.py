@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -156,11 +157,40 @@ def test_the_lease_of_a_killed_holder_on_this_host_is_taken_over_at_once(
         holder.wait(timeout=10)
 
 
-def test_a_lease_from_another_pid_namespace_is_respected(server: S3Server, bucket: str) -> None:
+def _foreign_lease() -> bytes:
     lease = {"host": "pod-7", "pid": 1, "token": "x", "pid_namespace": "other", "heartbeat": time.time()}
-    s3_client(server).put_object(Bucket=bucket, Key="run/.lock", Body=json.dumps(lease).encode())
-    with pytest.raises(DatasetLockedError, match="pid 1 on host pod-7"):
-        DatasetLock(f"s3://{bucket}/run", settle_s=0.05).acquire()
+    return json.dumps(lease).encode()
+
+
+def test_a_fresh_lease_that_is_not_renewed_is_taken_over_after_a_few_beats(
+    server: S3Server, bucket: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A pod killed on another node leaves a fresh lease; its retry elsewhere must not wait 60 s.
+    s3_client(server).put_object(Bucket=bucket, Key="run/.lock", Body=_foreign_lease())
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="schemas.lock"):
+        with DatasetLock(f"s3://{bucket}/run", settle_s=0.05, heartbeat_s=0.3) as lock:
+            assert lock.held
+    assert 0.9 <= time.monotonic() - started < 10  # three silent beats watched, not the 60 s ttl
+    assert "taking over the lease" in caplog.text and "pid 1 on host pod-7" in caplog.text
+
+
+def test_a_lease_renewed_from_another_host_is_respected(server: S3Server, bucket: str) -> None:
+    client, stop = s3_client(server), threading.Event()
+
+    def live_holder() -> None:
+        while not stop.is_set():
+            client.put_object(Bucket=bucket, Key="run/.lock", Body=_foreign_lease())
+            stop.wait(0.1)
+
+    holder = threading.Thread(target=live_holder)
+    holder.start()
+    try:
+        with pytest.raises(DatasetLockedError, match="pid 1 on host pod-7"):
+            DatasetLock(f"s3://{bucket}/run", settle_s=0.05, heartbeat_s=0.3).acquire()
+    finally:
+        stop.set()
+        holder.join(timeout=10)
 
 
 def test_an_unreachable_server_is_a_storage_error_after_bounded_retries(

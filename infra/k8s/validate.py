@@ -14,10 +14,10 @@ schemas are built here from packages that the registries serve (all pinned):
 Everything lands in $AGENTWORLD_K8S_CACHE (default ~/.cache/agentworld/k8s) and is built once.
 
 examples:
-  .venv/bin/python infra/k8s/validate.py --setup          # fetch and build kubeconform + schemas, then validate
+  .venv/bin/python infra/k8s/validate.py --setup          # fetch/build kubeconform + schemas, validate
   .venv/bin/python infra/k8s/validate.py                  # validate (fails with a hint if --setup never ran)
   .venv/bin/python infra/k8s/validate.py --files my.yaml  # validate plain manifest files instead
-  .venv/bin/python infra/k8s/validate.py --print-paths    # JSON: kubeconform binary and its -schema-location args
+  .venv/bin/python infra/k8s/validate.py --print-paths    # JSON: kubeconform and its -schema-location
 """
 
 from __future__ import annotations

@@ -4,12 +4,14 @@ mid-run and rerun: every episode recorded exactly once across the shards, nothin
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -44,6 +46,20 @@ def _start(server: S3Server, out: str, tasks: str, shard: str) -> subprocess.Pop
         _argv(out, tasks, shard), cwd=ROOT, env=server.child_env(), text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
+
+
+def _kill_tmux_clients_of(pid: int) -> None:
+    """A collector killed with -9 leaves its tmux control clients (named after its pid) running;
+    the rerun reaps the servers, these are ended here."""
+    marker = f"agentworld-{pid}-".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if b"tmux" in (entry / "cmdline").read_bytes() and marker in (entry / "cmdline").read_bytes():
+                os.kill(int(entry.name), signal.SIGTERM)
+        except (OSError, ProcessLookupError):
+            continue
 
 
 def _wait_for(condition, timeout: float, what: str) -> None:  # noqa: ANN001
@@ -87,6 +103,7 @@ def test_two_shards_one_killed_and_rerun_record_every_episode_once(server: S3Ser
             if process.poll() is None:
                 process.kill()
                 process.communicate(timeout=30)
+        _kill_tmux_clients_of(shard0.pid)
     with server.use_in_process():
         kept = finished_ids(f"{out}/shard-0-of-2")
     assert 1 <= len(kept) < EPISODES // 2, "shard 0 was to be killed part-way"

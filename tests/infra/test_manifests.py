@@ -243,3 +243,34 @@ def test_the_corpus_launcher_reaches_the_session_cluster_and_its_worker_pool() -
     runner = options.view_as(FlinkRunnerOptions)
     assert runner.flink_master == f"{flink['metadata']['name']}-rest:8081"
     assert runner.flink_submit_uber_jar and runner.flink_job_server_jar.endswith(".jar")
+
+
+@pytest.mark.parametrize("domain", sorted(DOMAINS))
+def test_the_network_policy_holds_the_fleets_pods(domain: str) -> None:
+    """The policy selects the Job's pods (labels that drift would leave them open), lets nothing in,
+    and lets out only DNS and the object store."""
+    documents = render(K8S / "overlays" / domain)
+    policy = one(documents, "NetworkPolicy")["spec"]
+    pod_labels = one(documents, "Job")["spec"]["template"]["metadata"]["labels"]
+    assert policy["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert set(policy["policyTypes"]) == {"Ingress", "Egress"} and policy["ingress"] == []
+    ports = sorted(port["port"] for rule in policy["egress"] for port in rule["ports"])
+    assert ports == [53, 53, 9000]
+
+
+def test_android_pods_land_only_on_kvm_nodes_with_the_device() -> None:
+    pod = one(render(K8S / "overlays" / "android"), "Job")["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"agentworld.dev/kvm": "true"}
+    assert pod["tolerations"][0]["key"] == "agentworld.dev/kvm"
+    [collector] = pod["containers"]
+    resources = collector["resources"]
+    assert (
+        resources["requests"]["devices.kubevirt.io/kvm"]
+        == resources["limits"]["devices.kubevirt.io/kvm"]
+        == "1"
+    )
+    assert not any(v.get("hostPath", {}).get("path") == "/dev/kvm" for v in pod["volumes"])
+    [appium] = pod["initContainers"]
+    assert appium["restartPolicy"] == "Always"  # a native sidecar: the Job completes with the collector
+    assert "--appium-url=http://127.0.0.1:4723/" in collector["args"]
+    assert appium["startupProbe"]["tcpSocket"]["port"] == 4723

@@ -21,10 +21,10 @@ Metrics, each scored against the recorded text:
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 from sandboxes.android.tree_text import AndroidTree, Node, parse_tree
+from training.fidelity.tree_metrics import nests_one_level_at_a_time, share_placed_close
 
 OBSERVATION_FORMAT = "android_ui_tree"
 POSITION_TOLERANCE_PX = 16  # a phone screen is ~1080 px wide: 1.5 % of it
@@ -54,20 +54,13 @@ def position_share(
 ) -> float | None:
     """Of the real nodes the prediction holds, the share placed within `tolerance` on every edge;
     nodes of one identity are paired in order. None when the real tree shows no node."""
-    if not real.nodes:
-        return None
-    bounds: dict[tuple[str, str, str, str], list[tuple[int, int, int, int]]] = defaultdict(list)
-    for node in predicted.nodes:
-        bounds[node.key()].append(node.bounds)
-    taken: dict[tuple[str, str, str, str], int] = defaultdict(int)
-    within = 0
-    for node in real.nodes:
-        key = node.key()
-        if taken[key] < len(bounds[key]):
-            edges = zip(bounds[key][taken[key]], node.bounds, strict=True)
-            within += all(abs(a - b) <= tolerance for a, b in edges)
-            taken[key] += 1
-    return within / len(real.nodes)
+
+    def close(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+        return all(abs(x - y) <= tolerance for x, y in zip(a, b, strict=True))
+
+    return share_placed_close(
+        [(n.key(), n.bounds) for n in predicted.nodes], [(n.key(), n.bounds) for n in real.nodes], close
+    )
 
 
 def android_scores(prediction: str, reference: str) -> dict[str, float | None]:
@@ -95,12 +88,7 @@ def android_valid(prediction: str, reference: str) -> bool:
     """The Android form where the real turn had it: a `Package:` line, then only node lines (and the
     truncation marker), starting at depth 0 and nesting one level at a time."""
     tree = parse_tree(prediction)
-    if not tree.has_head or tree.other_lines:
-        return False
-    depths = [n.depth for n in tree.nodes]
-    if depths and depths[0] != 0:
-        return False
-    return all(b - a <= 1 for a, b in zip(depths, depths[1:], strict=False))
+    return tree.has_head and not tree.other_lines and nests_one_level_at_a_time([n.depth for n in tree.nodes])
 
 
 def is_android_text(text: str) -> bool:

@@ -20,10 +20,10 @@ Metrics, each scored against the recorded text:
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 from sandboxes.desktop.tree_text import DesktopTree, Node, parse_tree
+from training.fidelity.tree_metrics import nests_one_level_at_a_time, share_placed_close
 
 OBSERVATION_FORMAT = "desktop_a11y_tree"
 POSITION_TOLERANCE_PX = 8
@@ -58,21 +58,11 @@ def position_share(
 ) -> float | None:
     """Of the real placed nodes the prediction holds, the share placed within `tolerance`; nodes of
     one (role, name, value) are paired in walk order. None when the real tree places no node."""
-    placed = [n for n in real.nodes if n.box is not None]
-    if not placed:
-        return None
-    boxes: dict[tuple[str, str, str], list[tuple[int, int, int, int]]] = defaultdict(list)
-    for node in predicted.nodes:
-        if node.box is not None:
-            boxes[node.key()].append(node.box)
-    taken: dict[tuple[str, str, str], int] = defaultdict(int)
-    within = 0
-    for node in placed:
-        key = node.key()
-        if taken[key] < len(boxes[key]):
-            within += _within(boxes[key][taken[key]], node.box, tolerance)  # type: ignore[arg-type]
-            taken[key] += 1
-    return within / len(placed)
+    return share_placed_close(
+        [(n.key(), n.box) for n in predicted.nodes if n.box is not None],
+        [(n.key(), n.box) for n in real.nodes if n.box is not None],
+        lambda a, b: _within(a, b, tolerance),
+    )
 
 
 def desktop_scores(prediction: str, reference: str) -> dict[str, float | None]:
@@ -100,12 +90,11 @@ def desktop_valid(prediction: str, reference: str) -> bool:
     """The desktop form where the real turn had it: a `Focused:` line, then only node lines (and the
     truncation marker), starting at depth 0 and nesting one level at a time."""
     tree = parse_tree(prediction)
-    if not tree.has_focused_line or tree.other_lines:
-        return False
-    depths = [n.depth for n in tree.nodes]
-    if depths and depths[0] != 0:
-        return False
-    return all(b - a <= 1 for a, b in zip(depths, depths[1:], strict=False))
+    return (
+        tree.has_focused_line
+        and not tree.other_lines
+        and nests_one_level_at_a_time([n.depth for n in tree.nodes])
+    )
 
 
 def is_desktop_text(text: str) -> bool:

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     began = time.monotonic()
-    print(f"installing Appium {install.APPIUM_VERSION} into {install.appium_root()} ...", flush=True)
+    print(f"Appium {install.APPIUM_VERSION} in {install.appium_root()}: adding what is missing", flush=True)
     try:
         did = install.install(uiautomator2=args.uiautomator2)
     except SandboxError as exc:

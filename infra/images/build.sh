@@ -9,7 +9,7 @@
 #   base          Debian bookworm minbase + python3 (from which the others derive)
 #   collector     the project and its Python deps in a venv; entrypoint `collect DOMAIN` =
 #                 `python -m collectors.DOMAIN`
-#   browser       collector + Debian's Chromium + Playwright (the web sandbox)
+#   browser       the collector's runtime + Debian's Chromium + Playwright (the web sandbox)
 #   desktop       the desktop stack + sshd (host key generated here, exported with a known_hosts line)
 #   android-host  Node (Debian trixie) + Appium + its fake and UiAutomator2 drivers
 #   beam-worker   apache-beam 2.77.0 + the pipeline's requirements + the project + Beam's boot
@@ -141,8 +141,7 @@ build() {
     local name=$1 ctx="$WORK/$1" rootfs
     [[ -n "${DONE[$name]:-}" ]] && return 0
     case "$name" in
-    collector | desktop | beam-worker) build base ;;
-    browser) build collector ;;
+    collector | browser | desktop | beam-worker) build base ;;
     esac
     mkdir -p "$ctx"
     case "$name" in
@@ -151,19 +150,17 @@ build() {
         cp "$HERE"/base/* "$ctx/"
         docker_build base "$ctx" Dockerfile --build-arg "ROOTFS=$rootfs" || true
         ;;
-    collector)
-        cp "$HERE"/collector/* "$ctx/"
+    collector | browser)
+        cp "$HERE/$name/Dockerfile" "$HERE/collector/collect" "$ctx/"
         cp "$BUILD_CA_BUNDLE" "$ctx/build-ca.crt"
         chmod 755 "$ctx/collect"
         stage_project "$ctx" "${PROJECT_PATHS[@]}"
-        docker_build collector "$ctx" Dockerfile --build-arg "BASE=agentworld/base:$VERSION" \
-            --build-arg "EXTRAS=$COLLECTOR_EXTRAS" || true
-        ;;
-    browser)
-        cp "$HERE"/browser/* "$ctx/"
-        cp "$BUILD_CA_BUNDLE" "$ctx/build-ca.crt"
-        stage_project "$ctx" "${PROJECT_PATHS[@]}"
-        docker_build browser "$ctx" Dockerfile --build-arg "BASE=agentworld/collector:$VERSION" || true
+        mkdir -p "$ctx/project-meta"
+        cp "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ctx/project-meta/"
+        local extras=$COLLECTOR_EXTRAS
+        [[ $name == browser ]] && extras+=,web
+        docker_build "$name" "$ctx" Dockerfile --build-arg "BASE=agentworld/base:$VERSION" \
+            --build-arg "EXTRAS=$extras" || true
         ;;
     desktop)
         cp "$HERE"/desktop/* "$ctx/"

@@ -232,6 +232,7 @@ def test_android_host_image_serves_a_fake_device_step(
     server = ContainerAppium(name, port)
     sandbox = AndroidSandbox(AndroidConfig(automation_name="Fake", app=app, screenshots=False), server=server)  # type: ignore[arg-type]
     try:
+        sandbox.start()
         obs = sandbox.reset(Task(id="notes"))
         assert obs.text.startswith("Package: com.example.notes"), obs.text
         typed = sandbox.step(parse_action("input_text", {"index": 1, "text": "hello"})).observation

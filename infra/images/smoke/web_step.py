@@ -17,6 +17,7 @@ from schemas.records import Task
 def main() -> None:
     sandbox = WebSandbox(WebConfig())
     try:
+        sandbox.start()
         first = sandbox.reset(Task(id="smoke", metadata={"start_url": site_url("shop", "/")}))
         cart = next(e["bid"] for e in first.data["elements"] if e["name"].startswith("Cart"))
         after = sandbox.step(parse_action("click", {"bid": cart})).observation

@@ -122,6 +122,10 @@ def markdown_lines(r: dict) -> list[str]:
             )
     verdict = "met" if r["met"] else "NOT met"
     lines.append(f"\nTarget S3 >= {r['target_ratio']}x disk throughput at the default settings: {verdict}.")
+    process = ", ".join(f"{name} {v['s3_over_disk_process_speed']:.2f}x" for name, v in r["results"].items())
+    lines.append(
+        f"Whole-process speed S3 / disk (interpreter start, s3fs import and client, lease, exit): {process}."
+    )
     return lines
 
 

@@ -21,11 +21,33 @@ examples:
       --temp_location=gs://BUCKET/tmp \\
       --sdk_container_image=REGISTRY/agentworld-beam-worker:latest --experiments=use_runner_v2
 
-  # Apache Flink (portable runner; SDK workers as Docker containers from the same image)
+  # Beam's Prism runner (a Go binary; infra/flink/install.sh builds it from the Go module proxy)
+  python -m beam_pipelines.build_corpus --input out/demo/raw --output out/demo/corpus-prism \\
+      --runner=PrismRunner --prism_location=/var/cache/agentworld/prism/prism-v2.77.0 \\
+      --environment_type=LOOPBACK
+
+  # Apache Flink (portable runner; UNRUN here: Beam's Flink job server jar is not served by our Maven
+  # mirror). --environment_type must be explicit: a host:port master otherwise means DOCKER workers.
   python -m beam_pipelines.build_corpus --input s3://BUCKET/raw --output s3://BUCKET/corpus \\
-      --runner=FlinkRunner --flink_master=FLINK_HOST:8081 --environment_type=DOCKER \\
-      --environment_config=REGISTRY/agentworld-beam-worker:latest --parallelism=16
+      --runner=FlinkRunner --flink_master=FLINK_HOST:8081 --flink_version=2.2 \\
+      --flink_job_server_jar=beam-runners-flink-2.2-job-server-2.77.0.jar \\
+      --environment_type=DOCKER --environment_config=REGISTRY/agentworld-beam-worker:latest \\
+      --parallelism=16
 """
+
+
+PRISM_VERSION = "v2.77.0"  # the Go module version; keep it equal to the apache-beam SDK's
+PRISM_CACHE = os.environ.get("AGENTWORLD_CACHE", "/var/cache/agentworld")
+
+
+def prism_binary() -> str:
+    """The Prism runner binary that infra/flink/install.sh built ($AGENTWORLD_PRISM overrides)."""
+    path = os.environ.get("AGENTWORLD_PRISM") or os.path.join(PRISM_CACHE, "prism", f"prism-{PRISM_VERSION}")
+    if not os.access(path, os.X_OK):
+        raise FileNotFoundError(
+            f"no Prism binary at {path}: run `bash infra/flink/install.sh` (or set AGENTWORLD_PRISM)"
+        )
+    return path
 
 
 @dataclass(frozen=True)

@@ -160,6 +160,7 @@ RENDERERS = {
     "collector_storage": lambda r: __import__("benchmarks.collector_storage", fromlist=["_"]).markdown_lines(
         r
     ),
+    "corpus_runners": lambda r: __import__("benchmarks.corpus_runners").corpus_runners.markdown_lines(r),
 }
 
 

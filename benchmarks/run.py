@@ -136,6 +136,7 @@ BENCHES: dict[str, Callable[[], dict]] = {
     "collector_storage": lambda: __import__(
         "benchmarks.collector_storage", fromlist=["_"]
     ).collector_storage(),
+    "corpus_runners": lambda: __import__("benchmarks.corpus_runners").corpus_runners.corpus_runners(),
 }
 
 

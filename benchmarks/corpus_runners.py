@@ -8,7 +8,8 @@ process start to exit, as a ratio against FnApiRunner's. Each output is compared
 by `beam_pipelines.compare` (same files; records where order is free).
 
 Flink needs Beam's Flink job server jar from Maven; where `infra/flink/install.sh` could not fetch it,
-the Flink row says so and carries no time.
+the Flink row says so and carries no build time; the local cluster (JobManager + 2 TaskManagers) is
+still started and its start-up time to two registered TaskManagers is measured.
 """
 
 from __future__ import annotations
@@ -21,21 +22,37 @@ import time
 from pathlib import Path
 
 from beam_pipelines.compare import compare_outputs
+from beam_pipelines.flink.cluster import LocalFlinkCluster
+from beam_pipelines.local_flink import FLINK_MINOR, default_flink_home, flink_runner_args, job_metrics
 from beam_pipelines.options import prism_binary
 from benchmarks.corpus_data import CACHE, build_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = os.path.join(CACHE, "runners")
-FLINK_MINOR = "2.2"
 
 
-def flink_job_server_jar() -> str | None:
-    import apache_beam
+def _flink(data: str, baseline_out: str, baseline: float) -> dict:
+    """Start the local cluster; build on it when the job server jar is installed."""
+    from beam_pipelines.local_flink import job_server_jar
 
-    version = apache_beam.__version__
-    name = f"beam-runners-flink-{FLINK_MINOR}-job-server"
-    jar = Path.home() / ".m2/repository/org/apache/beam" / name / version / f"{name}-{version}.jar"
-    return str(jar) if jar.is_file() else None
+    row: dict = {"runner": f"Flink {FLINK_MINOR} local cluster (LOOPBACK)"}
+    started = time.monotonic()
+    with LocalFlinkCluster(default_flink_home(), start_timeout_s=300) as cluster:
+        row["cluster_start_s"] = time.monotonic() - started
+        try:
+            jar = job_server_jar()
+        except FileNotFoundError:
+            row["reason"] = (
+                f"org.apache.beam:beam-runners-flink-{FLINK_MINOR}-job-server is not served by the Maven "
+                "mirror this machine reaches (infra/flink/install.sh), so no pipeline ran on the cluster"
+            )
+            return row
+        out = os.path.join(WORK, "flink")
+        row["seconds"] = _build(data, out, flink_runner_args(cluster, jar))
+        row["jobs"] = job_metrics(cluster)
+    differences = compare_outputs(baseline_out, out)
+    row.update(ratio=row["seconds"] / baseline, equal=not differences, differences=differences[:10])
+    return row
 
 
 def _build(data: str, out: str, runner_args: list[str]) -> float:
@@ -71,14 +88,7 @@ def corpus_runners(n: int | None = None) -> dict:
         }
     )
 
-    jar = flink_job_server_jar()
-    flink = {"runner": f"Flink {FLINK_MINOR} local cluster", "ran": jar is not None}
-    if jar is None:
-        flink["reason"] = (
-            f"org.apache.beam:beam-runners-flink-{FLINK_MINOR}-job-server is not served by the Maven "
-            "mirror this machine reaches (infra/flink/install.sh), so the FlinkRunner was not run"
-        )
-    rows.append(flink)
+    rows.append(_flink(data, baseline_out, baseline))
     return {"trajectories": n, "input": data, "rows": rows, "prism_beats_fnapi": rows[1]["ratio"] < 1.0}
 
 
@@ -97,7 +107,18 @@ def markdown_lines(r: dict) -> list[str]:
         else:
             lines.append(f"| {row['runner']} | not run | - | - |")
     lines.append("")
-    lines += [f"- {row['runner']}: {row['reason']}" for row in r["rows"] if "reason" in row]
+    for row in r["rows"]:
+        if "cluster_start_s" in row:
+            lines.append(
+                f"- local Flink cluster up (2 TaskManagers registered) in {row['cluster_start_s']:.1f} s"
+            )
+        lines += [
+            f"- Flink job {j['job_id']}: {j['duration_ms'] / 1000:.1f} s, {j['vertices']} vertices, "
+            f"records in/out {j['read_records']:,}/{j['write_records']:,}"
+            for j in row.get("jobs", [])
+        ]
+        if "reason" in row:
+            lines.append(f"- {row['runner']}: {row['reason']}")
     lines.append(f"- Prism faster than FnApiRunner: {r['prism_beats_fnapi']}")
     return lines
 

@@ -135,7 +135,12 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = p.add_subparsers(dest="command", required=True)
-    corpus = commands.add_parser("corpus", help="build a corpus on the cluster", epilog=EXAMPLES)
+    corpus = commands.add_parser(
+        "corpus",
+        help="build a corpus on the cluster",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     corpus.add_argument("--input", required=True, help="raw trajectory dataset (path or URI)")
     corpus.add_argument("--output", required=True, help="corpus output root")
     corpus.add_argument(

@@ -17,7 +17,7 @@ examples:
   .venv/bin/python infra/k8s/validate.py --setup          # fetch/build kubeconform + schemas, validate
   .venv/bin/python infra/k8s/validate.py                  # validate (fails with a hint if --setup never ran)
   .venv/bin/python infra/k8s/validate.py --files my.yaml  # validate plain manifest files instead
-  .venv/bin/python infra/k8s/validate.py --print-paths    # JSON: kubeconform and its -schema-location
+  .venv/bin/python infra/k8s/validate.py --print-paths    # JSON: kubeconform, kustomize, -schema-location
 """
 
 from __future__ import annotations
@@ -43,6 +43,9 @@ HERE = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("AGENTWORLD_K8S_CACHE", Path.home() / ".cache" / "agentworld" / "k8s"))
 SCHEMA_ROOT = CACHE / "schemas"
 KUBECONFORM = CACHE / "bin" / "kubeconform"
+# kustomize from the Go module proxy renders the kustomizations: kubectl is not on every machine.
+KUSTOMIZE_VERSION = "v5.7.1"
+KUSTOMIZE = CACHE / "bin" / "kustomize"
 PINS = f"{KUBECONFORM_VERSION}-{KUBERNETES_VALIDATE_VERSION}-{KUBERNETES_VERSION}-{FLINK_OPERATOR_VERSION}"
 READY_MARK = SCHEMA_ROOT / f"ready-{PINS}"  # schemas built from exactly these pins
 TIMEOUT_S = 900  # every download or build below is bounded
@@ -77,12 +80,16 @@ def _run(argv: list[str], what: str, **kwargs) -> subprocess.CompletedProcess:
         raise SetupError(f"{what} failed ({' '.join(argv)}):\n{exc.stderr.strip()[-2000:]}") from exc
 
 
-def install_kubeconform() -> None:
-    if KUBECONFORM.exists():
-        return
+def install_tools() -> None:
+    """kubeconform and kustomize, built with `go install` into CACHE/bin (once)."""
     env = {**os.environ, "GOBIN": str(KUBECONFORM.parent)}
-    module = f"github.com/yannh/kubeconform/cmd/kubeconform@{KUBECONFORM_VERSION}"
-    _run(["go", "install", module], "go install kubeconform (needs Go and the Go module proxy)", env=env)
+    for binary, module in (
+        (KUBECONFORM, f"github.com/yannh/kubeconform/cmd/kubeconform@{KUBECONFORM_VERSION}"),
+        (KUSTOMIZE, f"sigs.k8s.io/kustomize/kustomize/v5@{KUSTOMIZE_VERSION}"),
+    ):
+        if not binary.exists():
+            what = f"go install {binary.name} (needs Go and the Go module proxy)"
+            _run(["go", "install", module], what, env=env)
 
 
 def _relative_refs(node: object) -> object:
@@ -164,7 +171,7 @@ def build_operator_schemas() -> None:
 
 
 def setup() -> None:
-    install_kubeconform()
+    install_tools()
     if READY_MARK.exists():
         return
     with tempfile.TemporaryDirectory() as work:
@@ -174,9 +181,9 @@ def setup() -> None:
 
 
 def require_setup() -> None:
-    if not KUBECONFORM.exists() or not READY_MARK.exists():
+    if not KUBECONFORM.exists() or not KUSTOMIZE.exists() or not READY_MARK.exists():
         hint = f"run .venv/bin/python {Path(__file__).relative_to(HERE.parents[1])} --setup"
-        raise SetupError(f"kubeconform or its schemas are missing under {CACHE}: {hint}")
+        raise SetupError(f"kubeconform, kustomize or the schemas are missing under {CACHE}: {hint}")
 
 
 def kubeconform(paths: list[str], *flags: str) -> subprocess.CompletedProcess:
@@ -188,7 +195,7 @@ def kubeconform(paths: list[str], *flags: str) -> subprocess.CompletedProcess:
 
 
 def render(directory: Path) -> str:
-    return _run(["kubectl", "kustomize", str(directory)], f"kubectl kustomize {directory}").stdout
+    return _run([str(KUSTOMIZE), "build", str(directory)], f"kustomize build {directory}").stdout
 
 
 def validate_all(files: list[str]) -> int:
@@ -239,7 +246,8 @@ def main() -> int:
             if args.setup_only:
                 return 0
         if args.print_paths:
-            print(json.dumps({"kubeconform": str(KUBECONFORM), "schema_locations": schema_locations(),
+            print(json.dumps({"kubeconform": str(KUBECONFORM), "kustomize": str(KUSTOMIZE),
+                              "schema_locations": schema_locations(),
                               "kubernetes_version": KUBERNETES_VERSION}))  # fmt: skip
             return 0
         require_setup()

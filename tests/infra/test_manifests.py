@@ -1,8 +1,8 @@
-"""The Kubernetes manifests (infra/k8s): rendered by kubectl kustomize, validated by kubeconform -strict
+"""The Kubernetes manifests (infra/k8s): rendered by kustomize, validated by kubeconform -strict
 against the offline Kubernetes and Flink operator schemas, and the fleets' shard arguments checked by
 the collectors' own argument parsers.
 
-One module fixture makes sure kubeconform and its schemas are in the cache (`validate.py --setup`,
+One module fixture makes sure kubeconform, kustomize and the schemas are in the cache (`validate.py --setup`,
 a no-op once built; the first build fetches from the Go module proxy, PyPI and Maven Central).
 """
 
@@ -30,7 +30,7 @@ DOMAINS = {"terminal", "swe", "mcp", "search", "web", "desktop", "android"}
 SHARD_ARG = "--shard=$(JOB_COMPLETION_INDEX)/$(SHARD_COUNT)"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", autouse=True)
 def kubeconform() -> dict:
     setup = subprocess.run(
         [sys.executable, str(VALIDATE), "--setup-only"], capture_output=True, text=True, timeout=900
@@ -44,13 +44,18 @@ def kubeconform() -> dict:
 
 @functools.cache
 def rendered(directory: Path) -> str:
+    kustomize = json.loads(
+        subprocess.run(
+            [sys.executable, str(VALIDATE), "--print-paths"], capture_output=True, text=True, timeout=60
+        ).stdout
+    )["kustomize"]
     return subprocess.run(
-        ["kubectl", "kustomize", str(directory)], check=True, capture_output=True, text=True, timeout=120
+        [kustomize, "build", str(directory)], check=True, capture_output=True, text=True, timeout=120
     ).stdout
 
 
 def render(directory: Path) -> list[dict]:
-    """Fresh documents of the rendering (kubectl runs once per directory per session)."""
+    """Fresh documents of the rendering (kustomize runs once per directory per session)."""
     return [doc for doc in yaml.safe_load_all(rendered(directory)) if doc]
 
 

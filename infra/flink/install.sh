@@ -59,6 +59,13 @@ echo "flink home: $FLINK_HOME (Flink $FLINK_VERSION)"
 ARTIFACT="org.apache.beam:beam-runners-flink-$FLINK_MINOR-job-server:$BEAM_VERSION"
 JAR="$HOME/.m2/repository/org/apache/beam/beam-runners-flink-$FLINK_MINOR-job-server/$BEAM_VERSION"
 JAR="$JAR/beam-runners-flink-$FLINK_MINOR-job-server-$BEAM_VERSION.jar"
+# a refused artifact is asked for again at most once a day, so `make setup` stays quick
+MISSING_MARK="$CACHE/flink/missing-beam-runners-flink-$FLINK_MINOR-job-server-$BEAM_VERSION"
+if [[ ! -f $JAR && -n $(find "$MISSING_MARK" -mmin -1440 2>/dev/null) ]]; then
+    echo "flink job server: MISSING (Maven refused $ARTIFACT within the last day; rm $MISSING_MARK to retry)" >&2
+    [[ ${REQUIRE_FLINK_JOB_SERVER:-0} == 1 ]] && fail "$ARTIFACT is not available"
+    exit 0
+fi
 if [[ ! -f $JAR ]]; then
     command -v mvn >/dev/null || fail "Maven is not installed: apt-get install maven"
     echo "flink: fetching $ARTIFACT with mvn dependency:get"
@@ -66,6 +73,7 @@ if [[ ! -f $JAR ]]; then
         message="Maven Central (as reached from this machine) does not serve $ARTIFACT, so the \
 FlinkRunner cannot run here; Prism and the Flink distribution are installed. Where it is served, \
 rerun this script, or pin apache-beam to a version whose job server is served."
+        touch "$MISSING_MARK"
         [[ ${REQUIRE_FLINK_JOB_SERVER:-0} == 1 ]] && fail "$message"
         echo "flink job server: MISSING. $message" >&2
         exit 0

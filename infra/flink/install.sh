@@ -17,7 +17,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 CACHE=${AGENTWORLD_CACHE:-/var/cache/agentworld}
 VENV=${VENV:-.venv}
-BEAM_VERSION=${BEAM_VERSION:-$("$VENV/bin/python" -c 'import apache_beam; print(apache_beam.__version__)')}
+BEAM_VERSION=${BEAM_VERSION:-$("$VENV/bin/python" -c 'from importlib.metadata import version; print(version("apache-beam"))')}
 # Flink 2.2 is the newest minor that Beam 2.77's FlinkRunner lists (PUBLISHED_FLINK_VERSIONS)
 FLINK_VERSION=${FLINK_VERSION:-2.2.1}
 FLINK_MINOR=${FLINK_VERSION%.*}

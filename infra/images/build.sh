@@ -203,5 +203,7 @@ build() {
 for name in "${@:-${ALL[@]}}"; do
     build "$name"
 done
+# Images a rebuild superseded (untagged, ours by their label) are only dead weight on disk.
+docker image prune -f --filter "label=agentworld.key" >/dev/null
 echo "[images] done in $(($(date +%s) - START)) s: $(docker images 'agentworld/*' --format '{{.Repository}}:{{.Tag}}' \
     | grep ":$VERSION$" | grep -v rootfs | sort | tr '\n' ' ')"

@@ -249,7 +249,12 @@ from apache_beam.options.pipeline_options import PipelineOptions, PortableOption
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.transforms.environments import Environment
 
-options = PipelineOptions(["--environment_type=EXTERNAL", "--environment_config=localhost:50000"])
+# --save_main_session stages one artifact: boot's artifact retrieval takes the current API only when
+# the environment lists dependencies; with none it asks FnApiRunner for the legacy manifest, which
+# FnApiRunner does not serve.
+options = PipelineOptions(
+    ["--environment_type=EXTERNAL", "--environment_config=localhost:50000", "--save_main_session"]
+)
 # FnApiRunner takes its environment as an argument, not from the options: the same flags, resolved.
 runner = FnApiRunner(default_environment=Environment.from_options(options.view_as(PortableOptions)))
 with beam.Pipeline(runner=runner, options=options) as p:

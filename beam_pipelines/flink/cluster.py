@@ -88,7 +88,7 @@ class LocalFlinkCluster:
     def _write_conf(self) -> Path:
         conf = self.work_dir / "conf"
         conf.mkdir(parents=True, exist_ok=True)
-        for name in ("log4j-console.properties", "log4j.properties", "logback-console.xml"):
+        for name in ("log4j-console.properties", "log4j-cli.properties", "log4j.properties"):
             if (self.flink_home / "conf" / name).is_file():
                 shutil.copy(self.flink_home / "conf" / name, conf / name)
         settings: dict[str, Any] = {

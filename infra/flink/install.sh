@@ -27,7 +27,8 @@ fail() { echo "infra/flink/install.sh: $*" >&2; exit 1; }
 # --- Prism -------------------------------------------------------------------------------------
 PRISM="$CACHE/prism/prism-v$BEAM_VERSION"
 if [[ ! -x $PRISM ]]; then
-    command -v go >/dev/null || fail "Go is not installed: apt-get install golang (1.22+) or put go on PATH"
+    [[ -x /usr/local/go/bin/go ]] && PATH=$PATH:/usr/local/go/bin  # the upstream toolchain's usual home
+    command -v go >/dev/null || fail "Go 1.22+ is not installed: install it, or put its bin/ on PATH"
     mkdir -p "$CACHE/prism"
     gobin=$(mktemp -d)
     echo "flink: building Prism v$BEAM_VERSION with go install (a few minutes the first time)"

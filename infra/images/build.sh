@@ -88,6 +88,8 @@ stage_project() {
 beam_boot() {
     local bin="$CACHE/go/bin-$BEAM_VERSION/container"
     if [[ ! -x "$bin" ]]; then
+        # Go's own tarball installs under /usr/local/go, often not on root's PATH.
+        [[ -x /usr/local/go/bin/go ]] && PATH="$PATH:/usr/local/go/bin"
         command -v go >/dev/null || {
             echo "build: go is needed to build Beam's boot program (Go 1.2x from go.dev or apt golang)" >&2
             exit 1

@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DEMO_OUT ?= out/demo
 
-.PHONY: setup demo test bench lint
+.PHONY: setup demo test bench lint corpus-flink k8s-validate images
 
 setup:
 	bash infra/setup-host.sh
@@ -29,8 +29,25 @@ demo: setup
 		--out $(DEMO_OUT)/fidelity --limit-trajectories 2 --max-turns 4 --max-new-tokens 96
 	@echo "fidelity report: $(DEMO_OUT)/fidelity/report.html"
 
+# The demo corpus built again on a local Flink cluster (a JobManager and two TaskManagers) and compared
+# with the FnApiRunner build; needs Beam's Flink job server jar (see README: not served to our machines).
+corpus-flink: setup
+	$(PY) -m beam_pipelines.local_flink corpus --input $(DEMO_OUT)/raw --output $(DEMO_OUT)/corpus-flink \
+		--compare -- --seq-len 4096 --split-ratios 0.6,0.1,0.3
+
+# Render every Kubernetes manifest under infra/k8s and validate it offline with kubeconform -strict.
+k8s-validate: setup
+	$(PY) infra/k8s/validate.py
+
+# Everything but the container images' smoke tests (`make images`): a first image build takes about
+# 48 minutes, more than the whole suite may.
 test: setup
-	HF_HUB_OFFLINE=1 $(VENV)/bin/pytest -q -p no:cacheprovider --durations=20
+	HF_HUB_OFFLINE=1 $(VENV)/bin/pytest -q -p no:cacheprovider --durations=20 -m "not images"
+
+# Build every container image (infra/images/build.sh, cached) and run a sandbox step from each.
+images: setup
+	bash infra/images/build.sh
+	HF_HUB_OFFLINE=1 $(VENV)/bin/pytest -q -p no:cacheprovider -m images tests/infra/test_images.py
 
 bench: setup
 	$(PY) -m benchmarks.run

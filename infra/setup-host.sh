@@ -6,6 +6,8 @@
 #   - a running Docker engine (started here when none answers, e.g. in CI or a container)
 #   - the terminal sandbox image (built from the host's apt mirror; no registry needed)
 #   - .venv with the project and its dev extras
+#   - the scale tools: Prism, a Flink distribution and (when Maven Central serves it) Beam's Flink job
+#     server; kubeconform, kustomize and offline schemas for the Kubernetes manifests
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -15,6 +17,8 @@ APT_PACKAGES=(docker.io bubblewrap tmux debootstrap procps chromium python3-doc 
     git nodejs python3-pytest)
 # The OS domain's desktops (Xvfb, AT-SPI and real applications, driven by the system python3 that has
 # pyatspi), its remote machines (a real sshd in the tests) and its virtual machines (QEMU).
+# Java and Maven: the local Flink cluster and its test job (Go comes with the machine: Debian's is too old).
+SCALE_PACKAGES=(openjdk-17-jdk-headless maven)
 DESKTOP_PACKAGES=(xvfb openbox xterm x11-apps xdotool at-spi2-core python3-pyatspi gnome-calculator
     dbus-x11 xauth scrot python3-tk python3-xlib python3-pil mousepad openssh-server qemu-system-x86 qemu-utils)
 VENV=${VENV:-.venv}
@@ -32,7 +36,7 @@ install_missing() {  # the packages not installed yet, with any extra apt-get op
     ((apt_updated)) || { apt-get update -qq; apt_updated=1; }
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${options[@]}" "${missing[@]}" >/dev/null
 }
-install_missing "${APT_PACKAGES[@]}"
+install_missing "${APT_PACKAGES[@]}" "${SCALE_PACKAGES[@]}"
 # Without recommends: gnome-calculator alone would otherwise bring most of a GNOME desktop.
 install_missing --no-install-recommends "${DESKTOP_PACKAGES[@]}"
 
@@ -66,4 +70,7 @@ fi
 "$VENV/bin/python" -m sandboxes.mcp install
 "$VENV/bin/python" -m sandboxes.android install
 "$VENV/bin/python" -m collectors.swe prepare
+# Beam's portable runners and the Kubernetes manifest checks: cached, seconds when there.
+bash infra/flink/install.sh
+"$VENV/bin/python" infra/k8s/validate.py --setup-only
 echo "setup: ready"

@@ -32,7 +32,7 @@ VERSION = "1"  # infra/images/build.sh's VERSION
 IMAGE_CACHE = Path(os.environ.get("AGENTWORLD_IMAGE_CACHE", "/var/cache/agentworld/images"))
 # A fresh build of every image takes many minutes on a 2-core host; a cached one, seconds.
 BUILD_TIMEOUT_S = 3600
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(BUILD_TIMEOUT_S + 300)]
+pytestmark = [pytest.mark.docker, pytest.mark.images, pytest.mark.timeout(BUILD_TIMEOUT_S + 300)]
 
 
 def docker(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,8 @@ Each bundle appends to one file, OUT/.parked/<uuid>.bin (zlib-compressed pickles
 another), renamed into place when the bundle finishes; a failed bundle's file is removed and its
 references are discarded with it by the runner (`BundleFile`, which dedup's sketches use too). The files
 are written and read by the same job, like Beam's own pickled shuffle, and `remove_parked` deletes them
-when the job ends. """
+when the job ends.
+"""
 
 from __future__ import annotations
 

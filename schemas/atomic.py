@@ -6,8 +6,9 @@ killed mid-write leaves only a `.tmp-*` file, which readers skip and `cleanup_te
 
 Object stores (s3://, gs://, Azure) need no temporary: one PUT, or a multipart upload's final
 "complete" call, makes an object appear whole or not at all, and a "rename" there is a copy plus a
-delete. So on those the bytes are buffered in memory and stored with a single `pipe_file` once the
-block ends without an exception; a writer killed before that leaves nothing behind.
+delete. So on those the file is streamed as the store's own upload (memory holds one part, not the
+file: token shards can be large), completed when the block ends without an exception and aborted
+otherwise; a writer killed before that leaves no object behind.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def atomic_open(target: str, mode: str = "wb", *, fs: AbstractFileSystem | None 
     if fs is None:
         fs, target = url_to_fs(target)
     if is_object_store(fs):
-        with _buffered_upload(fs, target, mode) as out:
+        with _streamed_upload(fs, target, mode) as out:
             yield out
         return
     tmp = temporary_name(target)
@@ -64,18 +65,21 @@ def atomic_open(target: str, mode: str = "wb", *, fs: AbstractFileSystem | None 
 
 
 @contextmanager
-def _buffered_upload(fs: AbstractFileSystem, target: str, mode: str) -> Iterator[IO[Any]]:
-    buffer = io.BytesIO()
-    if mode == "wb":
-        yield buffer
-        data = buffer.getvalue()
-    else:
-        text = io.TextIOWrapper(buffer, encoding="utf-8", newline="")
-        yield text
-        text.flush()
-        data = buffer.getvalue()
-    # Only reached when the block raised nothing: an exception leaves the target untouched.
-    fs.pipe_file(target, data)
+def _streamed_upload(fs: AbstractFileSystem, target: str, mode: str) -> Iterator[IO[Any]]:
+    raw = fs.open(target, "wb")
+    try:
+        if mode == "wb":
+            yield raw
+        else:
+            text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+            yield text
+            text.flush()
+            text.detach()  # leaves `raw` open: closing it below is what completes the upload
+    except BaseException:
+        raw.discard()  # s3fs and gcsfs abort the upload here
+        raw.closed = True  # and close() must not complete it
+        raise
+    raw.close()
 
 
 def atomic_write(target: str, data: bytes | str, *, fs: AbstractFileSystem | None = None) -> None:

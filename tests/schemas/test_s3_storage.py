@@ -93,6 +93,28 @@ def test_a_failed_atomic_write_leaves_no_object(server: S3Server, bucket: str) -
     assert json.loads(body) == {"whole": "日本"}
 
 
+def test_a_large_atomic_write_streams_in_parts_and_a_failed_one_is_aborted(
+    server: S3Server, bucket: str
+) -> None:
+    """Past one part (s3fs's block size) the file goes up as a multipart upload while it is written,
+    so memory holds a part, not the file; a failure aborts the upload and leaves no object."""
+    part = b"x" * (5 << 20)
+    target = f"s3://{bucket}/run/shard.parquet"
+    with pytest.raises(RuntimeError, match="mid-write"):
+        with atomic_open(target) as out:
+            for _ in range(12):  # 60 MiB: more than s3fs's 50 MiB block, so parts are uploaded already
+                out.write(part)
+            assert out.mpu, "no multipart upload was started"
+            raise RuntimeError("mid-write")
+    client = s3_client(server)
+    assert s3_objects(server, bucket) == []
+    assert not client.list_multipart_uploads(Bucket=bucket).get("Uploads")
+    with atomic_open(target) as out:
+        for _ in range(12):
+            out.write(part)
+    assert client.head_object(Bucket=bucket, Key="run/shard.parquet")["ContentLength"] == 12 * len(part)
+
+
 def test_union_of_shard_subroots_with_attachments_in_the_dataset_root(server: S3Server, bucket: str) -> None:
     root = f"s3://{bucket}/run"
     _write(f"{root}/shard-0-of-2", [rich_trajectory("r0")], writer_id="s0", attachments_root=root)

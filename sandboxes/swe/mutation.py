@@ -6,8 +6,9 @@ if-body replaced by `pass`, a returned value replaced by None. The edit rewrites
 source span of the site, so undoing it is one `str_replace` of a few whole lines (`revert_patch`).
 Candidates are tried in an order drawn from the seed until one makes the test command fail (at most
 `max_tries` test runs). The kept edit is amended into the repository's one commit (same fixed
-identity and dates), so the history does not give the bug away. Same repository, same seed: same
-mutation and commit id.
+identity and dates), so the history does not give the bug away. Same repository, same seed, same
+covered lines: same mutation and commit id. A task that records its mutation is rebuilt with
+`apply_recorded`, which does not depend on coverage.
 """
 
 from __future__ import annotations
@@ -189,11 +190,7 @@ def mutate(
         outcome = run_tests(repo, test_command, test_timeout_s)
         _restore_untracked(repo)
         if outcome.failed:
-            git(repo, "add", "--", site.file)
-            git(repo, "commit", "--quiet", "--no-verify", "--amend", "--no-edit")
-            # The commit it replaced would still answer `git reflog` / `git diff HEAD@{1}`.
-            git(repo, "reflog", "expire", "--expire=now", "--all")
-            git(repo, "gc", "--quiet", "--prune=now")
+            _amend_into_commit(repo, site.file)
             return found
         git(repo, "checkout", "--quiet", "--", site.file)
         tried.append(f"{found.description}: {outcome.summary}")
@@ -204,9 +201,74 @@ def mutate(
     raise MutationError(f"none of {len(tried)} candidate mutations made a test fail: " + "; ".join(tried))
 
 
+def apply_recorded(
+    repo: Path,
+    recorded: Mutation,
+    test_command: Sequence[str] = DEFAULT_TEST_COMMAND,
+    test_timeout_s: float = 60.0,
+) -> Mutation:
+    """Inject a task's recorded mutation into the committed repository at `repo`, as `mutate` would.
+
+    A task that records its bug is rebuilt from the record, not searched for again with its seed:
+    the search keeps the lines the tests run, which depend on the machine (which optional modules
+    are installed, which tests skip), so the same seed can pick another bug on another machine.
+    """
+    repo = Path(repo)
+    path = repo / recorded.file
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise MutationError(f"the recorded mutation's file {recorded.file} cannot be read: {exc}") from exc
+    start = _snippet_start(text, recorded.original, recorded.line)
+    if start is None:
+        raise MutationError(
+            f"the recorded mutation ({recorded.description}) does not apply: {recorded.file} has "
+            f"no {recorded.original!r} at line {recorded.line}"
+        )
+    end = start + len(recorded.original)
+    path.write_text(text[:start] + recorded.mutated + text[end:], encoding="utf-8")
+    outcome = run_tests(repo, test_command, test_timeout_s)
+    _restore_untracked(repo)
+    if not outcome.failed:
+        raise MutationError(
+            f"the recorded mutation ({recorded.description}) makes no test fail here: {outcome.summary}"
+        )
+    _amend_into_commit(repo, recorded.file)
+    return recorded
+
+
+def _snippet_start(text: str, snippet: str, line: int) -> int | None:
+    """Offset of the occurrence of snippet whose lines include `line` (1-based), or None."""
+    start = text.find(snippet)
+    while start >= 0:
+        first = text.count("\n", 0, start) + 1
+        if first <= line <= first + snippet.count("\n"):
+            return start
+        start = text.find(snippet, start + 1)
+    return None
+
+
+def _amend_into_commit(repo: Path, file: str) -> None:
+    """Fold the edit of `file` into the repository's one commit, leaving no trace of the old one."""
+    git(repo, "add", "--", file)
+    git(repo, "commit", "--quiet", "--no-verify", "--amend", "--no-edit")
+    # The commit it replaced would still answer `git reflog` / `git diff HEAD@{1}`.
+    git(repo, "reflog", "expire", "--expire=now", "--all")
+    git(repo, "gc", "--quiet", "--prune=now")
+
+
 def _restore_untracked(repo: Path) -> None:
     """Drop whatever a test run wrote (every file of the sdist is tracked)."""
     git(repo, "clean", "-fdxq")
 
 
-__all__ = ["Mutation", "MutationError", "TestRun", "git", "mutate", "revert_patch", "run_tests"]
+__all__ = [
+    "Mutation",
+    "MutationError",
+    "TestRun",
+    "apply_recorded",
+    "git",
+    "mutate",
+    "revert_patch",
+    "run_tests",
+]

@@ -2,8 +2,9 @@
 
 `prepare_repo` downloads `NAME==VERSION` once (`pip download --no-binary NAME --no-deps`) and
 unpacks it into a git repository with one commit whose author, committer and dates are fixed, so
-the same sdist always gives the same commit id. `task_template` folds the task's seeded mutation
-into that one commit, in a copy of the repository, so `git log` and `git show` do not reveal the bug.
+the same sdist always gives the same commit id. `task_template` folds the task's mutation (the one
+it records, else the seed's) into that one commit, in a copy of the repository, so `git log` and
+`git show` do not reveal the bug.
 Both results are cached under `cache_dir`, built in a temporary directory and renamed into place,
 under a per-entry lock, so concurrent callers (a fleet of sandboxes) build each entry once and never
 see a half-built one. Sandboxes copy a template, never modify it.
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from sandboxes.cache import cache_root
-from sandboxes.swe.mutation import Mutation, MutationError, git, mutate
+from sandboxes.swe.mutation import Mutation, MutationError, apply_recorded, git, mutate
 from sandboxes.swe.repos_suite import EMBEDDED_SUITE
 
 DOWNLOAD_TIMEOUT_S = 300.0
@@ -221,37 +222,52 @@ def spec_for(metadata: dict[str, Any]) -> RepoSpec:
 
 
 # 2: the mutation is amended into the one commit (version 1 added a second commit that showed it).
-TEMPLATE_LAYOUT = 2
+# 3: a task's recorded mutation is applied as recorded (version 2 searched again with the seed, which
+#    found another bug where the tests covered other lines).
+TEMPLATE_LAYOUT = 3
 
 
 def task_template(metadata: dict[str, Any], cache_dir: Path) -> Path:
     """A prepared repository whose one commit holds the task's mutation (cached; never modify it).
 
-    metadata: {"repo", "version", "seed", "test_command"?, "mutation"?}. When the task records its
-    mutation, the rebuilt one must match it, so a changed sdist or mutation step is caught here.
+    metadata: {"repo", "version", "seed", "test_command"?, "mutation"?}. A task that records its
+    mutation gets exactly that one (it must still apply and make a test fail, so a changed sdist is
+    caught here); otherwise the seed picks one.
     """
     cache_dir = Path(cache_dir)
     spec = spec_for(metadata)
     seed = metadata.get("seed")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise RepoError(f"a SWE task's metadata needs an integer 'seed', got {seed!r}")
+    recorded = _recorded_mutation(metadata)
     final = cache_dir / "templates" / f"{spec.key}-seed{seed}-v{TEMPLATE_LAYOUT}"
     if not (final / ".git").is_dir():
         with _entry_lock(cache_dir, f"template-{spec.key}-seed{seed}"):
             if not (final / ".git").is_dir():
-                _build_template(spec, seed, cache_dir, final)
-    expected = metadata.get("mutation")
-    if expected:
+                _build_template(spec, seed, recorded, cache_dir, final)
+    if recorded is not None:
         found = load_mutation(final)
-        if found.as_dict() != Mutation(**expected).as_dict():
+        if found != recorded:  # built by the seed's search, for a task that did not record it
             raise RepoError(
                 f"the mutation of {spec.key} seed {seed} in {final} is not the one the task records "
-                f"({found.description!r} vs {expected.get('description')!r}); delete {final} and retry"
+                f"({found.description!r} vs {recorded.description!r}); delete {final} and retry"
             )
     return final
 
 
-def _build_template(spec: RepoSpec, seed: int, cache_dir: Path, final: Path) -> None:
+def _recorded_mutation(metadata: dict[str, Any]) -> Mutation | None:
+    expected = metadata.get("mutation")
+    if not expected:
+        return None
+    try:
+        return Mutation(**expected)
+    except TypeError as exc:
+        raise RepoError(f"a SWE task's 'mutation' needs the fields of a Mutation: {exc}") from exc
+
+
+def _build_template(
+    spec: RepoSpec, seed: int, recorded: Mutation | None, cache_dir: Path, final: Path
+) -> None:
     base = prepare_repo(spec, cache_dir)
     final.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".tmp-{spec.key}-seed{seed}-", dir=final.parent))
@@ -259,7 +275,10 @@ def _build_template(spec: RepoSpec, seed: int, cache_dir: Path, final: Path) -> 
         repo = scratch / "repo"
         shutil.copytree(base, repo, symlinks=True)
         try:
-            found = mutate(repo, seed, spec.test_command, spec.test_timeout_s, spec.source)
+            if recorded is not None:
+                found = apply_recorded(repo, recorded, spec.test_command, spec.test_timeout_s)
+            else:
+                found = mutate(repo, seed, spec.test_command, spec.test_timeout_s, spec.source)
         except MutationError as exc:
             raise RepoError(f"{spec.key} seed {seed}: {exc}") from exc
         _mutation_file(final).write_text(found.to_json())

@@ -140,6 +140,30 @@ def test_template_is_mutated_cached_and_safe_for_concurrent_callers(
     assert spec_for(metadata(spec, 0)) == spec
 
 
+def test_recorded_mutation_is_applied_as_recorded(
+    first_prepare: tuple[Path, float], cache: Path, spec: RepoSpec
+) -> None:
+    """A task that records its bug gets that bug whatever its seed would pick (the seed's search
+    depends on which lines the tests cover, which differs between machines)."""
+    searched = task_template(metadata(spec, 0), cache)
+    found = load_mutation(searched)
+    replayed = task_template({**metadata(spec, 7), "mutation": found.as_dict()}, cache)
+    assert replayed != searched and load_mutation(replayed) == found
+    assert git(replayed, "rev-parse", "HEAD") == git(searched, "rev-parse", "HEAD")
+    assert commits_in_object_store(replayed) == 1
+
+    absent = {**found.as_dict(), "original": "no such line in the sdist"}
+    with pytest.raises(RepoError, match="does not apply"):
+        task_template({**metadata(spec, 8), "mutation": absent}, cache)
+    harmless = {**found.as_dict(), "mutated": found.original}
+    with pytest.raises(RepoError, match="makes no test fail"):
+        task_template({**metadata(spec, 9), "mutation": harmless}, cache)
+    with pytest.raises(RepoError, match="fields of a Mutation"):
+        task_template({**metadata(spec, 9), "mutation": {"file": found.file}}, cache)
+    templates = sorted(p.name for p in (cache / "templates").iterdir() if not p.name.endswith(".json"))
+    assert not [name for name in templates if "-seed8-" in name or "-seed9-" in name]
+
+
 def test_sandbox_runs_the_failing_tests_and_the_revert_fixes_them(cache: Path, spec: RepoSpec) -> None:
     task = Task(id=f"{NAME}-0", instruction="make the tests pass", metadata=metadata(spec, 0))
     found = load_mutation(task_template(task.metadata, cache))

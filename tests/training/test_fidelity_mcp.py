@@ -4,6 +4,7 @@ runs), scored as JSON structure, with a world model served over real HTTP."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -26,13 +27,16 @@ def test_mcp_noise_floor_from_fresh_servers_and_json_metrics(tmp_path: Path) -> 
     ]
     with McpSandbox(McpConfig()) as sandbox:
         trajectory = record(sandbox, Task(id="time-0", metadata={"server": "time"}), plan)
+    # The server's clock has one-second resolution. Each replay is scored with the other as the only
+    # witness of what varies, so a replay in the recording's second would hide the clock's volatility.
+    time.sleep(1.1)
     assert [t.name for t in trajectory.environment.tools] == ["get_current_time", "convert_time"]
     assert trajectory.steps[2].observation.data["is_error"] is True
     report = run_fidelity(trajectory, tmp_path, replays=2)
     assert report["noise_floor"]["counts"]["finished"] == 2
     ceiling = report["noise_floor"]["real_vs_real"]["by_domain"]["mcp"]
     # Fresh servers answer with the same structure and values, the current time aside: the replays
-    # ran seconds after the recording, so its datetime is volatile and only held to its form.
+    # ran after the recording's second, so its datetime is volatile and only held to its form.
     assert ceiling["json_valid"] == ceiling["json_key_f1"] == ceiling["result_kind_match"] == 1.0
     assert ceiling["json_value_match"] == 1.0 and ceiling["json_volatile_form"] == 1.0
     assert ceiling["format_valid"] == 1.0 and ceiling["exact"] < 1.0

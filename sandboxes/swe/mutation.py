@@ -213,8 +213,10 @@ def apply_recorded(
     the search keeps the lines the tests run, which depend on the machine (which optional modules
     are installed, which tests skip), so the same seed can pick another bug on another machine.
     """
-    repo = Path(repo)
-    path = repo / recorded.file
+    repo = Path(repo).resolve()
+    path = (repo / recorded.file).resolve()
+    if not path.is_relative_to(repo):  # task files are data: never write outside the repository
+        raise MutationError(f"the recorded mutation's file {recorded.file!r} is outside the repository")
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:

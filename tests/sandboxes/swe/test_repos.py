@@ -158,6 +158,9 @@ def test_recorded_mutation_is_applied_as_recorded(
     harmless = {**found.as_dict(), "mutated": found.original}
     with pytest.raises(RepoError, match="makes no test fail"):
         task_template({**metadata(spec, 9), "mutation": harmless}, cache)
+    outside = {**found.as_dict(), "file": "../../../outside.py"}
+    with pytest.raises(RepoError, match="outside the repository"):
+        task_template({**metadata(spec, 9), "mutation": outside}, cache)
     with pytest.raises(RepoError, match="fields of a Mutation"):
         task_template({**metadata(spec, 9), "mutation": {"file": found.file}}, cache)
     templates = sorted(p.name for p in (cache / "templates").iterdir() if not p.name.endswith(".json"))

@@ -48,6 +48,15 @@ def _start(server: S3Server, out: str, tasks: str, shard: str) -> subprocess.Pop
     )  # fmt: skip
 
 
+def _run(
+    server: S3Server, out: str, tasks: str, shard: str, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        _argv(out, tasks, shard), cwd=ROOT, env=server.child_env(), capture_output=True, text=True,
+        timeout=timeout,
+    )  # fmt: skip
+
+
 def _kill_tmux_clients_of(pid: int) -> None:
     """A collector killed with -9 leaves its tmux control clients (named after its pid) running;
     the rerun reaps the servers, these are ended here."""
@@ -85,14 +94,7 @@ def test_two_shards_one_killed_and_rerun_record_every_episode_once(server: S3Ser
         shard0.send_signal(signal.SIGKILL)
         shard0.wait(timeout=30)
         # A second collector for a shard that is running is refused by the lease (exit 2).
-        twin = subprocess.run(
-            _argv(out, tasks, "1/2"),
-            cwd=ROOT,
-            env=server.child_env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        twin = _run(server, out, tasks, "1/2", timeout=120)
         assert shard1.poll() is None, "shard 1 ended before its twin was tried"
         assert twin.returncode == 2, twin.stderr[-2000:]
         assert "in use by another collector" in twin.stderr and f"pid {shard1.pid}" in twin.stderr
@@ -108,14 +110,7 @@ def test_two_shards_one_killed_and_rerun_record_every_episode_once(server: S3Ser
         kept = finished_ids(f"{out}/shard-0-of-2")
     assert 1 <= len(kept) < EPISODES // 2, "shard 0 was to be killed part-way"
     # The restarted pod (same shard, same --out) takes over its own lease and resumes its part.
-    rerun = subprocess.run(
-        _argv(out, tasks, "0/2"),
-        cwd=ROOT,
-        env=server.child_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    rerun = _run(server, out, tasks, "0/2", timeout=300)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert f"skipped as already finished: {len(kept)}" in rerun.stdout
 

@@ -9,7 +9,7 @@
 #   base          Debian bookworm minbase + python3 (from which the others derive)
 #   collector     the project and its Python deps in a venv; entrypoint `collect DOMAIN` =
 #                 `python -m collectors.DOMAIN`
-#   browser       the collector's runtime + Debian's Chromium + Playwright (the web sandbox)
+#   browser       the collector image (same Dockerfile) + Debian's Chromium + Playwright (web)
 #   desktop       the desktop stack + sshd (host key generated here, exported with a known_hosts line)
 #   android-host  Node (Debian trixie) + Appium + its fake and UiAutomator2 drivers
 #   beam-worker   apache-beam 2.77.0 + the pipeline's requirements + the project + Beam's boot
@@ -38,6 +38,9 @@ NODE_PACKAGES=nodejs,ca-certificates
 DESKTOP_PACKAGES="openssh-server dbus dbus-x11 at-spi2-core python3-pyatspi python3-xlib python3-pil xvfb \
 openbox xauth xterm xdotool scrot gnome-calculator mousepad procps fonts-dejavu-core xkb-data"
 COLLECTOR_EXTRAS=llm,mcp,desktop,android,search
+# Debian's Chromium for Playwright (never `playwright install`); libatomic1: the node binary inside the
+# Playwright wheel (its driver) links it.
+BROWSER_PACKAGES="chromium fonts-dejavu-core libatomic1"
 PROJECT_PATHS=(pyproject.toml setup.py schemas sandboxes collectors beam_pipelines)
 DESKTOP_SSH_PORT=2222  # the port the exported known_hosts line names (docker run -p 127.0.0.1:2222:22)
 
@@ -153,16 +156,19 @@ build() {
         docker_build base "$ctx" Dockerfile --build-arg "ROOTFS=$rootfs" || true
         ;;
     collector | browser)
-        cp "$HERE/$name/Dockerfile" "$HERE/collector/collect" "$ctx/"
+        cp "$HERE/collector/Dockerfile" "$HERE/collector/collect" "$ctx/"
         cp "$BUILD_CA_BUNDLE" "$ctx/build-ca.crt"
         chmod 755 "$ctx/collect"
         stage_project "$ctx" "${PROJECT_PATHS[@]}"
         mkdir -p "$ctx/project-meta"
         cp "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ctx/project-meta/"
-        local extras=$COLLECTOR_EXTRAS
-        [[ $name == browser ]] && extras+=,web
+        local extras=$COLLECTOR_EXTRAS packages=""
+        if [[ $name == browser ]]; then
+            extras+=,web
+            packages=$BROWSER_PACKAGES
+        fi
         docker_build "$name" "$ctx" Dockerfile --build-arg "BASE=agentworld/base:$VERSION" \
-            --build-arg "EXTRAS=$extras" || true
+            --build-arg "EXTRAS=$extras" --build-arg "SYSTEM_PACKAGES=$packages" || true
         ;;
     desktop)
         cp "$HERE"/desktop/* "$ctx/"

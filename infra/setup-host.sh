@@ -56,11 +56,29 @@ bash infra/terminal-image/build.sh
 # The OS domain's VM image (debootstrap, Debian's kernel, the desktop stack): minutes once, then cached.
 bash infra/desktop-vm/build.sh
 
-# Reinstall only when the project's metadata changed since the last install.
-stamp="$VENV/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+# llama.cpp builds with -march=native by default, which turns on AMX where the CPU flags it; on VMs
+# that flag AMX without granting its tile state the first batched decode segfaults (in
+# ggml_backend_amx_mul_mat). A portable build (AVX2, FMA) serves the tests' 135M model. It is built
+# once per version into our own folder, as pip's wheel cache ignores CMAKE_ARGS.
+LLAMA_CPP_VERSION=0.3.36
+LLAMA_WHEELS=/var/cache/agentworld/wheels/llama-cpp-portable
+install_portable_llama_cpp() {
+    local wheel=("$LLAMA_WHEELS"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl)
+    if [[ ! -f "${wheel[0]}" ]]; then
+        echo "setup: compiling llama.cpp $LLAMA_CPP_VERSION without -march=native (3-10 min, once)"
+        CMAKE_ARGS="-DGGML_NATIVE=OFF" "$VENV/bin/pip" wheel -q --no-deps --no-cache-dir \
+            -w "$LLAMA_WHEELS" "llama-cpp-python==$LLAMA_CPP_VERSION"
+        wheel=("$LLAMA_WHEELS"/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl)
+    fi
+    "$VENV/bin/pip" install -q --no-deps --force-reinstall "${wheel[0]}"
+}
+
+# Reinstall only when the project's metadata or this script changed since the last install.
+stamp="$VENV/.installed-$(cat pyproject.toml infra/setup-host.sh | sha256sum | cut -c1-16)"
 if [[ ! -f "$stamp" ]]; then
     [[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
     "$VENV/bin/pip" install -q --upgrade pip
+    install_portable_llama_cpp  # first, so that the project's install finds it satisfied
     "$VENV/bin/pip" install -q -e ".[dev,llm,bench]"
     rm -f "$VENV"/.installed-*
     touch "$stamp"

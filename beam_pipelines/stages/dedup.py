@@ -3,18 +3,17 @@ cluster deterministically (the smallest trajectory_id).
 
 The input is (Parked, Trajectory) from `ParkTrajectories`, in the same fused step. Each trajectory is
 sketched there (its exact-text hash and MinHash signature) and the sketch is written, like the
-trajectory itself, to a file private to the run; the trajectory is dropped. What crosses a shuffle is
-only what LSH needs to find candidates, packed many to a bytes value:
+trajectory itself, to a file private to the run; the trajectory is dropped. What LSH needs to find
+candidates, one 30-byte entry per band (an 8-byte hash of the band's values and where the sketch
+lies), is grouped through files too (`SpillByKey`), so the shuffle carries only where each bucket
+group's entries lie, not one element per trajectory:
 
-    Sketch -> GroupByKey(domain, band, bucket group) of entries (band hash, where the sketch lies)
+    Sketch -> SpillByKey((domain, band, bucket group), entry)
            -> Verify: per bucket, read the members' sketches, compare each with the smallest id
            -> CombinePerKey(min) of the decisions per dropped id
 
-An entry is 30 bytes: an 8-byte hash of the band's values and the sketch's file, offset and length.
-There are `bands` of them per trajectory, so nothing else per trajectory is shuffled: no signature
-join, no id list. FnApiRunner holds everything it groups in memory, and on every runner a shuffle is
-pickled, sent and stored; the sketches are read back only for the members of buckets with more than
-one member, which are few unless the data is mostly duplicates.
+The sketches are read back only for the members of buckets with more than one member, which are few
+unless the data is mostly duplicates.
 
 Exact duplicates have equal signatures, so they meet in every bucket; the verifier tells them from
 near duplicates by their exact-text hash. The output is the decisions, one per dropped id, for
@@ -36,12 +35,12 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 import apache_beam as beam
-from apache_beam.transforms.window import GlobalWindows
 
 from beam_pipelines.dead_letter import DEAD_LETTER, OK, DeadLetter, count
 from beam_pipelines.memory import release_free_memory
 from beam_pipelines.stages.common import Parked
 from beam_pipelines.stages.park import BundleFile, RangeReader, bundle_file_path, parked_root
+from beam_pipelines.stages.spill import SpillByKey, read_spilled
 from beam_pipelines.text import MinHasher, bands, dedup_key_text, estimated_jaccard, exact_key, shingle_hashes
 from schemas import Trajectory
 
@@ -58,7 +57,6 @@ BandGroup = tuple[str, int, int]  # domain, band number, bucket group (a hash of
 # Bucket groups per band: a group's entries are matched in one worker call, so this bounds that
 # call's memory to 1/(bands * groups) of a domain's entries.
 BAND_GROUPS = 64
-_PACKED_BYTES = 1 << 20  # entries a worker holds before it sends them on
 # band hash, sketch file name, offset, length
 _ENTRY = struct.Struct("<8s16sIH")
 _EXACT_BYTES = 16
@@ -82,8 +80,12 @@ def sketch_root(output: str) -> str:
     return posixpath.join(parked_root(output), "sketches")
 
 
+def band_root(output: str) -> str:
+    return posixpath.join(parked_root(output), "bands")
+
+
 class _MakeSketch(beam.DoFn):
-    """(Parked, Trajectory) -> the Parked reference; band entries, packed, as a tagged output."""
+    """(Parked, Trajectory) -> the Parked reference; (BandGroup, entry) per band as a tagged output."""
 
     def __init__(
         self,
@@ -106,8 +108,6 @@ class _MakeSketch(beam.DoFn):
     def start_bundle(self) -> None:
         self.teardown()  # what a failed bundle left
         self._file = BundleFile(self._root)
-        self._packed: dict[BandGroup, bytearray] = defaultdict(bytearray)
-        self._size = 0
 
     def process(self, pair: tuple[Parked, Trajectory]) -> Iterator[object]:
         ref, t = pair
@@ -123,49 +123,38 @@ class _MakeSketch(beam.DoFn):
         for i, band in enumerate(bands(signature, self._band_count)):
             band_hash = hashlib.blake2b(band, digest_size=8).digest()
             entry = _ENTRY.pack(band_hash, self._file.name, offset, len(record))
-            self._packed[(t.domain, i, zlib.crc32(band) % self._groups)] += entry
-            self._size += len(entry)
-        if self._size >= _PACKED_BYTES:
-            for element in self._flush():
-                yield beam.pvalue.TaggedOutput(_ENTRIES, element)
+            yield beam.pvalue.TaggedOutput(_ENTRIES, ((t.domain, i, zlib.crc32(band) % self._groups), entry))
         yield ref
 
-    def finish_bundle(self) -> Iterator[object]:
-        self._file.commit()  # before the entries that point into it leave the bundle
-        for element in self._flush():
-            yield beam.pvalue.TaggedOutput(_ENTRIES, GlobalWindows.windowed_value(element))
+    def finish_bundle(self) -> None:
+        self._file.commit()  # the entries that point into it are read after the bundle
 
     def teardown(self) -> None:
         if self._file is not None:
             self._file.abandon()
 
-    def _flush(self) -> Iterator[tuple[BandGroup, bytes]]:
-        packed, self._packed, self._size = self._packed, defaultdict(bytearray), 0
-        for group in sorted(packed):
-            yield group, bytes(packed[group])
-
 
 class _Verify(beam.DoFn):
-    """A bucket group's packed entries -> (dropped id, Decision) for every bucket member that is an
+    """A bucket group's spilled entries -> (dropped id, Decision) for every bucket member that is an
     exact or near duplicate of the bucket's smallest id."""
 
-    def __init__(self, root: str, threshold: float, num_perm: int) -> None:
-        self._root = root
+    def __init__(self, sketches: str, bands: str, threshold: float, num_perm: int) -> None:
+        self._sketches, self._bands = sketches, bands
         self._threshold, self._signature_bytes = threshold, num_perm * 4
 
     def process(self, group: tuple[BandGroup, Iterable[bytes]]) -> Iterator[tuple[str, Decision]]:
-        _, packs = group
+        _, locations = group
         buckets: dict[bytes, set[tuple[bytes, int, int]]] = defaultdict(set)
-        for packed in packs:
-            for band_hash, *where in _ENTRY.iter_unpack(packed):
-                buckets[band_hash].add(tuple(where))
         reader, sketches = RangeReader(), {}
         try:
+            for entry in read_spilled(reader, self._bands, locations):
+                band_hash, *where = _ENTRY.unpack(entry)
+                buckets[band_hash].add(tuple(where))
             for members in buckets.values():
                 if len(members) > 1:
                     for where in members - sketches.keys():
                         name, offset, length = where
-                        data = reader.read(bundle_file_path(self._root, name), offset, length)
+                        data = reader.read(bundle_file_path(self._sketches, name), offset, length)
                         sketches[where] = Sketch.from_bytes(data, self._signature_bytes)
                     yield from self._decide([sketches[where] for where in members])
         finally:
@@ -219,18 +208,18 @@ class Deduplicate(beam.PTransform):
             raise ValueError(f"threshold must be in (0, 1], got {threshold}")
         if bands < 1 or num_perm % bands:
             raise ValueError(f"num_perm ({num_perm}) must be a positive multiple of bands ({bands})")
-        self._root = sketch_root(output)
-        self._threshold, self._num_perm, self._bands = threshold, num_perm, bands
+        self._sketches, self._bands = sketch_root(output), band_root(output)
+        self._threshold, self._num_perm, self._band_count = threshold, num_perm, bands
         self._shingle_words, self._seed = shingle_words, seed
 
     def expand(self, parked: beam.PCollection) -> dict[str, beam.PCollection]:
         sketched = parked | "Sketch" >> beam.ParDo(
-            _MakeSketch(self._root, self._num_perm, self._bands, self._seed, self._shingle_words)
+            _MakeSketch(self._sketches, self._num_perm, self._band_count, self._seed, self._shingle_words)
         ).with_outputs(_ENTRIES, main=OK)
         drops = (
             sketched[_ENTRIES]
-            | "GroupBands" >> beam.GroupByKey()
-            | "Verify" >> beam.ParDo(_Verify(self._root, self._threshold, self._num_perm))
+            | "GroupBands" >> SpillByKey(self._bands)
+            | "Verify" >> beam.ParDo(_Verify(self._sketches, self._bands, self._threshold, self._num_perm))
             # Exact sorts before near, then the smallest kept id: one deterministic decision per id.
             | "OneDecisionPerId" >> beam.CombinePerKey(min)
         )

@@ -3,11 +3,12 @@
 What a corpus stage produces grows with the square of a trajectory's length (every SFT sample and RL
 prompt repeats the history before it), and trajectories themselves are large, so neither crosses a
 shuffle. Only `Parked` references are grouped, by output shard (split, domain, hash of the trajectory
-id). One worker call then reads its shard's trajectories back in id order, `chunk` at a time, and turns
+id), and through files (`SpillByKey`): the runner holds where each shard's references lie, not the
+references. One worker call then reads its shard's trajectories back in id order, `chunk` at a time, and turns
 them into the shard's files with the formatter, tokeniser and packer, streaming rows and lines into
 files as it goes, skipping the trajectories deduplication dropped (a side input of the dropped ids only,
-so it grows with the duplicates, not with the corpus). Memory per worker is bounded by the chunk and the
-pack window, not by the shard or the corpus, and the output is a pure function of the shard's
+so it grows with the duplicates, not with the corpus). Memory per worker is the shard's references (about
+200 bytes each) and what the chunk and the pack window hold, and the output is a pure function of the shard's
 trajectories, so any worker count or bundling writes the same bytes.
 
 All of a trajectory's samples land in one shard.
@@ -15,6 +16,7 @@ All of a trajectory's samples land in one shard.
 
 from __future__ import annotations
 
+import posixpath
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 
@@ -37,12 +39,17 @@ from beam_pipelines.stages.common import (
 )
 from beam_pipelines.stages.format import Formatter
 from beam_pipelines.stages.pack import WINDOW, Packer
-from beam_pipelines.stages.park import RangeReader
+from beam_pipelines.stages.park import RangeReader, parked_root
+from beam_pipelines.stages.spill import SpillByKey, read_spilled
 from beam_pipelines.stages.tokenise import tokenise_samples
 from beam_pipelines.stages.write import LinesFile, TokenFile
 from schemas.chat_tokens import shared_tokenizer
 
 DEDUP = "dedup"  # the stage whose decisions are applied here
+
+
+def spilled_refs_root(output: str) -> str:
+    return posixpath.join(parked_root(output), "refs")
 
 
 class _Shard:
@@ -93,13 +100,22 @@ class _BuildShard(beam.DoFn):
         self._tok = shared_tokenizer(self._tokenizer) if {SFT, CPT} & set(self._emit) else None
 
     def process(self, element: tuple[ShardGroup, Iterable[bytes]], dropped: dict) -> Iterator[object]:
-        group, packed = element
-        split = group[0]
-        ordered: list[Parked] = []
+        group, locations = element
+        reader = RangeReader()
+        try:
+            kept = yield from self._kept(reader, locations, dropped)
+            yield from self._write(reader, group, kept)
+        finally:
+            reader.close()
+
+    def _kept(self, reader: RangeReader, locations: Iterable[bytes], dropped: dict) -> Iterator[object]:
+        """Yields a dead letter per extra record of an id; returns the kept references in id order."""
+        kept: list[Parked] = []
+        packed = read_spilled(reader, spilled_refs_root(self._root), locations)
         for refs in _by_id(map(Parked.unpacked, packed)):
             # Several records under one id are one record read twice, or a corrupt dataset: keep one,
             # chosen by content hash so the choice does not depend on arrival order.
-            kept, *others = sorted(refs, key=lambda ref: ref.digest)
+            first, *others = sorted(refs, key=lambda ref: ref.digest)
             for ref in others:
                 count(DEDUP, "duplicate_id")
                 detail = "another record with the same trajectory_id was kept"
@@ -107,11 +123,14 @@ class _BuildShard(beam.DoFn):
                     dead_letter.DEAD_LETTER,
                     DeadLetter(DEDUP, "duplicate_id", detail, trajectory_id=ref.trajectory_id),
                 )
-            if kept.trajectory_id not in dropped:
+            if first.trajectory_id not in dropped:
                 count(DEDUP, "kept")
-                ordered.append(kept)
+                kept.append(first)
+        return kept
+
+    def _write(self, reader: RangeReader, group: ShardGroup, ordered: list[Parked]) -> Iterator[object]:
+        split = group[0]
         shard = _Shard(self._root, group, self._seq_len)
-        reader = RangeReader()
         try:
             for begin in range(0, len(ordered), self._chunk):
                 samples: dict[str, list[Sample]] = {SFT: [], CPT: []}
@@ -135,8 +154,6 @@ class _BuildShard(beam.DoFn):
         except BaseException as error:
             shard.abort(error)
             raise
-        finally:
-            reader.close()
 
 
 def _by_id(refs: Iterable[Parked]) -> list[list[Parked]]:
@@ -174,7 +191,7 @@ class BuildShards(beam.PTransform):
         results = (
             refs
             | "KeyByShard" >> beam.Map(lambda r, n: (shard_group(r, n), r.packed()), self._args[4])
-            | "GroupShards" >> beam.GroupByKey()
+            | "GroupShards" >> SpillByKey(spilled_refs_root(self._args[0]))
             | "FormatTokenisePackWrite"
             >> beam.ParDo(_BuildShard(*self._args), beam.pvalue.AsDict(drops)).with_outputs(
                 dead_letter.DEAD_LETTER, main=dead_letter.OK

@@ -8,6 +8,7 @@ from beam_pipelines.dead_letter import DEAD_LETTER, OK
 from beam_pipelines.stages import dedup
 from beam_pipelines.stages.dedup import DROPS, Deduplicate
 from beam_pipelines.stages.park import ParkTrajectories
+from beam_pipelines.stages.spill import SpillByKey
 from tests.beam_pipelines.conftest import ids, pipeline, variant
 
 
@@ -76,10 +77,10 @@ def test_rejects_inconsistent_parameters():
         Deduplicate("out", threshold=0)
 
 
-def test_bucket_entries_cross_the_shuffle_packed_many_to_a_value(recorded, tmp_path):
-    """FnApiRunner holds every grouped element as Python objects: the LSH shuffle gets at most one
-    element per (band, bucket group) and bundle, not one per band and trajectory, and the verifier
-    still finds the duplicates from the sketches it reads back."""
+def test_bucket_entries_cross_the_shuffle_as_a_few_locations(recorded, tmp_path):
+    """FnApiRunner holds every grouped element as Python objects: the LSH shuffle gets one location
+    per (band, bucket group) and flush, not one element per band and trajectory, and the verifier
+    still finds the duplicates from the entries and sketches it reads back."""
     inputs = [*recorded, variant(recorded[3], "zz-copy")]
 
     def few(counts: list[int]) -> None:
@@ -87,12 +88,13 @@ def test_bucket_entries_cross_the_shuffle_packed_many_to_a_value(recorded, tmp_p
 
     with pipeline() as p:
         pairs = p | beam.Create([("train", t) for t in inputs]) | ParkTrajectories(str(tmp_path))
-        root = dedup.sketch_root(str(tmp_path))
-        sketched = pairs | beam.ParDo(dedup._MakeSketch(root, 64, 16, 1, 5, groups=2)).with_outputs(
+        sketches, bands = dedup.sketch_root(str(tmp_path)), dedup.band_root(str(tmp_path))
+        sketched = pairs | beam.ParDo(dedup._MakeSketch(sketches, 64, 16, 1, 5, groups=2)).with_outputs(
             dedup._ENTRIES, main=OK
         )
-        entries = sketched[dedup._ENTRIES]
-        assert_that(entries | beam.combiners.Count.Globally(), few, label="FewElements")
-        drops = entries | beam.GroupByKey() | beam.ParDo(dedup._Verify(root, 0.8, 64)) | beam.Distinct()
+        grouped = sketched[dedup._ENTRIES] | SpillByKey(bands)
+        locations = grouped | beam.FlatMap(lambda group: group[1]) | beam.combiners.Count.Globally()
+        assert_that(locations, few, label="FewLocations")
+        drops = grouped | beam.ParDo(dedup._Verify(sketches, bands, 0.8, 64)) | beam.Distinct()
         expected = ("zz-copy", ("exact_duplicate", recorded[3].trajectory_id, 1.0))
         assert_that(drops, equal_to([expected]), label="Drops")

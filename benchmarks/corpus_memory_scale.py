@@ -24,10 +24,21 @@ from benchmarks.corpus_data import build_corpus
 from benchmarks.corpus_throughput import ROOT, WORK
 
 
+def code_revision() -> str:
+    """The pipeline code measured: the commit, marked when the working tree differs from it."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True).stdout.strip()
+
+    changed = git("status", "--porcelain", "beam_pipelines", "schemas")
+    return git("rev-parse", "--short", "HEAD") + ("+changes" if changed else "")
+
+
 def peak_rss(n: int) -> dict:
     out = os.path.join(WORK, f"memory-{n}")
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "beam_pipelines.build_corpus", "--input", build_corpus(n), "--output", out]
+    code, started_utc = code_revision(), time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     root = psutil.Process(proc.pid)
     started, tree_peak, peaks = time.monotonic(), 0, {}
@@ -48,6 +59,8 @@ def peak_rss(n: int) -> dict:
     largest = dict(sorted(peaks.items(), key=lambda kv: -kv[1])[:3])
     return {
         "n": n,
+        "code": code,
+        "run_utc": started_utc,
         "seconds": round(time.monotonic() - started, 1),
         "peak_rss_mib": round(tree_peak / 2**20),
         "largest_process_peaks_mib": {k: round(v / 2**20) for k, v in largest.items()},

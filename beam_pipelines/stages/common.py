@@ -42,7 +42,7 @@ class TokenisedDoc(NamedTuple):
 
 
 class Parked(NamedTuple):
-    """Where one trajectory was parked (see `beam_pipelines.stages.park`): all that crosses a shuffle."""
+    """Where one trajectory was parked (see `beam_pipelines.stages.park`), all that is grouped of it."""
 
     trajectory_id: str
     domain: str
@@ -53,9 +53,7 @@ class Parked(NamedTuple):
     digest: bytes  # of the parked bytes: picks one record among several with the same id
 
     def packed(self) -> bytes:
-        """The reference as one bytes value, the form it crosses a shuffle in: FnApiRunner holds what
-        it groups as decoded Python objects, and a named tuple is eight of them (about 600 bytes
-        here), a bytes value one (about 200)."""
+        """The reference as bytes, the form `SpillByKey` groups it in (see `beam_pipelines.stages.spill`)."""
         return pickle.dumps(tuple(self), protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod

@@ -4,12 +4,15 @@ shuffle, so what a runner holds for the grouping does not grow with the corpus.
     (key, record bytes) -> SpillByKey(root) -> (key, Iterable[location]) -> read_spilled(...) -> records
 
 Why: FnApiRunner keeps everything it groups in its own memory, as one decoded Python object per
-element plus an encoded copy while a stage reads it (measured: about 3 KB of runner memory per
-trajectory for the LSH band entries and the shard references, 20,000 -> 40,000 trajectories). Here
-each worker buffers its records per key (`flush_bytes` in all) and appends each key's buffer, framed,
-to a file of its bundle (`BundleFile`: renamed into place when the bundle finishes, removed with a
-failed one); the shuffle carries one 28-byte location per key and flush. Records of one key keep their
-order within a location; locations come in no particular order, as GroupByKey's values do.
+element plus an encoded copy while a stage reads it, and hands a group's values to a worker whole;
+other runners pickle, send and store every element. With one element per trajectory for the shard
+references and the band entries packed 1 MiB to a value, the runner still grew by 50-66 MiB (about
+3 KB per trajectory) from 20,000 to 40,000 trajectories (benchmarks/results/corpus.md).
+
+Here each worker buffers its records per key (`flush_bytes` in all) and appends each key's buffer,
+framed, to a file of its bundle (`BundleFile`: renamed into place when the bundle finishes, removed
+with a failed one); the shuffle carries one 28-byte location per key and flush. Records of one key
+keep their order within a location; locations come in no particular order, as GroupByKey's values do.
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ Read -> Validate -> Normalise -> Redact -> Filter -> Split -> Park -> Deduplicat
 `--help` lists the options and shows local, Dataflow and Flink command lines.
 
 Memory: everything up to Park streams record by record in one fused step; from there on only small
-references cross a shuffle (see `beam_pipelines.stages.park`), so no runner ever holds the corpus.
+references cross a shuffle (see `beam_pipelines.stages.park`), so no runner ever holds the corpus, and
+the two groupings with an element per trajectory (LSH band entries, shard references) go through files
+(`beam_pipelines.stages.spill`), so the runner's memory does not grow with it either.
 Filter and Split run before Deduplicate, so a trajectory that is itself filtered out or contaminated
 never stands for (and drops) a duplicate that would have been kept.
 """

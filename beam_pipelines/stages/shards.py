@@ -4,12 +4,13 @@ What a corpus stage produces grows with the square of a trajectory's length (eve
 prompt repeats the history before it), and trajectories themselves are large, so neither crosses a
 shuffle. Only `Parked` references are grouped, by output shard (split, domain, hash of the trajectory
 id), and through files (`SpillByKey`): the runner holds where each shard's references lie, not the
-references. One worker call then reads its shard's trajectories back in id order, `chunk` at a time, and turns
-them into the shard's files with the formatter, tokeniser and packer, streaming rows and lines into
-files as it goes, skipping the trajectories deduplication dropped (a side input of the dropped ids only,
-so it grows with the duplicates, not with the corpus). Memory per worker is the shard's references (about
-200 bytes each) and what the chunk and the pack window hold, and the output is a pure function of the shard's
-trajectories, so any worker count or bundling writes the same bytes.
+references. One worker call then reads its shard's trajectories back in id order, `chunk` at a time,
+and turns them into the shard's files with the formatter, tokeniser and packer, streaming rows and
+lines into files as it goes, skipping the trajectories deduplication dropped (a side input of the
+dropped ids only, so it grows with the duplicates, not with the corpus). Memory per worker is the
+shard's references (a few hundred bytes each) and what the chunk and the pack window hold, and the
+output is a pure function of the shard's trajectories, so any worker count or bundling writes the
+same bytes.
 
 All of a trajectory's samples land in one shard.
 """

@@ -31,15 +31,18 @@ import logging
 import random
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from tqdm import tqdm
+
 from collectors.metrics import FleetStats, FleetSummary, write_summary
 from collectors.policies.base import Policy
-from collectors.supervisor import EXIT_CODES, StopRequest, install_signal_handlers, supervise
+from collectors.supervisor import EXIT_CODES, StopRequest, install_signal_handlers
 from collectors.tasks import Shard, TaskSpec
 from sandboxes.base import InvalidActionError, Sandbox, SandboxCrashedError, SandboxError, StepResult
 from schemas import StorageError, TrajectoryWriter, ValidationError, cleanup_temporaries, finished_ids
@@ -337,6 +340,48 @@ class Fleet:
         except InvalidActionError as exc:
             return StepResult(invalid_action_observation(str(exc)))
 
+    def supervise(self, workers: int, total: int) -> None:
+        """Start the workers, show progress, flush shards periodically, enforce the abort grace."""
+        config = self.config
+        threads = [
+            threading.Thread(target=self.worker, args=(wid,), name=f"fleet-worker-{wid}", daemon=True)
+            for wid in range(workers)
+        ]
+        for thread in threads:
+            thread.start()
+        bar = tqdm(total=total, desc=config.domain, unit="ep", file=sys.stderr, disable=not config.progress)
+        last_flush = time.monotonic()
+        stop_seen: float | None = None
+        forced = False
+        try:
+            while any(thread.is_alive() for thread in threads):
+                try:
+                    time.sleep(0.2)
+                except KeyboardInterrupt:  # signal handlers not installed (not the main thread's choice)
+                    self.request.signal_name = self.request.signal_name or "SIGINT"
+                    self.stop.set()
+                bar.set_postfix(steps=self.stats.steps, errors=sum(self.stats.errors.values()), refresh=False)
+                bar.update(self.done - bar.n)
+                clock = time.monotonic()
+                if clock - last_flush >= config.flush_interval_s:
+                    last_flush = clock
+                    try:
+                        self.lock.check()
+                        self.writer.flush()
+                    except StorageError as exc:
+                        self.fail(str(exc))
+                if self.stop.is_set():
+                    stop_seen = stop_seen or clock
+                    if not forced and clock - stop_seen >= config.abort_grace_s:
+                        forced = True
+                        self.force_close_sandboxes()
+                    elif forced and clock - stop_seen >= config.abort_grace_s + 30:
+                        log.error("workers did not stop 30 s after their sandboxes were closed; giving up")
+                        break
+        finally:
+            bar.update(self.done - bar.n)
+            bar.close()
+
     def _failure(self, exc: BaseException, what: str) -> Outcome:
         if self.stop.is_set():
             return Outcome("aborted", f"stopped by {self.signal_name or 'the runner'} ({what}: {exc})")
@@ -389,7 +434,7 @@ def _run(config: FleetConfig, lock: DatasetLock, request: StopRequest) -> FleetS
     fleet = Fleet(config, writer, slots, request, lock)
     started = time.monotonic()
     try:
-        supervise(fleet, min(config.sandboxes, len(slots)), len(slots))
+        fleet.supervise(min(config.sandboxes, len(slots)), len(slots))
     finally:
         try:
             writer.close()

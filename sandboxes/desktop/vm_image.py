@@ -4,11 +4,9 @@ client that controls a running VM (`vm.py` runs them)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import socket
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,40 +112,3 @@ class Qmp:
     def close(self) -> None:
         self._file.close()
         self._sock.close()
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m sandboxes.desktop.vm_image",
-        description="Show the desktop VM image, and optionally boot one VM so that its booted "
-        "snapshot is cached (later VMs then start in seconds instead of a boot).",
-        epilog="examples:\n  sudo infra/desktop-vm/build.sh          # build the image once\n"
-        "  python -m sandboxes.desktop.vm_image          # where it is, what it holds\n"
-        "  python -m sandboxes.desktop.vm_image --warm   # boot once, cache the booted snapshot",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--warm", action="store_true", help="boot one VM and cache its booted snapshot")
-    args = parser.parse_args(argv)
-    image = VmImage.default()
-    try:
-        manifest = image.require().manifest
-    except FileNotFoundError as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    accel, why = choose_accel(os.environ.get("AGENTWORLD_VM_ACCEL", "auto"))
-    size_mib = manifest["disk_qcow2_bytes"] / 2**20
-    print(
-        f"image v{manifest['version']} in {image.root}: kernel {manifest['kernel_version']}, "
-        f"qcow2 {size_mib:.0f} MiB; acceleration here: {accel} ({why})"
-    )
-    if args.warm:
-        from sandboxes.desktop.vm import QemuVm  # noqa: PLC0415 - vm imports this module
-
-        print("starting a VM (a first boot takes minutes under TCG) ...", flush=True)
-        with QemuVm() as vm:
-            print(f"up in {vm.boot_seconds:.1f} s: {vm.start_method}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

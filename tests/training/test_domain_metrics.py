@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from training.fidelity.domain_metrics import multiset_f1, search_scores, web_scores
+from training.fidelity.domain_metrics import search_scores, web_scores
 from training.fidelity.metrics import Template, aggregate, format_valid, score_against, score_turn
 from training.fidelity.observations import observation_data, parse_results, parse_web, without_bids
+from training.fidelity.overlap import multiset_f1
 from training.fidelity.report import build_report, domain_tables
 from training.fidelity.report_html import write_all
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from sandboxes.android.tree_text import AndroidTree, Node, parse_tree
+from training.fidelity.overlap import multiset_f1
 from training.fidelity.tree_metrics import nests_one_level_at_a_time, share_placed_close
 
 OBSERVATION_FORMAT = "android_ui_tree"
@@ -64,9 +65,6 @@ def position_share(
 
 
 def android_scores(prediction: str, reference: str) -> dict[str, float | None]:
-    # Imported here: domain_metrics registers this module's scorer, so it imports this module first.
-    from training.fidelity.domain_metrics import multiset_f1
-
     pred, real = parse_tree(prediction), parse_tree(reference)
     scores: dict[str, float | None] = {
         "node_f1": multiset_f1([n.key() for n in pred.nodes], [n.key() for n in real.nodes]),

@@ -20,12 +20,12 @@ apply to a turn is None and left out of the means.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Sequence
 
 from training.fidelity.android import ANDROID_METRICS, android_scores
 from training.fidelity.desktop import DESKTOP_METRICS, desktop_scores
 from training.fidelity.observations import parse_results, parse_web, without_bids
+from training.fidelity.overlap import multiset_f1
 from training.fidelity.tool_metrics import MCP_METRICS, SWE_METRICS, mcp_scores, swe_scores
 
 TOP_K = 5
@@ -41,17 +41,6 @@ DOMAIN_METRICS: dict[str, tuple[str, ...]] = {
     "os": DESKTOP_METRICS,
     "android": ANDROID_METRICS,
 }
-
-
-def multiset_f1(predicted: Sequence[str], real: Sequence[str]) -> float:
-    """F1 of the multiset overlap; two empty sequences agree completely."""
-    if not predicted and not real:
-        return 1.0
-    common = sum((Counter(predicted) & Counter(real)).values())
-    if not common:
-        return 0.0
-    p, r = common / len(predicted), common / len(real)
-    return 2 * p * r / (p + r)
 
 
 def web_scores(prediction: str, reference: str) -> dict[str, float | None]:

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from training.fidelity.observations import is_diff, parse_json, swe_status
+from training.fidelity.overlap import counter_f1, f1
 from training.fidelity.shapes import shape_pattern
 
 MCP_METRICS = ("json_valid", "json_key_f1", "json_value_match", "json_volatile_form", "result_kind_match")
@@ -38,19 +39,6 @@ _PYTEST_COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpasse
 _UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ")
 _UNITTEST_RESULT = re.compile(r"^(OK|FAILED)(?: \((.*)\))?$")
 _PLURAL = {"error": "errors", "warning": "warnings"}
-
-
-def _f1(common: int, predicted: int, real: int) -> float:
-    if not predicted and not real:
-        return 1.0
-    if not common:
-        return 0.0
-    p, r = common / predicted, common / real
-    return 2 * p * r / (p + r)
-
-
-def _counter_f1(predicted: Counter, real: Counter) -> float:
-    return _f1(sum((predicted & real).values()), sum(predicted.values()), sum(real.values()))
 
 
 # --- MCP ----------------------------------------------------------------------------------------
@@ -146,7 +134,7 @@ def mcp_scores(prediction: str, reference: str, others: Sequence[str] = ()) -> d
     stable = [p for p in real if p not in volatile]
     common = len(real.keys() & predicted.keys())
     scores["json_valid"] = float(valid)
-    scores["json_key_f1"] = _f1(common, len(predicted), len(real)) if valid else 0.0
+    scores["json_key_f1"] = f1(common, len(predicted), len(real)) if valid else 0.0
     if stable:
         scores["json_value_match"] = sum(
             p in predicted and _same(predicted[p], real[p]) for p in stable
@@ -224,9 +212,9 @@ def swe_scores(prediction: str, reference: str, others: Sequence[str] = ()) -> d
     stable = {line for line in real_lines if all(line in lines for lines in other_lines)}
     forms = {shape_pattern(line) for line in real_lines if line not in stable}
     predicted = _softened(_body_lines(prediction), forms, stable)
-    scores["output_line_f1"] = _counter_f1(predicted, _softened(real_lines, forms, stable))
+    scores["output_line_f1"] = counter_f1(predicted, _softened(real_lines, forms, stable))
     if is_diff(reference):
-        scores["diff_line_f1"] = _counter_f1(_diff_lines(prediction), _diff_lines(reference))
+        scores["diff_line_f1"] = counter_f1(_diff_lines(prediction), _diff_lines(reference))
     counts = summary_counts(reference)
     if counts is not None:
         scores["test_counts_match"] = float(summary_counts(prediction) == counts)

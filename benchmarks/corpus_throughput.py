@@ -333,9 +333,6 @@ def markdown_lines(r: dict) -> list[str]:
 
 
 if __name__ == "__main__":
-    # `python -m benchmarks.corpus_throughput N` is `CORPUS_BENCH_N=N python -m benchmarks.run corpus`
-    from benchmarks import run
-
-    if len(sys.argv) > 1:
-        os.environ["CORPUS_BENCH_N"] = sys.argv[1]
-    sys.exit(run.main(["corpus"]))
+    # The result as JSON on stdout; `CORPUS_BENCH_N=N python -m benchmarks.run corpus` also writes it
+    # (and its table) under benchmarks/results/.
+    json.dump(corpus_benchmark(int(sys.argv[1]) if len(sys.argv) > 1 else 20000), sys.stdout, indent=2)

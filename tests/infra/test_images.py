@@ -123,7 +123,7 @@ def test_collector_image_records_a_terminal_episode(images: None, tmp_path: Path
 def test_browser_image_runs_a_web_step(images: None) -> None:
     done = docker(
         "run", "--rm", "--network", "none", "--shm-size=512m", "--entrypoint", "python",
-        "-v", f"{ROOT / 'infra/images/smoke'}:/smoke:ro",
+        "-v", f"{ROOT / 'tests/infra/image_smoke'}:/smoke:ro",
         f"agentworld/browser:{VERSION}", "/smoke/web_step.py",
         timeout=180,
     )  # fmt: skip

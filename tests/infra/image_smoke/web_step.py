@@ -1,7 +1,7 @@
 """One web sandbox step inside the browser image: reset on the embedded shop, click the cart link.
 
 Run in the image (tests/infra/test_images.py does):
-    docker run --rm --shm-size=512m --entrypoint python -v $PWD/infra/images/smoke:/smoke:ro \
+    docker run --rm --shm-size=512m --entrypoint python -v $PWD/tests/infra/image_smoke:/smoke:ro \
         agentworld/browser /smoke/web_step.py
 Prints one JSON line: the URL and title after reset and after the step, and the step's error.
 """

@@ -33,7 +33,7 @@ class SweConfig:
     command_timeout_s: int = 60
     max_timeout_s: int = MAX_TIMEOUT_S
     # Cap on one observation's text: a longer output or file keeps its head and tail around a
-    # `[... N bytes truncated ...]` marker.
+    # `[... N of M bytes truncated ...]` marker (N dropped of M in all).
     max_output_bytes: int = 32 * 1024
     # Files larger than this are not read by `read`/`edit` (bash can still page through them).
     max_file_bytes: int = 8 * 1024 * 1024

@@ -16,6 +16,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 
+from sandboxes.swe.text import cut_middle
+
 DRAIN_S = 0.5
 KILL_WAIT_S = 5.0
 _CHUNK = 65536
@@ -146,11 +148,8 @@ def run_bounded(
 
 def render(finished: Finished, timeout_s: float) -> str:
     """The bash tool's text: output, a truncation marker where bytes were dropped, a status line."""
-    if finished.dropped:
-        marker = f"\n[... {finished.dropped} bytes truncated ...]\n"
-        text = finished.head.decode("utf-8", "replace") + marker + finished.tail.decode("utf-8", "replace")
-    else:
-        text = (finished.head + finished.tail).decode("utf-8", "replace")
+    total = len(finished.head) + finished.dropped + len(finished.tail)
+    text = cut_middle(finished.head, finished.tail, total)
     if text and not text.endswith("\n"):
         text += "\n"
     if finished.timed_out:

@@ -28,17 +28,28 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
+def truncation_marker(dropped: int, total: int, hint: str = "") -> str:
+    """What stands where output was cut: `[... N of M bytes truncated ...]`, and how to see more."""
+    return f"[... {dropped} of {total} bytes truncated{f'; {hint}' if hint else ''} ...]"
+
+
+def cut_middle(head: bytes, tail: bytes, total: int) -> str:
+    """The kept head and tail of `total` bytes, a marker line between them where bytes were dropped."""
+    dropped = total - len(head) - len(tail)
+    if not dropped:
+        return (head + tail).decode("utf-8", "replace")
+    marker = f"\n{truncation_marker(dropped, total)}\n"
+    return head.decode("utf-8", "replace") + marker + tail.decode("utf-8", "replace")
+
+
 def bound(text: str, limit: int) -> tuple[str, bool]:
-    """`text` cut to about `limit` UTF-8 bytes: head and tail around a `[... N bytes truncated ...]`
+    """`text` cut to about `limit` UTF-8 bytes: head and tail around a `[... N of M bytes truncated ...]`
     marker line."""
     raw = text.encode("utf-8", "surrogateescape")
     if len(raw) <= limit:
         return text, False
     half = limit // 2
-    head, tail = raw[:half], raw[len(raw) - half :]
-    cut = len(raw) - len(head) - len(tail)
-    marker = f"\n[... {cut} bytes truncated ...]\n"
-    return head.decode("utf-8", "replace") + marker + tail.decode("utf-8", "replace"), True
+    return cut_middle(raw[:half], raw[len(raw) - half :], len(raw)), True
 
 
 def _prefixes(cache: list, first: int, last: int) -> list:
@@ -102,7 +113,7 @@ def numbered_page(lines: list[bytes], first: int, limit: int, raw_len: int, rest
         text = out[:limit].decode("utf-8", "replace") + "\n"
         left = raw_len - (limit - len(b"%6d\t" % first)) + rest
         hint = f"line {first} alone is longer: look at parts of it with bash (cut -c, head -c)"
-    return f"{text}[... {left} bytes truncated; {hint} ...]\n", True
+    return f"{text}{truncation_marker(left, raw_len + rest, hint)}\n", True
 
 
 def change_span(old: str, new: str) -> tuple[int, int, int]:

@@ -67,7 +67,8 @@ class StepOutput:
         if len(tail) > self._half:
             tail = tail[-self._half :]
         dropped = self.total - len(self._head) - len(tail)
-        return bytes(self._head) + f"\n[... {dropped} bytes of output dropped ...]\n".encode() + tail
+        marker = f"\n[... {dropped} of {self.total} bytes of output dropped ...]\n"
+        return bytes(self._head) + marker.encode() + tail
 
 
 class ShellStream:

@@ -50,9 +50,9 @@ DOMAIN_PROMPTS: dict[str, DomainPrompt] = {
             "exact error (old_str not found, old_str found N times where it must be unique, the file "
             "exists, no such file, line out of range). `bash` runs a command from the repository root and "
             "shows its output (stdout and stderr interleaved; long output is cut at an explicit "
-            "`[... N bytes truncated ...]` marker), then a last line `[exit status: N]`, or "
-            "`[timed out after N s]` when the command ran out of time. Paths are relative to the "
-            "repository root; nothing outside it can be read or edited."
+            "`[... N of M bytes truncated ...]` marker: N bytes left out of M), then a last line "
+            "`[exit status: N]`, or `[timed out after N s]` when the command ran out of time. Paths are "
+            "relative to the repository root; nothing outside it can be read or edited."
         ),
         actions=(
             "Tool calls written as Python calls, with only the arguments given, in the order of the tool's "

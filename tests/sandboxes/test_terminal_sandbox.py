@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import tempfile
@@ -100,7 +101,9 @@ def test_huge_output_is_bounded_and_linear(make_sandbox, backend: str) -> None:
     (attachment,) = obs.attachments
     assert attachment.name == "output.txt" and attachment.media_type == "text/plain"
     assert attachment.content is not None and attachment.size == len(attachment.content) <= (1 << 20) + 100
-    assert b"bytes of output dropped" in attachment.content
+    dropped = re.search(rb"\n\[\.\.\. (\d+) of (\d+) bytes of output dropped \.\.\.\]\n", attachment.content)
+    assert dropped and int(dropped[2]) == obs.data["output_bytes"], attachment.content[:200]
+    assert int(dropped[1]) == int(dropped[2]) - (1 << 20)  # the first and last 512 KiB are kept
     obs = run(sandbox, "seq 1 5000")
     assert obs.text.splitlines()[-2:] == ["5000", "agent@sandbox:~$"]
     assert obs.attachments[0].content.splitlines()[1:3] == [b"1", b"2"]

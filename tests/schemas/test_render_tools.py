@@ -101,7 +101,7 @@ def test_mcp_and_swe_wording_names_the_observation_forms() -> None:
     for form in (
         "[exit status: N]",
         "[timed out after N s]",
-        "[... N bytes truncated ...]",
+        "[... N of M bytes truncated ...]",
         "cat -n",
         "/repo",
     ):

@@ -117,7 +117,8 @@ def test_observation_parsers_follow_the_recorded_data() -> None:
         assert parsed == step.observation.data
         if step.observation.data["error"] == "":  # a result's form names its tool; an error's does not
             assert swe_data(step.observation.text)["tool"] == step.action.kind
-    timed_out = swe_data("partial output\n[... 2048 bytes truncated ...]\n[timed out after 30 s]")
+    assert swe_data("a\n[... 2048 bytes truncated ...]\n[exit status: 0]")["truncated"]  # an older recording
+    timed_out = swe_data("partial output\n[... 2048 of 4096 bytes truncated ...]\n[timed out after 30 s]")
     assert (timed_out["tool"], timed_out["timed_out"], timed_out["truncated"], timed_out["exit_status"]) == (
         "bash",
         True,

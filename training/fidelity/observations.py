@@ -43,7 +43,7 @@ _CONNECTED_RE = re.compile(r"^Connected to (.+?): (\d+) tools? \((.*)\)\.$")
 # `cat -n` does.
 _EXIT_RE = re.compile(r"^\[exit status: (-?\d+)\]$")
 _TIMED_OUT_RE = re.compile(r"^\[timed out after (\d+(?:\.\d+)?) s\]$")
-_TRUNCATED_RE = re.compile(r"\[\.\.\. \d+ bytes truncated \.\.\.\]")
+_TRUNCATED_RE = re.compile(r"\[\.\.\. \d+ (?:of \d+ )?bytes truncated \.\.\.\]")  # older ones lack "of M"
 
 # Actions a domain's sandbox answers in another format than its first observation's.
 ACTION_FORMATS = {("search", "web_extractor"): "markdown"}

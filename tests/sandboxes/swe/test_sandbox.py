@@ -232,13 +232,14 @@ def test_long_output_is_cut_with_an_explicit_marker(sandbox: SweSandbox, templat
         small.reset(_task(template))
         obs = small.step(bash_action("python -c \"print('x' * 20000)\"; echo tail-line")).observation
         assert obs.data["truncated"] and obs.text.endswith("tail-line\n[exit status: 0]")
-        assert "\n[... 19011 bytes truncated ...]\n" in obs.text
+        assert "\n[... 19011 of 20011 bytes truncated ...]\n" in obs.text  # 20,001 x's and tail-line
         small.step(bash_action("seq 1 5000 > numbers.txt"))
         read = small.step(read_action("numbers.txt")).observation
         left = len("".join(f"{n}\n" for n in range(101, 5001)))
+        total = len("".join(f"{n}\n" for n in range(1, 5001)))
         assert read.data["truncated"] and read.text.startswith("     1\t1\n")
         assert read.text.endswith(
-            f"   100\t100\n[... {left} bytes truncated; continue with start_line=101 ...]\n"
+            f"   100\t100\n[... {left} of {total} bytes truncated; continue with start_line=101 ...]\n"
         )
         last = small.step(read_action("numbers.txt", start_line=4999)).observation
         assert last.text == "  4999\t4999\n  5000\t5000\n" and not last.data["truncated"]

@@ -204,7 +204,7 @@ def test_special_files_are_refused_without_blocking(ws: Workspace) -> None:
 
 def test_bound_keeps_head_and_tail_and_counts_the_rest() -> None:
     text, cut = bound("a" * 600 + "b" * 600, 1000)
-    assert cut and text == "a" * 500 + "\n[... 200 bytes truncated ...]\n" + "b" * 500
+    assert cut and text == "a" * 500 + "\n[... 200 of 1200 bytes truncated ...]\n" + "b" * 500
     assert bound("short", 1000) == ("short", False)
 
 
@@ -214,7 +214,7 @@ def test_run_bounded_counts_dropped_bytes_and_kills_the_group_on_timeout(tmp_pat
     )
     assert (done.exit_status, done.timed_out, done.dropped) == (3, False, 4001)
     assert render(done, 10).endswith("\n[exit status: 3]")
-    assert "\n[... 4001 bytes truncated ...]\n" in render(done, 10)
+    assert "\n[... 4001 of 5001 bytes truncated ...]\n" in render(done, 10)
     marker = tmp_path / "alive"
     t0 = time.monotonic()
     slow = run_bounded(
@@ -260,7 +260,7 @@ def test_windowed_diff_equals_difflib_on_the_whole_file(edit: str) -> None:
     assert unified_diff(old, new, "t.py") == expected
 
 
-_MARKER = re.compile(r"\[\.\.\. (\d+) bytes truncated; continue with start_line=(\d+) \.\.\.\]\n$")
+_MARKER = re.compile(r"\[\.\.\. (\d+) of (\d+) bytes truncated; continue with start_line=(\d+) \.\.\.\]\n$")
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -285,9 +285,10 @@ def test_paging_through_a_large_file_shows_every_line_once(ws: Workspace, seed: 
         pages.append(page)
         if not found:
             break
-        shown_to = int(found.group(2)) - 1
+        shown_to = int(found.group(3)) - 1
         after = "\n".join(lines[shown_to:]) + ("\n" if text.endswith("\n") else "")
-        assert int(found.group(1)) == len(after.encode())
+        asked = "\n".join(lines[(start or 1) - 1 :]) + ("\n" if text.endswith("\n") else "")
+        assert (int(found.group(1)), int(found.group(2))) == (len(after.encode()), len(asked.encode()))
         start = shown_to + 1
     assert "".join(pages) == numbered(lines, 1)
 
@@ -297,7 +298,7 @@ def test_a_line_longer_than_the_limit_is_cut_with_a_hint(ws: Workspace) -> None:
     out = ws.read("min.js", None, None, 1000)
     assert out.truncated and out.text.startswith("     1\t" + "x" * 993 + "\n[... ")
     hint = "line 1 alone is longer: look at parts of it with bash (cut -c, head -c)"
-    assert out.text.endswith(f"[... {5008 - 993} bytes truncated; {hint} ...]\n")
+    assert out.text.endswith(f"[... {5008 - 993} of 5008 bytes truncated; {hint} ...]\n")
     assert ws.read("min.js", 2, None, 1000).text == "     2\tsecond\n"
 
 

@@ -92,6 +92,19 @@ def _error_observation(text: str, **data: object) -> Observation:
     return Observation(format="error", text=text, data=dict(data))
 
 
+def _step(index: int, action: Action, result: StepResult, started_at: datetime, latency_s: float) -> Step:
+    return Step(
+        index=index,
+        action=action,
+        observation=result.observation,
+        started_at=started_at,
+        latency_s=latency_s,
+        reward=result.reward,
+        done=result.done,
+        info=result.info,
+    )
+
+
 def _error_kind(exc: BaseException) -> str:
     if isinstance(exc, SandboxCrashedError):
         return "sandbox_crashed"
@@ -313,19 +326,12 @@ class Fleet:
             try:
                 result = self._apply(sandbox, action)
             except Exception as exc:
-                return self._failure(exc, f"step {len(steps)} failed"), False
-            steps.append(
-                Step(
-                    index=len(steps),
-                    action=action,
-                    observation=result.observation,
-                    started_at=started_at,
-                    latency_s=time.monotonic() - clock,
-                    reward=result.reward,
-                    done=result.done,
-                    info=result.info,
-                )
-            )
+                index = len(steps)
+                failed = exc.result if isinstance(exc, SandboxCrashedError) else None
+                if failed is not None:  # the crash's own step: what the agent saw when it failed
+                    steps.append(_step(index, action, failed, started_at, time.monotonic() - clock))
+                return self._failure(exc, f"step {index} failed"), False
+            steps.append(_step(len(steps), action, result, started_at, time.monotonic() - clock))
             observation = result.observation
             if result.done:
                 return Outcome("completed"), True

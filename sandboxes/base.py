@@ -22,7 +22,15 @@ class SandboxClosedError(SandboxError):
 
 
 class SandboxCrashedError(SandboxError):
-    """The environment died under the sandbox (container killed, shell exited)."""
+    """The environment died under the sandbox (container killed, shell exited).
+
+    `result`, when the sandbox gives one, is the step that failed with it (an observation saying
+    what the agent saw, `info` with the evidence), so the runner records that step before the error.
+    """
+
+    def __init__(self, message: str = "", result: StepResult | None = None) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 class InvalidActionError(SandboxError, ValueError):

@@ -4,7 +4,7 @@ A domain's entry point adds its sandbox options, takes the output with `open_out
 refuses a root that another collector holds), then calls `run_cli` with a sandbox factory.
 Everything that can fail before sandboxes start (output location and its lock, task file, policy
 inputs, building the policy) is checked first and fails with exit code 2 and a message naming the
-fix.
+fix, leaving neither the --out folder (when the run created it) nor a lock behind.
 """
 
 from __future__ import annotations
@@ -13,8 +13,11 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from importlib import metadata
+
+from fsspec.core import url_to_fs
 
 from collectors.policies import POLICIES, make_policy
 from collectors.policies.base import Policy
@@ -103,17 +106,38 @@ def apply_shard(args: argparse.Namespace) -> None:
         args.out = f"{args.out.rstrip('/')}/{shard_dir_name(args.shard.index, args.shard.count)}"
 
 
-def open_output(out: str) -> DatasetLock:
-    """Lock `out` for this run and probe that it can be written; CliError (exit 2) naming the
-    other collector when one holds it. Release the lock (or use it as a context manager) at exit."""
+@contextmanager
+def open_output(out: str) -> Iterator[DatasetLock]:
+    """`with open_output(out) as lock:` locks `out` for the run and probes that it can be written;
+    CliError (exit 2) naming the other collector when one holds it. At exit the lock goes, and so do
+    the folders this run created when nothing was written into them: a run refused after this point
+    (a bad task file, policy or backend) leaves no trace."""
     lock = DatasetLock(out)
+    created = _missing_folders(out) if lock.local else []
     try:
-        lock.acquire()
-        TrajectoryWriter(out).close()
-    except StorageError as exc:
+        try:
+            lock.acquire()
+            TrajectoryWriter(out).close()
+        except StorageError as exc:
+            raise CliError(str(exc)) from exc
+        yield lock
+    finally:
         lock.release()
-        raise CliError(str(exc)) from exc
-    return lock
+        for folder in created:  # deepest first; one that holds anything keeps its parents too
+            try:
+                os.rmdir(folder)
+            except OSError:
+                break
+
+
+def _missing_folders(out: str) -> list[str]:
+    """The folders of the local path `out` that do not exist yet, deepest first."""
+    missing = []
+    path = os.path.abspath(url_to_fs(out)[1])
+    while not os.path.lexists(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    return missing
 
 
 def load_task_specs(args: argparse.Namespace, domain: str) -> list[TaskSpec]:

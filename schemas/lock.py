@@ -2,7 +2,8 @@
 
 Local paths: an exclusive `fcntl.flock` on ROOT/.lock, held until `release()` or until the
 process exits. The kernel drops it however the holder dies (kill -9 included), so a lock is never
-stale. The file also names the holder (host, pid, start time) for the refusal message.
+stale. The file also names the holder (host, pid, start time) for the refusal message. `release()`
+removes the file (a killed holder leaves it, unlocked, for the next run to take).
 
 Object stores (gs://, s3://, memory://, ...) cannot lock. There ROOT/.lock is a lease: JSON with
 the holder and a heartbeat time that a background thread rewrites every `heartbeat_s` (5 s, at most
@@ -106,7 +107,12 @@ class DatasetLock:
             return
         self.held = False
         if self._fd is not None:
-            # The file stays: unlinking it would let a waiting process lock a name nobody else sees.
+            # Removed while still locked: a process that opened this file before and locks it after
+            # finds it gone from the path and locks the path's new file instead (_acquire_flock).
+            try:
+                os.unlink(self.path)
+            except OSError as exc:
+                log.warning("could not remove the lock file %s: %s", self.path, exc)
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
@@ -136,6 +142,11 @@ class DatasetLock:
     # -- local: flock ----------------------------------------------------------------------------
 
     def _acquire_flock(self) -> None:
+        while not self._flock_once():
+            pass  # the holder released and removed the file we locked: lock the one now at the path
+
+    def _flock_once(self) -> bool:
+        """Lock the file at the path; False when that file was removed before we held it."""
         # os.open's descriptor is not inherited by children (PEP 446): a tmux server or container
         # started by this run cannot keep the lock alive after the run dies.
         try:
@@ -157,9 +168,13 @@ class DatasetLock:
                 f"cannot lock {self.path}: {exc}; this filesystem has no file locks, so write to a "
                 "local directory or use its object-store URI (gs://, s3://) instead"
             ) from exc
+        if not _names_file(self.path, fd):
+            os.close(fd)
+            return False
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(self.holder).encode() + b"\n", 0)
         self._fd = fd
+        return True
 
     # -- object stores: lease --------------------------------------------------------------------
 
@@ -256,6 +271,16 @@ class DatasetLock:
                 self._write_lease()
             except Exception as exc:  # a transient error: the next beat tries again within the ttl
                 log.warning("could not renew the lease on %s: %s", self.root, exc)
+
+
+def _names_file(path: str, fd: int) -> bool:
+    """Whether `path` still names the file open as `fd`."""
+    try:
+        at_path = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (at_path.st_dev, at_path.st_ino) == (held.st_dev, held.st_ino)
 
 
 def _pid_namespace() -> str | None:

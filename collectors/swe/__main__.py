@@ -82,6 +82,11 @@ def used_tasks(tasks: list[TaskSpec], episodes: int) -> list[TaskSpec]:
 def prepare_templates(tasks: list[TaskSpec], cache_dir: Path, progress: bool) -> None:
     """Build the repositories the run needs before sandboxes start, so the first resets do not wait
     on downloads and test runs; a task whose repository cannot be built stops the run here."""
+    for spec in tasks:  # a task's own repository: named as missing here, not as a backend failure later
+        template = spec.task.metadata.get("template")
+        if template and not Path(template).is_dir():
+            problem = "is not a directory" if Path(template).exists() else "does not exist"
+            raise CliError(f"task {spec.id}: its repository {template} {problem} (metadata 'template')")
     started = time.monotonic()
     for n, spec in enumerate(tasks, start=1):
         if progress:

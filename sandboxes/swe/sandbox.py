@@ -47,6 +47,8 @@ def _template_dir(metadata: dict[str, Any], cache_dir: Path) -> Path:
         from sandboxes.swe.repos import task_template  # written alongside; imported only when needed
 
         template = Path(task_template(metadata, cache_dir))
+    if not template.exists():
+        raise SandboxError(f"SWE task template {template} does not exist")
     if not template.is_dir():
         raise SandboxError(f"SWE task template {template} is not a directory")
     return template

@@ -219,6 +219,41 @@ def test_local_lock_refuses_a_second_holder_and_names_the_first(tmp_path):
         assert again.held
 
 
+def test_local_lock_leaves_no_file_and_one_holder_at_a_time(tmp_path):
+    """release() removes ROOT/.lock; a contender that opened the old file just before locks the new
+    one instead, so threads racing to take and release the lock never hold it together."""
+    root = str(tmp_path / "run")
+    with DatasetLock(root):
+        assert (tmp_path / "run" / ".lock").exists()
+    assert not (tmp_path / "run" / ".lock").exists()
+    holders, overlaps, entries = [0], [0], [0]
+    count = threading.Lock()
+
+    def contend() -> None:
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            try:
+                lock = DatasetLock(root).acquire()
+            except DatasetLockedError:
+                continue
+            with count:
+                holders[0] += 1
+                entries[0] += 1
+                overlaps[0] += holders[0] > 1
+            time.sleep(0)
+            with count:
+                holders[0] -= 1
+            lock.release()
+
+    threads = [threading.Thread(target=contend) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert entries[0] > 20 and overlaps[0] == 0, (entries, overlaps)
+    assert not (tmp_path / "run" / ".lock").exists()
+
+
 def test_local_lock_dies_with_its_process(tmp_path):
     """The kernel drops a flock when its holder is killed: no stale lock, nothing to clean up."""
     root = str(tmp_path / "run")

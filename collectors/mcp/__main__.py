@@ -55,7 +55,9 @@ EPILOG = """examples:
 
 Each task names its server in metadata.server. The embedded tasks cover the embedded servers; a
 catalogue server no task names gets one exploration task of its own. Before the fleet starts, each
-server is started once and its tools are listed (what the explorer and the LLM agent call).
+server is started once and its tools are listed (what the explorer and the LLM agent call); a
+server that does not start is reported, its episodes are recorded as errors with the reason, and
+the other servers' episodes go on (the run fails only when no server starts).
 Servers run in bubblewrap with no network unless their entry says `network = true`. The embedded
 tasks name paths as the servers see them there (/home/agent/workdir); under --backend local the
 explorer learns the real ones from the servers' answers, and scripted paths do not resolve.
@@ -153,21 +155,25 @@ def mcp_config(args: argparse.Namespace, servers: dict[str, ServerEntry]) -> Mcp
     return McpConfig(catalogue=servers, backend=backend, install_missing=not args.no_install)
 
 
-def list_tools(config: McpConfig, servers: Sequence[str]) -> dict[str, list[ToolDefinition]]:
-    """Start each server once and list its tools; CliError saying which server failed and how."""
+def list_tools(
+    config: McpConfig, servers: Sequence[str]
+) -> tuple[dict[str, list[ToolDefinition]], list[str]]:
+    """Start each server once and list its tools: (tools by server, the servers that did not start).
+    A server that does not start is reported here; its episodes run and fail at their reset, each
+    recorded with the reason, while the other servers' episodes go on."""
     print(f"listing the tools of {len(servers)} MCP server(s): {', '.join(servers)}", file=sys.stderr)
     found: dict[str, list[ToolDefinition]] = {}
+    failed: list[str] = []
     with McpSandbox(config) as sandbox:
         for name in servers:
             try:
                 sandbox.reset(Task(id=f"probe-{name}", metadata={"server": name}))
             except SandboxError as exc:
-                raise CliError(
-                    f"MCP server {name!r} does not start: {exc}\n(check its catalogue entry; to install an "
-                    f"embedded server by hand: python -m sandboxes.mcp install {name})"
-                ) from exc
+                failed.append(name)
+                print(f"{exc}\n(its episodes are recorded as errors)", file=sys.stderr)
+                continue
             found[name] = sandbox.describe().tools
-    return found
+    return found, failed
 
 
 def with_tool_lookup(
@@ -205,7 +211,13 @@ def main(argv: list[str] | None = None) -> int:
             factory, tasks, episodes = policy_factory(
                 args, tasks, parse_action=parse_mcp_action, explorer=explorer
             )
-            tools.update(list_tools(config, list(dict.fromkeys(server_of(spec) for spec in tasks))))
+            names = list(dict.fromkeys(server_of(spec) for spec in tasks))
+            listed, failed = list_tools(config, names)
+            if len(failed) == len(names):
+                started = "none of the MCP servers started"
+                print(f"error: {started} ({', '.join(failed)}): nothing to record", file=sys.stderr)
+                return 1
+            tools.update(listed)
             if args.policy == "llm":
                 factory = with_tool_lookup(factory, tools)
             return run_cli(args, "mcp", lambda: McpSandbox(config), (factory, tasks, episodes), lock)

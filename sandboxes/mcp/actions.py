@@ -98,6 +98,22 @@ def error_observation(server: str, tool: str, code: int | str, message: str) -> 
     )
 
 
+def server_exit_observation(
+    server: str, tool: str, message: str, status: dict[str, Any], stderr_tail: str
+) -> Observation:
+    """The call failed because the server exited (or closed its connection): how, and its last stderr."""
+    error = {
+        "code": "server_exited",
+        "message": message,
+        "exit_code": status["exit_code"],
+        "signal": status["signal"],
+        "stderr_tail": stderr_tail,
+    }
+    return Observation(
+        format=MCP_RESULT, text=_canonical({"error": error}), data=_data(server, tool, True, error, None)
+    )
+
+
 def timeout_observation(server: str, tool: str, timeout_s: float) -> Observation:
     return error_observation(server, tool, "timeout", f"no answer within {timeout_s:g} s")
 

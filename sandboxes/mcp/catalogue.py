@@ -64,6 +64,9 @@ class ServerEntry:
     seed: str = ""
     # Serve the sandbox's embedded local site on loopback and fill `{site}` with its URL.
     site: bool = False
+    # Host paths the server reads, bound read-only at the same paths inside bwrap (the jail hides
+    # /tmp, /run, /home and /root; the command's own files there are bound without asking).
+    ro_paths: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         where = f"server {self.name!r}"
@@ -81,6 +84,9 @@ class ServerEntry:
             raise CatalogueError(f"{where}: url: an http server needs the URL of its MCP endpoint")
         if self.startup_timeout_s <= 0 or self.call_timeout_s <= 0:
             raise CatalogueError(f"{where}: startup_timeout_s and call_timeout_s must be > 0")
+        relative = [p for p in self.ro_paths if not p.startswith("/")]
+        if relative:
+            raise CatalogueError(f"{where}: ro_paths: every path must be absolute, not {relative}")
         if self.package and not self.package.startswith(("pypi:", "npm:")):
             raise CatalogueError(f"{where}: package must start with 'pypi:' or 'npm:', not {self.package!r}")
 
@@ -102,6 +108,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "state": (str,),
     "seed": (str,),
     "site": (bool,),
+    "ro_paths": (list,),
 }
 
 
@@ -120,8 +127,8 @@ def entry_from_dict(name: str, data: Any, where: str = "catalogue") -> ServerEnt
         if not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
             want = " or ".join(t.__name__ for t in expected)
             raise CatalogueError(f"{where}: servers.{name}.{key}: expected {want}, got {value!r}")
-        if key == "command" and not all(isinstance(a, str) for a in value):
-            raise CatalogueError(f"{where}: servers.{name}.command: every argument must be a string")
+        if key in ("command", "ro_paths") and not all(isinstance(a, str) for a in value):
+            raise CatalogueError(f"{where}: servers.{name}.{key}: every item must be a string")
         if key == "env" and not all(isinstance(v, str) for v in value.values()):
             raise CatalogueError(f"{where}: servers.{name}.env: every value must be a string")
         values[key] = value

@@ -7,6 +7,9 @@ the length of one operation (`run_until_complete`): a holder task enters the tra
 as further tasks while the session is open. Between operations the loop is idle and the server's
 messages wait in the pipe. A loop in a thread of its own was measured first: the hand-off between
 threads (the GIL's switch interval) added 3-6 ms to a 10 ms call. Every wait is bounded.
+
+Stdio servers go through the sandbox's own transport (`stdio.py`), which keeps their stderr and
+stray stdout as diagnostics and hands the process to the sandbox; http servers through the SDK's.
 """
 
 from __future__ import annotations
@@ -15,18 +18,20 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from sandboxes.base import SandboxError
+from sandboxes.mcp.server_output import ServerOutput
+from sandboxes.mcp.stdio import Spawned, stdio_transport, wait_exit
 
 T = TypeVar("T")
 CLIENT_INFO = types.Implementation(name="agentworld-mcp-sandbox", version="1")
-# The SDK's own stdio shutdown is bounded (stdin close 2 s, SIGTERM 2 s, SIGKILL 2 s); ours is above it.
+# The transports' own shutdowns are bounded (stdio: a second at most, the server stopped before it).
 SHUTDOWN_TIMEOUT_S = 10.0
 # How much longer than the SDK's own bound (a call's read timeout, the startup timeout) the sandbox
 # waits before cancelling the operation itself.
@@ -81,12 +86,14 @@ class EventLoop:
 
 
 class Connection:
-    """A live client session on `loop`; `connect` returns what the server announced."""
+    """A live client session on `loop`; `connect` returns what the server announced. After a failed
+    `connect` the caller still calls `close` (having stopped the server, if it wants to say how)."""
 
-    def __init__(self, loop: EventLoop, launch: Launch, errlog: IO[str]) -> None:
+    def __init__(self, loop: EventLoop, launch: Launch, output: ServerOutput) -> None:
         self._loop = loop
         self._launch = launch
-        self._errlog = errlog
+        self._output = output
+        self.spawned = Spawned()
         self._session: ClientSession | None = None
         self._stop: asyncio.Event | None = None
         self._holder: asyncio.Task[None] | None = None
@@ -99,13 +106,9 @@ class Connection:
         try:
             return self._loop.run(ready, self._launch.startup_timeout_s + LOOP_GRACE_S)
         except TimeoutError:
-            self.close()
             raise SandboxError(
                 f"the MCP server did not finish its handshake within {self._launch.startup_timeout_s:g} s"
             ) from None
-        except BaseException:
-            self.close()
-            raise
 
     async def _hold(self, ready: asyncio.Future[Connected]) -> None:
         self._stop = asyncio.Event()
@@ -113,10 +116,10 @@ class Connection:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 if launch.transport == "stdio":
-                    params = StdioServerParameters(
-                        command=launch.argv[0], args=launch.argv[1:], env=launch.env, cwd=launch.cwd
+                    transport = stdio_transport(
+                        launch.argv, launch.env, launch.cwd, self._output, self.spawned
                     )
-                    read, write = await stack.enter_async_context(stdio_client(params, errlog=self._errlog))
+                    read, write = await stack.enter_async_context(transport)
                 else:
                     read, write = await stack.enter_async_context(streamable_http_client(launch.url))
                 session = await stack.enter_async_context(ClientSession(read, write, client_info=CLIENT_INFO))
@@ -156,8 +159,12 @@ class Connection:
             session.call_tool(name, arguments, read_timeout_seconds=timeout_s), timeout_s + LOOP_GRACE_S
         )
 
+    def wait_exit(self, timeout_s: float) -> int | None:
+        """A stdio server's returncode once it has exited (None if it still runs after `timeout_s`)."""
+        return self._loop.run(wait_exit(self.spawned, timeout_s), timeout_s + LOOP_GRACE_S)
+
     def close(self) -> None:
-        """Leave the session and stop the server (bounded by the SDK's shutdown sequence)."""
+        """Leave the session and close the transport (a stdio server still running is killed)."""
         holder, self._holder = self._holder, None
         if holder is None or holder.done():
             return

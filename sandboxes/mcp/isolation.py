@@ -4,8 +4,9 @@ The bwrap sandbox follows the terminal sandbox's: the host's root read-only, pri
 /home and /root, the server's private workdir and state directory at fixed paths
 (`/home/agent/workdir`, `/home/agent/state`, so recorded paths repeat across runs), no network unless
 the entry asks, its own pid and IPC namespaces, an unprivileged user, and cgroup (or rlimit) bounds
-from the terminal's `BwrapBackend` settings. The server's package and the Python it links to are
-bound read-only at their own paths, since they may live under root's private home (pyenv, the cache).
+from the terminal's `BwrapBackend` settings. The server's package, the Python it links to and the
+command's own files (`binds.py`) are bound read-only at their own paths, since they may live under
+root's private home (pyenv, the cache) or under the hidden /tmp (a checkout there).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import uuid
 from pathlib import Path
 
 from sandboxes.base import SandboxError
+from sandboxes.containment import ProcessBox
+from sandboxes.mcp.binds import HIDDEN_IN_JAIL
 from sandboxes.terminal.backends import AGENT_UID, BWRAP_HOST_UID, bwrap_limits, make_cgroups, remove_cgroup
 from sandboxes.terminal.config import BwrapBackend, LocalBackend
 
@@ -54,6 +57,8 @@ class ServerJail:
             path.mkdir()
         self.limits = "none"
         self.cgroups: list[str] = []
+        # On the host the server and all it starts stay in a box: nothing it leaves outlives it.
+        self.box = ProcessBox() if isinstance(backend, LocalBackend) else None
         if isinstance(backend, BwrapBackend):
             if shutil.which("bwrap") is None:
                 raise SandboxError(
@@ -90,16 +95,23 @@ class ServerJail:
         """(argv, environment, host cwd) that run `program` in this jail, pid written to `pidfile`."""
         if not self.isolated:
             host_env = {"HOME": str(self.home), "PATH": os.environ.get("PATH", SANDBOX_PATH), **env}
-            return [*_launcher(self.pidfile, []), *program], host_env, cwd or str(self.workdir)
+            assert self.box is not None
+            argv = self.box.wrap([*_launcher(self.pidfile, []), *program])
+            return argv, host_env, cwd or str(self.workdir)
         as_root = os.geteuid() == 0
         argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        argv += ["--tmpfs", "/tmp", "--tmpfs", "/run", "--tmpfs", "/home", "--tmpfs", "/root"]
+        for hidden in HIDDEN_IN_JAIL:
+            argv += ["--tmpfs", hidden]
         mounts: list[str] = []
         for index, path in enumerate(binds):  # after the tmpfs mounts: paths under /root stay visible
             source = path
             if as_root:
                 source = self.tmpdir / "binds" / str(index)
-                source.mkdir(parents=True)
+                source.parent.mkdir(exist_ok=True)
+                if path.is_dir():
+                    source.mkdir()
+                else:  # a file is bound onto a file
+                    source.touch()
                 mounts += [str(path), str(source)]
             argv += ["--ro-bind", str(source), str(path)]
         argv += ["--bind", str(self.home), HOME_IN_SANDBOX]
@@ -142,9 +154,13 @@ class ServerJail:
             return None
 
     def resources(self) -> list[str]:
-        return [f"path:{self.tmpdir}", *(f"path:{c}" for c in self.cgroups)]
+        held = self.box.resources() if self.box else []
+        return [f"path:{self.tmpdir}", *(f"path:{c}" for c in self.cgroups), *held]
 
     def destroy(self) -> None:
+        if self.box is not None:
+            self.box.close()
+            self.box = None
         for cgroup in self.cgroups:
             remove_cgroup(cgroup)
         self.cgroups = []

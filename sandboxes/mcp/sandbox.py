@@ -3,23 +3,22 @@
 A reset starts the task's server fresh in its own jail (a stateless server that is still running
 is kept), records its identity and tool definitions, and answers with the tool list. A step sends
 one tools/call; every answer (result, protocol error, timeout) is an observation, and only a
-server that died makes the step raise SandboxCrashedError.
+server that died makes the step raise SandboxCrashedError, which carries the failed call as a step
+(its observation says how the server exited and quotes its last stderr). What a server writes
+outside the protocol goes to each step's `info["server_output"]`, bounded; how a replaced server
+was stopped (and whether SIGTERM was enough) to the next trajectory's environment.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import os
-import signal
-import socket
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pydantic
 from mcp import MCPError
@@ -41,19 +40,24 @@ from sandboxes.mcp.actions import (
     initial_observation,
     parse_action,
     result_observation,
+    server_exit_observation,
     timeout_observation,
     tool_definition,
 )
+from sandboxes.mcp.binds import command_binds, jail_hint
 from sandboxes.mcp.catalogue import ServerEntry, embedded_catalogue, entry_to_dict
 from sandboxes.mcp.client import Connected, Connection, EventLoop, Launch
+from sandboxes.mcp.http_process import free_port, start_http_server, wait_for_port
 from sandboxes.mcp.isolation import ServerJail
 from sandboxes.mcp.seeds import seed_workdir, start_site
+from sandboxes.mcp.server_exit import KILL_WAIT_S, STOP_GRACE_S, exit_status, stop_server
+from sandboxes.mcp.server_output import ServerOutput
 from sandboxes.terminal.config import BwrapBackend, LocalBackend
 from schemas.records import Action, Environment, Observation, Task
 
 log = logging.getLogger(__name__)
-STDERR_TAIL_BYTES = 2000
-HTTP_POLL_S = 0.05
+# How long a failed call waits for the dying server's exit status and last stderr.
+EXIT_WAIT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,8 @@ class McpConfig:
     backend: BwrapBackend | LocalBackend = field(default_factory=BwrapBackend)
     # Install a packaged server missing from the cache on first use (else fail, saying what to run).
     install_missing: bool = True
+    # How long a server may take to exit after SIGTERM before it gets SIGKILL (which is recorded).
+    stop_grace_s: float = STOP_GRACE_S
 
 
 class McpSandbox(Sandbox):
@@ -76,9 +82,14 @@ class McpSandbox(Sandbox):
         self._jail: ServerJail | None = None
         self._connection: Connection | None = None
         self._connected: Connected | None = None
-        self._errlog: IO[str] | None = None
+        self._output: ServerOutput | None = None
         self._site: LocalHTTPServer | None = None
         self._http_process: subprocess.Popen[bytes] | None = None
+        self._command: tuple[list[str], dict[str, str], list[Path]] | None = None
+        # How the server the latest reset replaced was stopped (recorded with the new episode).
+        self._replaced: dict[str, Any] | None = None
+        # How the last server this sandbox stopped ended (a reset's or close()'s).
+        self.last_stop: dict[str, Any] | None = None
 
     @property
     def backend_name(self) -> str:
@@ -96,8 +107,10 @@ class McpSandbox(Sandbox):
         entry = self._task_entry(task)
         keep = entry == self._entry and entry.state == "none" and self._server_alive()
         if not keep:
-            self._stop_server()
+            self._replaced = self._stop_server()
             self._start_server(entry)
+        else:
+            self._replaced = None
         assert self._connected is not None
         connected = self._connected
         tools = [tool.name for tool in connected.tools]
@@ -133,25 +146,38 @@ class McpSandbox(Sandbox):
             jail.hand_over()
             if entry.site:
                 self._site = start_site()
-            self._errlog = open(tmpdir / "server.log", "w")  # noqa: SIM115 - closed in _stop_server
-            launch = self._launch(entry, jail)
-            assert self._loop is not None
-            self._connection = Connection(self._loop, launch, self._errlog)
+            self._output = ServerOutput()
             try:
+                launch = self._launch(entry, jail)
+                assert self._loop is not None
+                self._connection = Connection(self._loop, launch, self._output)
                 self._connected = self._connection.connect()
             except SandboxError as exc:
-                raise SandboxError(
-                    f"MCP server {entry.name!r} did not start: {exc}{self._stderr_tail()}"
-                ) from None
+                raise SandboxError(self._start_failure(entry, exc)) from None
         except BaseException:
             self._stop_server()
             raise
+
+    def _start_failure(self, entry: ServerEntry, exc: SandboxError) -> str:
+        """Why the server did not start: the error, how it exited, its last stderr, and under bwrap
+        what the jail showed it (a custom server's files may be out of its view)."""
+        message = f"MCP server {entry.name!r} did not start: {exc}"
+        returncode = self._exit_code(0.5)
+        if returncode is not None:
+            message += f" ({exit_status(returncode, self._jailed)['text']})"
+        tail = self._output.tail(wait_s=0.5) if self._output else ""
+        if tail:
+            message += f"; its last output: {tail}"
+        if self._jailed and self._command is not None and not entry.package:
+            program, env, binds = self._command
+            message += "\n" + jail_hint(program, env, binds)
+        return message
 
     def _launch(self, entry: ServerEntry, jail: ServerJail) -> Launch:
         values = jail.placeholders()
         values["site"] = self._site.url("") if self._site else ""
         if entry.transport == "http":
-            values["port"] = str(_free_port())
+            values["port"] = str(free_port())
 
         def fill(text: str) -> str:
             for key, value in values.items():
@@ -165,18 +191,18 @@ class McpSandbox(Sandbox):
         binds = [install.package_dir(entry.package)] if entry.package else []
         # Python servers (packaged or not) link to the base interpreter, which may be under /root.
         binds.append(install.python_home())
+        if jail.isolated:
+            binds += [p for p in command_binds(entry.name, program, entry.ro_paths) if p not in binds]
         # An http server must be reachable from the host, so it keeps the host's network.
         network = entry.network or entry.transport == "http"
         env = {key: fill(value) for key, value in entry.env.items()}
+        self._command = (program, env, binds)
         argv, env, cwd = jail.server_argv(program, env, fill(entry.cwd), network, binds)
         if entry.transport == "stdio":
             return Launch("stdio", argv, env, cwd, "", entry.startup_timeout_s)
-        assert self._errlog is not None
-        self._http_process = subprocess.Popen(
-            argv, env=env or None, cwd=cwd, stdin=subprocess.DEVNULL, stdout=self._errlog,
-            stderr=self._errlog, start_new_session=True,
-        )  # fmt: skip
-        _wait_for_port(url, entry.startup_timeout_s, self._http_process)
+        assert self._output is not None
+        self._http_process = start_http_server(argv, env, cwd, self._output)
+        wait_for_port(url, entry.startup_timeout_s, self._http_process)
         return Launch("http", [], {}, None, url, entry.startup_timeout_s)
 
     def step(self, action: Action) -> StepResult:
@@ -185,81 +211,108 @@ class McpSandbox(Sandbox):
         checked = parse_action(action.kind, action.arguments)
         if self._connection is None or self._entry is None:
             raise InvalidActionError("no MCP server is running: reset the sandbox with a task first")
-        self._raise_if_crashed()
         entry = self._entry
         name, arguments = checked.arguments["name"], checked.arguments["arguments"]
+        if not self._server_alive():
+            raise self._failed_call(name, "had exited before the call")
         try:
             result = self._connection.call_tool(name, arguments, entry.call_timeout_s)
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
-                return StepResult(timeout_observation(entry.name, name, entry.call_timeout_s))
+                return self._result(timeout_observation(entry.name, name, entry.call_timeout_s))
             if exc.code == CONNECTION_CLOSED:
-                self._raise_if_crashed(wait_s=2.0)
-                raise SandboxCrashedError(f"MCP server {entry.name!r} closed the connection") from None
-            return StepResult(error_observation(entry.name, name, exc.code, exc.message))
+                raise self._failed_call(name, "exited during the call") from None
+            return self._result(error_observation(entry.name, name, exc.code, exc.message))
         except TimeoutError:
-            return StepResult(timeout_observation(entry.name, name, entry.call_timeout_s))
+            return self._result(timeout_observation(entry.name, name, entry.call_timeout_s))
         except (RuntimeError, pydantic.ValidationError) as exc:
             # The client rejected the result (e.g. structured content that breaks the output schema).
-            self._raise_if_crashed()
-            return StepResult(error_observation(entry.name, name, "invalid_result", str(exc)))
-        return StepResult(result_observation(entry.name, name, result))
+            if not self._server_alive():
+                raise self._failed_call(name, "exited during the call") from None
+            return self._result(error_observation(entry.name, name, "invalid_result", str(exc)))
+        return self._result(result_observation(entry.name, name, result))
+
+    def _result(self, observation: Observation) -> StepResult:
+        """The step's result, with what the server wrote outside the protocol since the last step."""
+        output = self._output.take_step() if self._output else {}
+        return StepResult(observation, info={"server_output": output} if output else {})
+
+    def _failed_call(self, tool: str, what: str) -> SandboxCrashedError:
+        """The crash of a call to `tool`, carrying the call as a step: how the server exited (waited
+        for briefly: a killed server's pipe closes a moment before it is reaped) and its last stderr."""
+        entry = self._entry
+        assert entry is not None
+        returncode = self._exit_code(EXIT_WAIT_S)
+        status = exit_status(returncode, self._jailed)
+        if returncode is None:
+            what = "closed its connection during the call (its process still runs)"
+            message = f"the MCP server {what}"
+        else:
+            message = f"the MCP server {what}: {status['text']}"
+        tail = self._output.tail(wait_s=EXIT_WAIT_S / 2) if self._output else ""
+        result = self._result(server_exit_observation(entry.name, tool, message, status, tail))
+        result.info["server_exit"] = status
+        last = f"; its last output: {tail}" if tail else ""
+        return SandboxCrashedError(f"MCP server {entry.name!r} {what} to {tool!r}{last}", result=result)
+
+    @property
+    def _jailed(self) -> bool:
+        return self._jail is not None and self._jail.isolated
 
     def _server_pid(self) -> int | None:
         if self._http_process is not None:
             return self._http_process.pid
-        return self._jail.server_pid() if self._jail else None
+        return self._connection.spawned.pid if self._connection else None
+
+    def _exit_code(self, wait_s: float) -> int | None:
+        """The server's returncode, waiting up to `wait_s` for it to exit; None while it runs."""
+        if self._http_process is not None:
+            try:
+                return self._http_process.wait(wait_s)
+            except subprocess.TimeoutExpired:
+                return None
+        if self._connection is None or self._connection.spawned.pid is None:
+            return None
+        try:
+            return self._connection.wait_exit(wait_s)
+        except (TimeoutError, SandboxError):
+            return self._connection.spawned.returncode
 
     def _server_alive(self) -> bool:
         if self._connection is None or self._connection.closed_by_peer:
             return False
-        pid = self._server_pid()
         if self._http_process is not None:
             return self._http_process.poll() is None
-        return pid is None or process_exists(pid)
+        pid = self._server_pid()
+        return pid is None or (self._connection.spawned.returncode is None and process_exists(pid))
 
-    def _raise_if_crashed(self, wait_s: float = 0.0) -> None:
-        # A killed server's pipe closes a moment before its process is reaped: look again briefly.
-        deadline = time.monotonic() + wait_s
-        while self._server_alive():
-            if time.monotonic() >= deadline:
-                return
-            time.sleep(0.02)
-        entry = self._entry
-        raise SandboxCrashedError(f"MCP server {entry.name if entry else '?'!r} exited{self._stderr_tail()}")
-
-    def _stderr_tail(self) -> str:
-        if self._jail is None:
-            return ""
-        try:
-            with open(self._jail.tmpdir / "server.log", "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - STDERR_TAIL_BYTES))
-                tail = f.read().decode("utf-8", "replace").strip()
-        except OSError:
-            return ""
-        return f"; its last output: {tail}" if tail else ""
-
-    def _stop_server(self) -> None:
-        # The server and its state are discarded, so it gets SIGTERM at once: waiting for it to exit
-        # on its own after stdin closes (the SDK's first step) cost Python servers about 1.4 s.
-        pid = self._server_pid() if self._http_process is None else None
-        if pid is not None and process_exists(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
+    def _stop_server(self) -> dict[str, Any] | None:
+        """Stop the server and release everything its reset made; how it ended when there was one."""
+        pid = self._server_pid()
+        record: dict[str, Any] | None = None
+        if pid is not None and self._entry is not None:
+            # The server and its state are discarded, so it gets SIGTERM at once: waiting for it to
+            # exit on its own after stdin closes (the SDK's first step) cost Python servers about 1.4 s.
+            record = {"server": self._entry.name, "pid": pid}
+            record.update(stop_server(pid, self._jailed, self.config.stop_grace_s))
         if self._connection is not None:
             self._connection.close()
-        if self._http_process is not None:
-            _kill_group(self._http_process)
+        if record is not None:
+            record["exit"] = exit_status(self._exit_code(KILL_WAIT_S), self._jailed)
+            if "escalated" in record:
+                log.warning("MCP server %r (pid %d): %s", record["server"], pid, record["escalated"])
+            self.last_stop = record
         if self._site is not None:
             self._site.close()
-        if self._errlog is not None:
-            self._errlog.close()
+        if self._output is not None:
+            self._output.close()
         if self._jail is not None:
             self._jail.destroy()
-        self._connection = self._connected = self._site = self._errlog = self._jail = None
+        self._connection = self._connected = self._site = self._output = self._jail = None
         self._http_process = None
         self._entry = None
+        self._command = None
+        return record
 
     def close(self) -> None:
         self._stop_server()
@@ -288,6 +341,8 @@ class McpSandbox(Sandbox):
         config["backend_config"] = dataclasses.asdict(self.config.backend)
         if self._site is not None:
             config["site"] = self._site.url("/")
+        if self._replaced is not None:
+            config["replaced_server_stop"] = self._replaced
         return Environment(
             name="mcp",
             backend=self.backend_name,
@@ -302,36 +357,3 @@ class McpSandbox(Sandbox):
         if pid is not None:
             found.append(f"pid:{pid}")
         return found
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _wait_for_port(url: str, timeout_s: float, process: subprocess.Popen[bytes]) -> None:
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SandboxError(f"the MCP http server exited ({process.returncode}) before listening on {url}")
-        try:
-            with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), timeout=1.0):
-                return
-        except OSError:
-            time.sleep(HTTP_POLL_S)
-    raise SandboxError(f"the MCP http server did not listen on {url} within {timeout_s:.0f} s")
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(2.0)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(2.0)
-    except ProcessLookupError:
-        process.wait(2.0)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+from pathlib import Path
 
 from collectors.cli import (
     CliError,
@@ -125,9 +127,26 @@ def main(argv: list[str] | None = None) -> int:
                     sites_port=server.port,
                     executable_path=args.chromium,
                 )
-                return run_cli(args, "web", lambda: WebSandbox(config), policy, lock)
+                code = run_cli(args, "web", lambda: WebSandbox(config), policy, lock)
+            return code or all_failed_code(args.out)
 
     return main_guard(run)
+
+
+def all_failed_code(out: str) -> int:
+    """1 when every episode this run wrote ended in an error (every start URL unreachable, say):
+    the run produced nothing usable, and a script calling it must not take that for success."""
+    try:
+        outcomes = json.loads((Path(out) / "summary.json").read_text())["outcomes"]
+    except (OSError, ValueError, KeyError):
+        return 0  # no summary: the runner said what went wrong and chose the exit code
+    if outcomes and set(outcomes) == {"error"}:
+        print(
+            f"every episode ended in an error ({outcomes['error']}): see the outcomes in {out}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

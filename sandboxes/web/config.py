@@ -16,6 +16,8 @@ SITE_DOMAIN = "agentworld.test"
 SITES = ("shop", "docs", "lab")
 DEFAULT_START_URL = f"http://shop.{SITE_DOMAIN}/"
 CHROMIUM = "/usr/bin/chromium"
+DIALOG_POLICIES = ("accept", "dismiss")
+DOWNLOAD_POLICIES = ("save", "refuse")
 CHROMIUM_ARGS = (
     "--no-sandbox",
     "--disable-gpu",
@@ -68,18 +70,32 @@ class WebConfig:
     # The bound on reading one observation (the largest docs page takes about 1 s on a quiet machine).
     observe_timeout_ms: int = 20_000
     max_tree_lines: int = 2000  # longer trees end with a truncation marker line
+    # Pages with more elements than this are observed viewport first: only what lies in and near
+    # the viewport (one screen above and below) is read, so scrolling changes what is shown.
+    viewport_first_elements: int = 3000
     max_name_chars: int = 200  # longer accessible names are cut
     # Origins an episode may reach when its task does not list its own (task.metadata["allowed_origins"]).
     allowed_origins: list[str] = field(default_factory=default_allowed_origins)
     # Port of a running embedded-sites server; None: the sandbox starts its own.
     sites_port: int | None = None
     executable_path: str = CHROMIUM
+    # How alert/confirm/prompt/beforeunload dialogs are answered: "accept" or "dismiss". A prompt
+    # that is accepted gets `prompt_text`, or its own default text when that is None.
+    dialog_policy: str = "accept"
+    prompt_text: str | None = None
+    # "save": downloads go to the sandbox's own folder and are announced; "refuse": they are
+    # cancelled, and the observation says so.
+    downloads: str = "save"
 
     def __post_init__(self) -> None:
         if self.settle_timeout_ms < 0 or self.quiet_ms < 0 or self.action_timeout_ms <= 0:
             raise ValueError("settle_timeout_ms and quiet_ms must be >= 0 and action_timeout_ms > 0")
         if self.max_tree_lines < 1 or self.viewport_width < 1 or self.viewport_height < 1:
             raise ValueError("max_tree_lines and the viewport size must be positive")
+        if self.dialog_policy not in DIALOG_POLICIES:
+            raise ValueError(f"dialog_policy must be one of {DIALOG_POLICIES}, not {self.dialog_policy!r}")
+        if self.downloads not in DOWNLOAD_POLICIES:
+            raise ValueError(f"downloads must be one of {DOWNLOAD_POLICIES}, not {self.downloads!r}")
 
     def recorded(self) -> dict[str, Any]:
         """The config as a trajectory records it: without the run's server port."""

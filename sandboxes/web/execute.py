@@ -60,9 +60,11 @@ class ActionRunner:
         allowed_origins: set[str],
         timeout_ms: int,
         navigation_timeout_ms: int,
+        ref_scopes: Callable[[], dict[str, str]] = dict,
     ) -> None:
         self.active_page = active_page
         self.known_refs = known_refs
+        self.ref_scopes = ref_scopes
         self.allowed_origins = allowed_origins
         self.timeout_ms = timeout_ms
         self.navigation_timeout_ms = max(1, navigation_timeout_ms)
@@ -74,6 +76,16 @@ class ActionRunner:
         ref = self.known_refs().get(bid)
         if ref is None:
             raise ActionFailed(f"element with bid {bid!r} not found")
+        scope = self.ref_scopes().get(bid)
+        if scope is not None:
+            # Shown by a viewport-first observation: refs resolve against the frame's last snapshot
+            # only, so snapshot the element's block again (see sandboxes.web.viewport).
+            try:
+                self.active_page().locator(scope).aria_snapshot(mode="ai", timeout=self.timeout_ms)
+            except PlaywrightTimeoutError as exc:
+                raise ActionFailed(
+                    f"element with bid {bid!r} not found (its part of the page is gone)"
+                ) from exc
         return self.active_page().locator(f"aria-ref={ref}").first
 
     def _diagnose(self, bid: str) -> str | None:

@@ -10,21 +10,23 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from sandboxes.web.config import WebConfig
+from sandboxes.web.page_events import event_lines
 from sandboxes.web.settle import Settled
-from sandboxes.web.tree import render_tree
+from sandboxes.web.tree import Tree, render_tree
+from sandboxes.web.viewport import markers, read_viewport
 from schemas.records import Attachment, Observation
 
 FORMAT = "a11y_tree"
 T = TypeVar("T")
-# The title, the HTML, and whether the page opened a tab since the last observation (flagged by
-# settle.MUTATION_STAMP; read here to spare a round trip).
-_TITLE_HTML_POPUP = """() => {
+# The title, the HTML, whether the page opened a tab since the last observation (flagged by
+# settle.MUTATION_STAMP) and how many elements it has: read in one round trip.
+_PAGE_FACTS = """() => {
   const doctype = document.doctype ? new XMLSerializer().serializeToString(document.doctype) : '';
   const html = doctype + (document.documentElement ? document.documentElement.outerHTML : '');
   const state = window.__agentworldSettle;
   const popup = Boolean(state && state.popup);
   if (state) state.popup = false;
-  return [document.title, html, popup];
+  return [document.title, html, popup, document.getElementsByTagName('*').length];
 }"""
 
 
@@ -51,31 +53,50 @@ def _retrying(page: Page, read: Callable[[], T], attempts: int = 3) -> T:
     raise AssertionError("unreachable")
 
 
+def _read_tree(page: Page, config: WebConfig, title: str, elements: int) -> tuple[Tree, dict[str, str]]:
+    """The tree and each bid's scope (see sandboxes.web.viewport): the whole page when it is small,
+    else what lies in and near the viewport; a small page whose tree would be cut is read viewport
+    first too, so that scrolling brings the rest into view."""
+    limit, name_chars = config.max_tree_lines, config.max_name_chars
+    if elements <= config.viewport_first_elements:
+        try:
+            snapshot = _retrying(
+                page, lambda: page.aria_snapshot(mode="ai", timeout=config.observe_timeout_ms)
+            )
+        except PlaywrightTimeoutError:
+            tree = render_tree("", title, limit, name_chars)
+            bound = config.observe_timeout_ms
+            tree.text += f"\n[... the accessibility tree was not read: it took longer than {bound} ms]"
+            return tree, {}
+        tree = render_tree(snapshot, title, limit, name_chars)
+        if not tree.truncated:
+            return tree, {}
+    view = _retrying(page, lambda: read_viewport(page, config.observe_timeout_ms))
+    above, below = markers(view)
+    tree = render_tree(view.snapshot, title, limit, name_chars, before=above, after=below)
+    scopes = {bid: view.scopes[ref] for bid, ref in tree.refs.items() if ref in view.scopes}
+    return tree, scopes
+
+
 def observe(
-    context: BrowserContext, page: Page, config: WebConfig, settled: Settled, error: str, message: str = ""
-) -> tuple[Observation, dict[str, str], bool]:
-    """The observation of `page` (the active tab), its bids' aria refs, and whether the page opened
-    a tab since the last observation."""
-    try:
-        snapshot = _retrying(page, lambda: page.aria_snapshot(mode="ai", timeout=config.observe_timeout_ms))
-    except PlaywrightTimeoutError:
-        # A page too large to read in time (the docs' full table of contents has ~100k nodes): the
-        # agent sees that, and the episode goes on instead of failing.
-        snapshot = None
-    # One round trip for what page.title() and page.content() would read in two.
-    title, html, popup = _retrying(page, lambda: page.evaluate(_TITLE_HTML_POPUP))
+    context: BrowserContext,
+    page: Page,
+    config: WebConfig,
+    settled: Settled,
+    error: str,
+    message: str = "",
+    events: dict[str, list[dict]] | None = None,
+) -> tuple[Observation, dict[str, str], dict[str, str], bool]:
+    """The observation of `page` (the active tab), its bids' aria refs and scopes, and whether the
+    page opened a tab since the last observation. `events`: what the guard blocked, the dialogs and
+    the downloads since the last observation."""
+    title, html, popup, elements = _retrying(page, lambda: page.evaluate(_PAGE_FACTS))
+    tree, scopes = _read_tree(page, config, title, elements)
     tabs = []
     for index, tab in enumerate(context.pages):
         tab_title = title if tab is page else _title(tab)
         tabs.append({"index": index, "url": tab.url, "title": tab_title, "active": tab is page})
     active = {"url": page.url, "title": title}
-    if snapshot is None:
-        tree = render_tree("", active["title"], config.max_tree_lines, config.max_name_chars)
-        tree.text += (
-            f"\n[... the accessibility tree was not read: it took longer than {config.observe_timeout_ms} ms]"
-        )
-    else:
-        tree = render_tree(snapshot, active["title"], config.max_tree_lines, config.max_name_chars)
     tab_line = " | ".join(
         f"[{t['index']}] {t['title'] or t['url']}" + (" (active)" if t["active"] else "") for t in tabs
     )
@@ -85,8 +106,15 @@ def observe(
         f"Tabs: {tab_line}",
         f"Focused: [{tree.focused_bid}]" if tree.focused_bid else "Focused: none",
     ]
+    if settled.still_loading:
+        header.append(
+            f"Loading: still loading (shown as it stands after the {config.settle_timeout_ms} ms wait)"
+        )
     if error:
         header.append(f"Error: {error}")
+    events = events or {}
+    blocked, dialogs, downloads = (events.get(k, []) for k in ("blocked", "dialogs", "downloads"))
+    header += event_lines(blocked, dialogs, downloads)
     data = {
         "url": active["url"],
         "title": active["title"],
@@ -97,10 +125,15 @@ def observe(
         "last_action_error": error,
         "message": message,
         "tree_nodes": tree.node_count,
+        "viewport_first": bool(scopes),
+        "blocked": blocked,
+        "dialogs": dialogs,
+        "downloads": downloads,
     }
     attachments = [Attachment(name="page.html", media_type="text/html", content=html.encode())]
     if config.screenshots:
         shot = page.screenshot(timeout=config.observe_timeout_ms)
         attachments.append(Attachment(name="screenshot.png", media_type="image/png", content=shot))
     text = "\n".join(header) + "\n\n" + tree.text
-    return Observation(format=FORMAT, text=text, data=data, attachments=attachments), tree.refs, popup
+    observation = Observation(format=FORMAT, text=text, data=data, attachments=attachments)
+    return observation, tree.refs, scopes, popup

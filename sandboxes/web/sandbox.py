@@ -7,14 +7,17 @@ kills the browser's processes instead, which is safe at any moment.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 from playwright.sync_api import BrowserContext, Page
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-from sandboxes.base import Sandbox, SandboxClosedError, SandboxCrashedError, StepResult
+from sandboxes.base import Sandbox, SandboxClosedError, SandboxCrashedError, SandboxError, StepResult
 from sandboxes.checks import process_exists
 from sandboxes.http_server import LocalHTTPServer
 from sandboxes.web.actions import parse_action
@@ -23,22 +26,30 @@ from sandboxes.web.config import DEFAULT_START_URL, WebConfig, origin_of
 from sandboxes.web.execute import ActionFailed, ActionRunner, NavigationTimedOut, check_url
 from sandboxes.web.guard import OriginGuard
 from sandboxes.web.observe import observe
+from sandboxes.web.page_events import PageEvents
+from sandboxes.web.proxy import RefusingProxy
 from sandboxes.web.settle import MUTATION_STAMP, NetworkActivity, Settled, settle, stop_loading
 from sandboxes.web.sites import start_sites_server
 from schemas.records import Action, Environment, Observation, Task
 
 TAB_KINDS = ("new_tab", "tab_focus", "tab_close")
-# How long the origin guard waits for a response it fetches for the browser (sites outside the
-# embedded ones). Longer than the settle bound on purpose: a slow site is reported as not settled
-# and keeps loading, as it would in a browser, instead of failing.
-FETCH_TIMEOUT_MS = 30_000
+# How long the start page of an episode may take to answer. Longer than the settle bound on
+# purpose: a slow start page is shown as it loads; one that never answers fails the reset.
+START_TIMEOUT_MS = 30_000
+
+
+class StartPageFailed(SandboxError):
+    """The task's start URL could not be loaded (unreachable, refused, too slow): the episode is an
+    error, not a walk over Chromium's error page."""
 
 
 class WebSandbox(Sandbox):
     domain = "web"
 
-    def __init__(self, config: WebConfig | None = None) -> None:
+    def __init__(self, config: WebConfig | None = None, guard: bool = True) -> None:
+        """`guard=False` lets the browser reach any origin: only for measuring the guard's cost."""
         self.config = config or WebConfig()
+        self._guarded = guard
         self._owner = threading.get_ident()
         self._browser: LaunchedBrowser | None = None
         self._server: LocalHTTPServer | None = None
@@ -46,10 +57,14 @@ class WebSandbox(Sandbox):
         self._network: NetworkActivity | None = None
         self._active: Page | None = None
         self._refs: dict[str, str] = {}
+        self._scopes: dict[str, str] = {}
         self._allowed: set[str] = set()
         self._crashed = False
         self._closed = False
-        self._guard = OriginGuard(set(), FETCH_TIMEOUT_MS)
+        self._proxy: RefusingProxy | None = None
+        self._guard = OriginGuard(set(), None)
+        self._downloads_dir: Path | None = None
+        self._events = PageEvents(self.config, Path(tempfile.gettempdir()))
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -63,7 +78,15 @@ class WebSandbox(Sandbox):
         if port is None:
             self._server = start_sites_server()
             port = self._server.port
+        if self._guarded:
+            self._proxy = RefusingProxy()
+        self._downloads_dir = Path(tempfile.mkdtemp(prefix="agentworld-web-downloads-"))
         self._browser = launch(self.config, port)
+
+    @property
+    def downloads_dir(self) -> Path | None:
+        """The sandbox's own folder for downloads (removed at close)."""
+        return self._downloads_dir
 
     @property
     def alive(self) -> bool:
@@ -93,6 +116,12 @@ class WebSandbox(Sandbox):
         if self._server is not None:
             self._server.close()
             self._server = None
+        if self._proxy is not None:
+            self._proxy.close()
+            self._proxy = None
+        if self._downloads_dir is not None:
+            shutil.rmtree(self._downloads_dir, ignore_errors=True)
+            self._downloads_dir = None
 
     # -- episodes --------------------------------------------------------------------------------
 
@@ -109,27 +138,38 @@ class WebSandbox(Sandbox):
         with self._crash_guard():
             if self._context is not None:
                 self._context.close()
+            self._guard = OriginGuard(self._allowed, self._proxy)
+            assert self._downloads_dir is not None
+            self._events = PageEvents(self.config, self._downloads_dir)
             self._context = browser.browser.new_context(
                 viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
-                accept_downloads=False,
-                service_workers="block",  # every request must pass through the route below
+                accept_downloads=self.config.downloads == "save",
+                service_workers="block",  # every request must pass through the guard
+                proxy=self._guard.proxy_settings() if self._guarded else None,  # type: ignore[arg-type]
             )
             self._context.add_init_script(MUTATION_STAMP)
-            self._guard = OriginGuard(self._allowed, FETCH_TIMEOUT_MS)
-            self._context.route(self._guard.pattern(), self._guard)
+            if self._guarded:
+                self._context.route(self._guard.pattern(), self._guard)
+                self._context.on("requestfailed", self._guard.on_request_failed)
             self._network = NetworkActivity(self._context)
             self._context.on("page", self._on_new_page)
             self._active = self._context.new_page()
-            self._refs = {}
-            error = ""
+            self._refs, self._scopes = {}, {}
             started = time.monotonic()
             try:
-                self._runner().run(parse_action("goto", {"url": start_url}))
+                self._runner(START_TIMEOUT_MS).run(parse_action("goto", {"url": start_url}))
             except NavigationTimedOut as exc:
-                return self._observe(self._unsettled(started), str(exc))
+                raise StartPageFailed(
+                    f"start URL {start_url} did not answer within {START_TIMEOUT_MS} ms ({exc})"
+                ) from exc
             except ActionFailed as exc:
-                error = str(exc)
-            return self._observe(self._settle(), error)
+                reason = str(exc)
+                for record in self._guard.drain():
+                    reason += f"; blocked {record['kind']} to {record['url']}: {record['reason']}"
+                raise StartPageFailed(f"start URL {start_url} could not be loaded: {reason}") from exc
+            settled = self._settle()
+            settled.waited_ms = int((time.monotonic() - started) * 1000)
+            return self._observe(settled, "", "", self._drain_events())
 
     def step(self, action: Action) -> StepResult:
         self._require()
@@ -137,7 +177,6 @@ class WebSandbox(Sandbox):
             raise SandboxClosedError("reset() must be called before step()")
         action = parse_action(action.kind, action.arguments)
         with self._crash_guard():
-            self._guard.blocked_navigations.clear()
             pages_before = len(self._context.pages)
             error, message = "", ""
             started = time.monotonic()
@@ -150,18 +189,26 @@ class WebSandbox(Sandbox):
                     self._runner().run(action)
             except NavigationTimedOut as exc:
                 if not self._commits_in_time(started):
-                    failure = (
-                        f"{exc} (the settle bound is {self.config.settle_timeout_ms} ms); loading stopped"
+                    # No answer yet: until the navigation commits the page cannot be read, so it is
+                    # stopped, and the observation shows the page that stands (see settle.py).
+                    stop_loading(self._page())
+                    error = (
+                        f"{exc} (the settle bound is {self.config.settle_timeout_ms} ms): it was stopped;"
+                        " the page shown is the one it left"
                     )
-                    observation = self._observe(self._unsettled(started), failure)
-                    return StepResult(observation, info={"settle": observation.data["settle"]})
+                    settled = Settled(int((time.monotonic() - started) * 1000), timed_out=True)
+                    events = self._drain_events()
+                    observation = self._observe(settled, error, "", events)
+                    return StepResult(observation, info=self._info(settled, events))
             except ActionFailed as exc:
                 error = str(exc)
             settled = self._settle()
-            if not error and self._guard.blocked_navigations:
-                blocked = self._guard.blocked_navigations[0]
-                error = f"navigation to {blocked!r} blocked: its origin is not allowed in this task"
-            observation, popup = self._observe_with_popup(settled, error, message)
+            events = self._drain_events()
+            if not error:
+                navigation = next((r for r in events["blocked"] if r["kind"] == "navigation"), None)
+                if navigation is not None:
+                    error = f"navigation to {navigation['url']!r} blocked: {navigation['reason']}"
+            observation, popup = self._observe_with_popup(settled, error, message, events)
             if action.kind not in TAB_KINDS and (popup or len(self._context.pages) > pages_before):
                 # A tab the action opened takes the focus, as it would for a person. Its page event
                 # may reach Playwright after the opener has settled: wait for it within the bound.
@@ -170,10 +217,21 @@ class WebSandbox(Sandbox):
                 if len(self._context.pages) > pages_before:
                     self._active = self._context.pages[-1]
                     settled = self._settle()
-                    observation = self._observe(settled, error, message)
+                    more = self._drain_events()
+                    events = {kind: events[kind] + more[kind] for kind in events}
+                    observation = self._observe(settled, error, message, events)
         return StepResult(
-            observation, done=action.kind == "report_infeasible", info={"settle": settled.as_data()}
+            observation, done=action.kind == "report_infeasible", info=self._info(settled, events)
         )
+
+    @staticmethod
+    def _info(settled: Settled, events: dict[str, list[dict]]) -> dict:
+        return {"settle": settled.as_data(), **events}
+
+    def _drain_events(self) -> dict[str, list[dict]]:
+        """What the guard refused, the dialogs and the downloads since the last observation."""
+        dialogs, downloads = self._events.drain()
+        return {"blocked": self._guard.drain(), "dialogs": dialogs, "downloads": downloads}
 
     # -- internals -------------------------------------------------------------------------------
 
@@ -188,13 +246,14 @@ class WebSandbox(Sandbox):
     def _crash_guard(self) -> _CrashGuard:
         return _CrashGuard(self)
 
-    def _runner(self) -> ActionRunner:
+    def _runner(self, navigation_timeout_ms: int | None = None) -> ActionRunner:
         return ActionRunner(
             active_page=self._page,
             known_refs=lambda: self._refs,
             allowed_origins=self._allowed,
             timeout_ms=self.config.action_timeout_ms,
-            navigation_timeout_ms=self.config.settle_timeout_ms,
+            navigation_timeout_ms=navigation_timeout_ms or self.config.settle_timeout_ms,
+            ref_scopes=lambda: self._scopes,
         )
 
     def _page(self) -> Page:
@@ -206,6 +265,11 @@ class WebSandbox(Sandbox):
 
     def _on_new_page(self, page: Page) -> None:
         page.on("crash", lambda _page: setattr(self, "_crashed", True))
+        page.on("dialog", self._events.on_dialog)
+        page.on("download", self._events.on_download)
+        if self._guarded:
+            page.on("websocket", self._guard.on_websocket)
+            page.on("console", self._guard.on_console)
 
     def _tab_action(self, action: Action) -> None:
         assert self._context is not None
@@ -222,7 +286,7 @@ class WebSandbox(Sandbox):
             self._page().close()
             self._active = None
             self._page().bring_to_front()  # the last remaining tab, or a new blank one
-        self._refs = {}
+        self._refs, self._scopes = {}, {}
 
     def _wait_for_popup(self, settled: Settled) -> None:
         """The page opened a tab that Playwright has not reported yet: wait for it, within what is
@@ -249,24 +313,23 @@ class WebSandbox(Sandbox):
             return False
         return True
 
-    def _unsettled(self, started: float) -> Settled:
-        """The bound went by while a navigation was pending: stop it (see settle.stop_loading)."""
-        stop_loading(self._page())
-        return Settled(int((time.monotonic() - started) * 1000), timed_out=True)
-
     def _settle(self) -> Settled:
         assert self._network is not None
         return settle(self._page(), self._network, self.config.settle_timeout_ms, self.config.quiet_ms)
 
-    def _observe(self, settled: Settled, error: str, message: str = "") -> Observation:
-        return self._observe_with_popup(settled, error, message)[0]
+    def _observe(
+        self, settled: Settled, error: str, message: str, events: dict[str, list[dict]]
+    ) -> Observation:
+        return self._observe_with_popup(settled, error, message, events)[0]
 
     def _observe_with_popup(
-        self, settled: Settled, error: str, message: str = ""
+        self, settled: Settled, error: str, message: str, events: dict[str, list[dict]]
     ) -> tuple[Observation, bool]:
         assert self._context is not None
-        observation, refs, popup = observe(self._context, self._page(), self.config, settled, error, message)
-        self._refs = refs
+        observation, refs, scopes, popup = observe(
+            self._context, self._page(), self.config, settled, error, message, events
+        )
+        self._refs, self._scopes = refs, scopes
         return observation, popup
 
 

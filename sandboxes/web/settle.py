@@ -3,9 +3,10 @@ flight, the DOM unchanged, all for a short quiet window, within an upper bound.
 
 No fixed sleeps: an init script stamps the time of the document's last mutation, Playwright polls
 the page (every 10 ms, in the page) until the load event and a quiet window have passed, and the
-network side counts requests from Playwright's events. When the bound is reached, loading is
-stopped (a pending navigation would otherwise block reading the page), the observation is taken
-anyway and reports `timed_out`.
+network side counts requests from Playwright's events. When the bound is reached, the page goes
+on loading (a stream, a long poll, a slow image) and the observation shows it as it stands, marked
+as still loading; only a main-frame navigation that has not answered yet is stopped, because until
+it commits Playwright cannot read the page at all.
 """
 
 from __future__ import annotations
@@ -78,8 +79,10 @@ class NetworkActivity:
 
     def __init__(self, context: BrowserContext) -> None:
         self.in_flight: set[Request] = set()
+        self.unanswered_navigations: set[Request] = set()  # main-frame documents without a response
         self.last_event = time.monotonic()
         context.on("request", self._started)
+        context.on("response", lambda response: self.unanswered_navigations.discard(response.request))
         context.on("requestfinished", self._ended)
         context.on("requestfailed", self._ended)
 
@@ -87,11 +90,17 @@ class NetworkActivity:
         if request.resource_type in STREAMING:
             return  # open for the life of the page: waiting for it to end would always time out
         self.in_flight.add(request)
+        if request.is_navigation_request() and request.frame.parent_frame is None:
+            self.unanswered_navigations.add(request)
         self.last_event = time.monotonic()
 
     def _ended(self, request: Request) -> None:
         self.in_flight.discard(request)
+        self.unanswered_navigations.discard(request)
         self.last_event = time.monotonic()
+
+    def navigation_pending(self, page: Page) -> bool:
+        return any(r.frame == page.main_frame for r in self.unanswered_navigations)
 
     def quiet_for(self) -> float:
         """Seconds since the last request started or ended, 0 while any is in flight."""
@@ -102,22 +111,26 @@ class NetworkActivity:
 class Settled:
     waited_ms: int
     timed_out: bool
+    still_loading: bool = False  # the bound passed and the page goes on loading
 
     def as_data(self) -> dict:
-        return {"waited_ms": self.waited_ms, "timed_out": self.timed_out}
+        return {"waited_ms": self.waited_ms, "timed_out": self.timed_out, "still_loading": self.still_loading}
 
 
 def settle(page: Page, network: NetworkActivity, timeout_ms: int, quiet_ms: int) -> Settled:
-    """Wait until `page` has settled or `timeout_ms` passed (then stop its loading); Playwright
-    errors other than a navigation replacing the document propagate (a closed page, a dead browser)."""
+    """Wait until `page` has settled or `timeout_ms` passed (then stop a navigation that has not
+    answered; the rest goes on loading); Playwright errors other than a navigation replacing the
+    document propagate (a closed page, a dead browser)."""
     started = time.monotonic()
     deadline = started + timeout_ms / 1000
     quiet = quiet_ms / 1000
 
     def result(timed_out: bool) -> Settled:
-        if timed_out:
+        still_loading = timed_out
+        if timed_out and network.navigation_pending(page):
             stop_loading(page)
-        return Settled(int((time.monotonic() - started) * 1000), timed_out)
+            still_loading = False
+        return Settled(int((time.monotonic() - started) * 1000), timed_out, still_loading)
 
     while True:
         left_ms = (deadline - time.monotonic()) * 1000

@@ -56,6 +56,7 @@ class Tree:
     elements: list[dict]
     refs: dict[str, str]  # bid -> Playwright aria ref, for `aria-ref=<ref>` selectors
     node_count: int
+    truncated: bool = False
 
 
 def frame_prefix(ref: str) -> str:
@@ -240,8 +241,11 @@ class _Renderer:
         self.elements.append(element)
 
 
-def render_tree(snapshot: str, title: str, max_lines: int = 2000, max_name: int = 200) -> Tree:
-    """BrowserGym-style tree text under a RootWebArea line, plus what the explorer and actions need."""
+def render_tree(
+    snapshot: str, title: str, max_lines: int = 2000, max_name: int = 200, before: str = "", after: str = ""
+) -> Tree:
+    """BrowserGym-style tree text under a RootWebArea line, plus what the explorer and actions need.
+    `before` and `after`: marker lines around the nodes (a viewport-first tree says what it left out)."""
     renderer = _Renderer(max_lines, max_name)
     roots = parse_snapshot(snapshot)
     if roots and roots[0].bid:
@@ -251,9 +255,15 @@ def render_tree(snapshot: str, title: str, max_lines: int = 2000, max_name: int 
     for root in roots:
         renderer.node(root, 1)
     root_line = f"RootWebArea {_quote(title, max_name)}" + ("" if renderer.focused else ", focused")
-    lines = [root_line, *renderer.lines]
+    lines = [root_line, *([before] if before else []), *renderer.lines]
     if renderer.dropped:
         lines.append(
-            f"[... {renderer.dropped} more nodes truncated: the tree is limited to {max_lines} lines]"
+            f"[... {renderer.dropped} more nodes truncated: the tree is limited to {max_lines} lines;"
+            " scroll to bring other parts of the page into view]"
         )
-    return Tree("\n".join(lines), renderer.focused, renderer.elements, renderer.refs, renderer.nodes)
+    if after:
+        lines.append(after)
+    text = "\n".join(lines)
+    return Tree(
+        text, renderer.focused, renderer.elements, renderer.refs, renderer.nodes, bool(renderer.dropped)
+    )

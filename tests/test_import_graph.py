@@ -1,22 +1,18 @@
-"""The import graph of our packages, read from the source: no cycle between files, and no import that
-the README's package table forbids.
-
-Every import statement counts, function-local and `if TYPE_CHECKING:` ones included (a cycle hidden
-in a function is still a cycle), and so do `__import__`/`importlib.import_module` calls with a literal
-name. An import names the most specific file it loads: `from a.b import c` is `a/b/c.py` when that
-module exists, else `a/b/__init__.py` (or `a/b.py`), whose name `c` is.
+"""The import graph of our packages, read from the source (tests/import_graph.py): no cycle between
+files, and no import that the README's package table forbids. Function-local and TYPE_CHECKING
+imports count too: a cycle hidden in a function is still a cycle.
 """
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.import_graph import ROOT, cycles, import_graph, imports, module_files
+
 PACKAGES = (
     "schemas",
     "sandboxes",
@@ -28,114 +24,6 @@ PACKAGES = (
     "tests",
 )
 IMPORTED_BY_NOTHING = {"infra"}  # images, manifests and host scripts
-
-
-def module_files(root: Path, packages: Iterable[str]) -> dict[str, Path]:
-    """Dotted module name -> file, for every .py file under the packages (namespace folders too)."""
-    modules: dict[str, Path] = {}
-    for package in packages:
-        for path in sorted((root / package).rglob("*.py")):
-            parts = path.relative_to(root).with_suffix("").parts
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            modules[".".join(parts)] = path
-    return modules
-
-
-def _dynamic_import(node: ast.Call) -> str | None:
-    func = node.func
-    named = (isinstance(func, ast.Name) and func.id == "__import__") or (
-        isinstance(func, ast.Attribute) and func.attr == "import_module"
-    )
-    if named and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-        return node.args[0].value
-    return None
-
-
-def imported_names(module: str, path: Path) -> list[tuple[str, str | None]]:
-    """(module, name imported from it or None) for every import in the file, relative ones resolved."""
-    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-    found: list[tuple[str, str | None]] = []
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
-            found += [(alias.name, None) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                if node.level - 1 > len(package):
-                    raise ValueError(f"{path}:{node.lineno}: relative import beyond the top package")
-                base = package[: len(package) - (node.level - 1)]
-                source = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                source = node.module or ""
-            found += [(source, alias.name) for alias in node.names]
-        elif isinstance(node, ast.Call) and (name := _dynamic_import(node)):
-            found.append((name, None))
-    return found
-
-
-def import_graph(
-    modules: Mapping[str, Path], packages: Iterable[str]
-) -> tuple[dict[str, set[str]], list[str]]:
-    """Module -> the modules of ours it imports, and the imports of ours that name no file."""
-    ours = set(packages)
-    graph: dict[str, set[str]] = {module: set() for module in modules}
-    unresolved: list[str] = []
-    for module, path in modules.items():
-        for source, name in imported_names(module, path):
-            if source.split(".")[0] not in ours:
-                continue
-            if name is not None and f"{source}.{name}" in modules:
-                target = f"{source}.{name}"
-            elif source in modules:
-                target = source
-            else:
-                unresolved.append(f"{module}: {source}" + (f" ({name})" if name else ""))
-                continue
-            if target != module:
-                graph[module].add(target)
-    return graph, unresolved
-
-
-def cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one node (Tarjan's algorithm, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-    for start in graph:
-        if start in index:
-            continue
-        work = [(start, iter(graph[start]))]
-        index[start] = low[start] = len(index)
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            node, successors = work[-1]
-            for successor in successors:
-                if successor not in index:
-                    index[successor] = low[successor] = len(index)
-                    stack.append(successor)
-                    on_stack.add(successor)
-                    work.append((successor, iter(graph.get(successor, ()))))
-                    break
-                if successor in on_stack:
-                    low[node] = min(low[node], index[successor])
-            else:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                if low[node] == index[node]:
-                    component = []
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        component.append(member)
-                        if member == node:
-                            break
-                    if len(component) > 1:
-                        found.append(sorted(component))
-    return found
 
 
 def allowed_imports(readme: str) -> dict[str, set[str]]:
@@ -199,6 +87,12 @@ def test_imports_resolve_to_modules_or_packages(tmp_path: Path) -> None:
     }
     assert unresolved == []
     assert cycles(graph) == [["pkg.sub.helper", "pkg.sub.leaf"]]
+    assert [(i.source, i.lazy) for i in imports("pkg.sub.leaf", modules["pkg.sub.leaf"])] == [
+        ("pkg.sub", False),
+        ("pkg", False),
+        ("pkg.core", True),  # in a function
+    ]
+    assert [i.lazy for i in imports("pkg.sub.helper", modules["pkg.sub.helper"])] == [False, True]
     (tmp_path / "pkg" / "core.py").write_text("from pkg.missing import x\nimport typing\n")
     assert import_graph(module_files(tmp_path, ["pkg"]), ["pkg"])[1] == ["pkg.core: pkg.missing (x)"]
 

@@ -16,6 +16,8 @@ from sandboxes.base import SandboxError
 # What the jail mounts empty (tmpfs) over the host's directories.
 HIDDEN_IN_JAIL = ("/tmp", "/run", "/home", "/root")
 SHEBANG_BYTES = 256
+# How a program says it misses a file (C library, shells, Python, Node).
+MISSING_FILE_WORDS = ("No such file", "not found", "No module named", "Cannot find module", "ENOENT")
 
 
 def hidden_in_jail(path: Path) -> bool:
@@ -75,17 +77,18 @@ def _outermost(paths: list[Path]) -> list[Path]:
     return [p for p in unique if not any(other != p and other in p.parents for other in unique)]
 
 
-def jail_hint(program: list[str], env: dict[str, str], bound: list[Path]) -> str:
-    """What a server that failed to start in the jail could not see, and how to show it more."""
+def jail_hint(program: list[str], env: dict[str, str], bound: list[Path], error: str) -> str:
+    """What a server that failed to start in the jail could not see, and how to show it more; ""
+    when nothing points at a file it missed."""
     unseen = []
     for value in [*program, *env.values()]:
-        path = Path(value)
-        if (
-            path.is_absolute()
-            and hidden_in_jail(path)
-            and not any(b == path or b in path.parents for b in bound)
-        ):
-            unseen.append(str(path))
+        for part in value.split(":"):  # PATH-like values too
+            path = Path(part)
+            covered = any(b == path or b in path.parents for b in bound)
+            if path.is_absolute() and hidden_in_jail(path) and not covered:
+                unseen.append(str(path))
+    if not unseen and not any(words in error for words in MISSING_FILE_WORDS):
+        return ""
     lines = [
         "It ran in bwrap, which shows the host read-only with "
         f"{', '.join(HIDDEN_IN_JAIL)} empty, and binds from the host only: "
@@ -95,7 +98,7 @@ def jail_hint(program: list[str], env: dict[str, str], bound: list[Path]) -> str
     if unseen:
         lines.append(f"Paths of the entry the server cannot see there: {', '.join(dict.fromkeys(unseen))}.")
     lines.append(
-        "If it needs other files under those directories, list them in the entry's ro_paths "
+        "If it needs files under those directories, list them in the entry's ro_paths "
         "(bound read-only at the same path), or run it on the host with --backend local."
     )
     return " ".join(lines)

@@ -169,8 +169,8 @@ class McpSandbox(Sandbox):
         if tail:
             message += f"; its last output: {tail}"
         if self._jailed and self._command is not None and not entry.package:
-            program, env, binds = self._command
-            message += "\n" + jail_hint(program, env, binds)
+            hint = jail_hint(*self._command, error=message)
+            message += f"\n{hint}" if hint else ""
         return message
 
     def _launch(self, entry: ServerEntry, jail: ServerJail) -> Launch:

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import anyio
+import anyio.lowlevel
 import mcp_types as types
 from anyio.abc import Process
 from mcp.client.stdio import get_default_environment
@@ -26,6 +27,7 @@ from sandboxes.mcp.server_output import ServerOutput
 # After stdin and stdout close, how long a process the sandbox did not stop gets before SIGKILL.
 EXIT_WAIT_S = 0.5
 POLL_S = 0.01
+CLOSE_TURNS = 3
 
 
 @dataclass
@@ -129,6 +131,10 @@ async def _shut_down(process: Process, *streams: object) -> None:
     assert process.stdout is not None
     with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         await process.stdout.aclose()
+    # The closed pipes finish the process's transport in callbacks of the next loop turns; give
+    # them those turns, or a loop closed right after would leave the transport to warn at exit.
+    for _ in range(CLOSE_TURNS):
+        await anyio.lowlevel.checkpoint()
 
 
 async def _exited(process: Process, timeout_s: float) -> bool:

@@ -57,6 +57,11 @@ def test_toml_and_json_catalogues_give_the_same_entries(tmp_path: Path) -> None:
         ('{"servers": {"a": {"command": ["x"], "transport": "sse"}}}', "transport must be one of"),
         ('{"servers": {"a": {"transport": "http"}}}', "url: an http server needs"),
         ('{"servers": {"a": {"command": ["x"], "env": {"K": 1}}}}', "servers.a.env: every value"),
+        (
+            '{"servers": {"a": {"command": ["x"], "ro_paths": ["data"]}}}',
+            "ro_paths: every path must be absolute",
+        ),
+        ('{"servers": {"a": {"command": ["x"], "ro_paths": [1]}}}', "servers.a.ro_paths: every item"),
         ('{"servers": {}}', "servers: expected a non-empty table"),
         ("{not json", "not valid JSON"),
     ],

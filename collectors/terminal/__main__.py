@@ -140,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
             reaped = reap_orphans()
             if any(reaped.values()):
                 print(
-                    f"removed {reaped['containers']} containers and {reaped['tmux_servers']} tmux servers"
-                    " left behind by a collector that died",
+                    f"removed {reaped['containers']} containers, {reaped['tmux_servers']} tmux servers and"
+                    f" {reaped['process_boxes']} process boxes left behind by a collector that died",
                     file=sys.stderr,
                 )
             tasks = load_task_specs(args, "terminal")

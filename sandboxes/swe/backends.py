@@ -14,6 +14,8 @@ limits carry over between steps.
   commands run with `docker exec` as the image's agent user, and whatever a command leaves running
   is killed when it ends. Docker carries stdout and stderr apart, so their interleaving is not exact.
 - local: bash on the host in the workspace directory; no isolation, only when the user asks.
+  Each command runs in the episode's `ProcessBox`, so what it leaves running (setsid, double
+  forks) is killed when it ends or times out, and at close.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import time
 import uuid
 
 from sandboxes.base import SandboxCrashedError, SandboxError
+from sandboxes.containment import ProcessBox
 from sandboxes.swe.config import REPO_IN_SANDBOX
 from sandboxes.swe.process import Finished, run_bounded
 from sandboxes.terminal.backends import AGENT_UID, RC_IN_SANDBOX, SHELL_ENV, BwrapInstance
@@ -177,11 +180,24 @@ class LocalRunner(Runner):
         bin_dir = _python_alias(self.home, None)
         self.where = workspace
         self.env = {"HOME": self.home, "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", **SHELL_ENV}
+        self.box = ProcessBox()
 
     def run(self, command: str, timeout_s: float, limit: int) -> Finished:
         return run_bounded(
-            ["bash", "-c", command], timeout_s=timeout_s, limit=limit, cwd=self.workspace, env=self.env
+            self.box.wrap(["bash", "-c", command]),
+            timeout_s=timeout_s,
+            limit=limit,
+            cwd=self.workspace,
+            env=self.env,
+            stop=self.box.kill,
         )
+
+    def resources(self) -> list[str]:
+        return [*super().resources(), *self.box.resources()]
+
+    def destroy(self) -> None:
+        self.box.close()
+        super().destroy()
 
 
 class DockerRunner(Runner):

@@ -4,7 +4,9 @@ The command runs in its own session (process group); on timeout the whole group 
 SIGKILL. stdout and stderr share one pipe, so they interleave as a terminal would show them. Only
 the first and last `limit / 2` bytes are kept; what lies between is counted. Every wait is bounded:
 a background process that keeps the pipe open after the command exits gets `DRAIN_S` to finish
-writing, then its group is killed too.
+writing, then its group is killed too. A process that left the group (setsid, a double fork) is
+out of reach of that kill: a caller that starts the command in a `ProcessBox` passes the box's
+`kill` as `stop`, called when the command ends or times out.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import select
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sandboxes.swe.text import cut_middle
@@ -67,9 +70,11 @@ def run_bounded(
     cwd: str | None = None,
     env: dict[str, str] | None = None,
     info_pipe: tuple[int, int] | None = None,
+    stop: Callable[[], None] | None = None,
 ) -> Finished:
     """Run `argv` (no shell on our side). `info_pipe` (read end, write end; both closed here): the
-    write end is passed to the command, and what it writes there comes back in `Finished.info`."""
+    write end is passed to the command, and what it writes there comes back in `Finished.info`.
+    `stop` kills whatever the command started, before its process group is killed."""
     info_r, info_w = info_pipe or (-1, -1)
     capture = _Capture(limit)
     try:
@@ -118,6 +123,8 @@ def run_bounded(
             except subprocess.TimeoutExpired:
                 timed_out = True
     finally:
+        if stop is not None:
+            stop()
         _kill_group(proc.pid)
         try:
             proc.wait(timeout=KILL_WAIT_S)

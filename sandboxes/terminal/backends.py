@@ -16,6 +16,7 @@ import time
 import uuid
 
 from sandboxes.base import SandboxError
+from sandboxes.containment import join_cgroups_argv, remove_cgroup
 from sandboxes.terminal.config import Backend, BwrapBackend, DockerBackend, LocalBackend, parse_memory
 from sandboxes.terminal.reaper import OWNER_LABEL, owner, run_quietly
 
@@ -160,9 +161,7 @@ class BwrapInstance(Instance):
             ]
         if self.cgroups:
             # The wrapper joins the cgroups before exec, so every sandbox process starts inside them.
-            join = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1"; shift; n=$((n-1)); done; exec "$@"'
-            procs = [os.path.join(c, "cgroup.procs") for c in self.cgroups]
-            argv = ["sh", "-c", join, "sh", str(len(procs)), *procs, *argv]
+            argv = join_cgroups_argv([os.path.join(c, "cgroup.procs") for c in self.cgroups], argv)
         return argv
 
     def resources(self) -> list[str]:
@@ -276,20 +275,3 @@ def _warn_rlimit_once(why: str) -> None:
         "(memory per process, CPU time not rate)",
         why,
     )
-
-
-def remove_cgroup(path: str) -> None:
-    """Remove a cgroup made by `make_cgroups` once its processes are gone."""
-    # The kernel refuses rmdir while the killed processes are still exiting: retry for a while.
-    deadline = time.monotonic() + 2.0
-    while True:
-        try:
-            os.rmdir(path)
-            return
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            if time.monotonic() > deadline:
-                log.warning("could not remove cgroup %s: %s", path, exc)
-                return
-            time.sleep(0.01)

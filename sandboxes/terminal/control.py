@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable
 
 from sandboxes.checks import process_exists
+from sandboxes.containment import ProcessBox
 from sandboxes.terminal.reaper import remove_tmux_socket, tmux_socket_name
 
 _OCTAL = re.compile(rb"\\([0-7]{3})")
@@ -61,14 +62,19 @@ class TmuxSession:
         conf_dir: str,
         on_output: Callable[[bytes], None],
         on_end: Callable[[str], None],
+        box: ProcessBox | None = None,
     ) -> None:
+        """`box`: where the client, and so the server it forks and the pane, are started."""
         self.socket = tmux_socket_name()
         conf = os.path.join(conf_dir, "tmux.conf")
         with open(conf, "w") as f:
             # escape-time 0: a lone ESC (vim) must not wait for a possible key sequence.
+            # destroy-unattached: when our control client goes (the collector died and its pipe
+            # closed), the session and so the server end with it.
             f.write(
                 f"set -g history-limit {history_limit}\nset -g status off\n"
                 "set -g escape-time 0\nset -g default-terminal xterm-256color\n"
+                "set -g destroy-unattached on\n"
             )
         # The control client creates the session itself, so no output (the first prompt) can
         # appear before it is attached to receive it.
@@ -77,9 +83,10 @@ class TmuxSession:
         self._pending: deque[_Reply] = deque()
         self._lock = threading.Lock()
         self.ended: str | None = None
+        client = ["tmux", "-L", self.socket, "-f", conf, "-C", "new-session", "-s", "main"]
+        client += ["-x", str(width), "-y", str(height), "-c", workdir, "--", *argv]
         self._proc = subprocess.Popen(
-            ["tmux", "-L", self.socket, "-f", conf, "-C", "new-session", "-s", "main"]
-            + ["-x", str(width), "-y", str(height), "-c", workdir, "--", *argv],
+            box.wrap(client) if box else client,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

@@ -1,8 +1,11 @@
 """Clean up after a process that died without closing its sandboxes (kill -9, OOM, power loss).
 
-Every container and tmux server a terminal sandbox starts carries its owner, `<host>:<pid>`. A new
-collector run calls `reap_orphans()` first: whatever belongs to a process of this host that no
-longer exists is removed. Live owners (another collector running now) are left alone.
+Every container and tmux server a terminal sandbox starts carries its owner, `<host>:<pid>` (a
+tmux server in its socket name, which is also on its command line). A new collector run calls
+`reap_orphans()` first: whatever belongs to a process of this host that no longer exists is
+removed, the process boxes (`sandboxes.containment`) of dead collectors included. A tmux server is
+found by its command line as well as by its socket, since a server whose socket file is gone can
+no longer be asked to exit. Live owners (another collector running now) are left alone.
 `reap_own()` removes what the calling process itself still owns: the last step of a collector
 whose workers did not stop in time.
 
@@ -15,10 +18,15 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import time
 import uuid
 from collections.abc import Callable
+
+from sandboxes import containment
+from sandboxes.checks import process_exists
 
 OWNER_LABEL = "agentworld.owner"
 _TMUX_PREFIX = "agentworld-"
@@ -33,13 +41,7 @@ def tmux_socket_name() -> str:
 
 
 def _dead(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    return not process_exists(pid)
 
 
 def run_quietly(argv: list[str], timeout: float | None = None) -> subprocess.CompletedProcess[str]:
@@ -92,28 +94,59 @@ def _owned_tmux_sockets(select: Callable[[int], bool]) -> list[str]:
         names = os.listdir(directory)
     except FileNotFoundError:
         return []
-    found = []
-    for name in names:
-        pid = name[len(_TMUX_PREFIX) :].split("-", 1)[0]
-        if name.startswith(_TMUX_PREFIX) and pid.isdigit() and select(int(pid)):
-            found.append(name)
+    return [name for name in names if (pid := containment.owner_of(name, _TMUX_PREFIX)) and select(pid)]
+
+
+def _owned_tmux_processes(select: Callable[[int], bool]) -> dict[str, list[int]]:
+    """Our tmux processes (servers, clients) by socket name: a server's command line is that of the
+    client that forked it, `tmux -L <socket> ...`."""
+    found: dict[str, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if os.path.basename(argv[0]) != "tmux" or "-L" not in argv[:-1]:
+            continue
+        name = argv[argv.index("-L") + 1]
+        if (pid := containment.owner_of(name, _TMUX_PREFIX)) and select(pid):
+            found.setdefault(name, []).append(int(entry))
     return found
+
+
+def _kill_tmux(name: str, pids: list[int]) -> None:
+    """Ask the server to exit (its panes get SIGHUP), then kill what is left of it by pid."""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        run_quietly(["tmux", "-L", name, "kill-server"], timeout=5.0)
+    deadline = time.monotonic() + 2.0
+    while (left := [pid for pid in pids if process_exists(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    remove_tmux_socket(name)
 
 
 def _remove(select: Callable[[int], bool]) -> dict[str, int]:
     containers = _owned_containers(select)
     if containers:
         run_quietly(["docker", "rm", "-f", "-v", *containers])
-    sockets = _owned_tmux_sockets(select)
-    for name in sockets:
-        run_quietly(["tmux", "-L", name, "kill-server"])
-        remove_tmux_socket(name)
-    return {"containers": len(containers), "tmux_servers": len(sockets)}
+    servers: dict[str, list[int]] = {name: [] for name in _owned_tmux_sockets(select)}
+    servers.update(_owned_tmux_processes(select))
+    for name, pids in servers.items():
+        _kill_tmux(name, pids)
+    return {"containers": len(containers), "tmux_servers": len(servers)}
 
 
 def reap_orphans() -> dict[str, int]:
-    """Remove containers and tmux servers whose owning process is gone; returns what was removed."""
-    return _remove(_dead)
+    """Remove containers, tmux servers and process boxes whose owning process is gone; returns
+    what was removed."""
+    removed = _remove(_dead)
+    removed["process_boxes"] = containment.reap_orphans()
+    return removed
 
 
 def reap_own() -> dict[str, int]:

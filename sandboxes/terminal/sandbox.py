@@ -25,6 +25,7 @@ import threading
 from typing import Any
 
 from sandboxes.base import Sandbox, SandboxClosedError, SandboxCrashedError, SandboxError, StepResult
+from sandboxes.containment import ProcessBox
 from sandboxes.terminal.actions import COMMAND, is_key_name, parse_action
 from sandboxes.terminal.backends import Instance, bwrap_limits, make_instance
 from sandboxes.terminal.config import Backend, BwrapBackend, DockerBackend, LocalBackend, TerminalConfig
@@ -75,9 +76,12 @@ class _Live:
         os.chmod(rc_path, 0o644)
         self.tmux: TmuxSession | None = None
         self.instance: Instance | None = None
+        self.box: ProcessBox | None = None
         self.stream = ShellStream(config.max_output_bytes)
         self.start_row = 0
         try:
+            # The tmux server and all that the pane starts (a local shell's setsid jobs too).
+            self.box = ProcessBox()
             self.instance = make_instance(config.backend, tmpdir, rc_path)
             self.tmux = TmuxSession(
                 self.instance.shell_argv(),
@@ -88,6 +92,7 @@ class _Live:
                 conf_dir=tmpdir,
                 on_output=self.stream.feed,
                 on_end=self.stream.end,
+                box=self.box,
             )
             if not self.stream.wait_prompt(0, BOOT_TIMEOUT):
                 screen = self.screen() if self.stream.ended is None else []
@@ -110,6 +115,8 @@ class _Live:
 
     def resources(self) -> list[str]:
         found = list(self.instance.resources()) if self.instance else []
+        if self.box:
+            found += self.box.resources()
         if self.tmux:
             found += [
                 f"pid:{p}" for p in (self.tmux.server_pid, self.tmux.client_pid, self.tmux.pane_pid) if p
@@ -120,6 +127,8 @@ class _Live:
     def destroy(self) -> None:
         if self.tmux is not None:
             self.tmux.kill()
+        if self.box is not None:
+            self.box.close()
         if self.instance is not None:
             self.instance.destroy()
 

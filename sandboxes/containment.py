@@ -1,0 +1,316 @@
+"""Hold every process a sandbox starts, so that all of them can be killed at once.
+
+A `ProcessBox` is a cgroup of its own on the host's cgroup v2 hierarchy where we may make one:
+whatever a wrapped command starts (setsid, double-forked daemons included) stays in it, and
+writing 1 to its `cgroup.kill` ends them all. A small watchdog (`sh`, outside the box) holds the
+read end of a pipe whose write end only the collector holds: when the collector dies, even by
+SIGKILL, the pipe closes and the watchdog kills the box. `reap_orphans()` removes the boxes of
+dead collectors whose watchdog died too; the first box a process makes calls it.
+
+Where no cgroup can be made (not root, no cgroup v2), each wrapped command runs under a launcher
+that makes itself a child subreaper, so that orphans below it come back to it instead of PID 1,
+and asks for a parent-death signal. When its command ends, when the box is killed, or when the
+thread that spawned it dies (the collector killed), it kills every process left below it.
+The collector itself is never put in a box, so a kill never reaches it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+from sandboxes.checks import process_exists
+
+log = logging.getLogger(__name__)
+
+BOX_PREFIX = "agentworld-box-"
+KILL_WAIT_S = 2.0
+_POLL_S = 0.005
+# Joins each cgroup.procs file given (N of them), then becomes the command: everything it starts
+# is born inside. Arguments: N PROCS... ARGV...
+JOIN_CGROUPS = (
+    'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 126; shift; n=$((n-1)); done; exec "$@"'
+)
+# Waits for EOF on stdin (the collector's end of the pipe closes when it exits, however it dies),
+# then kills the box and removes its directory. Argument: the cgroup directory.
+WATCHDOG = (
+    'read -r line; echo 1 > "$1/cgroup.kill"; i=0; '
+    'while [ -d "$1" ] && ! rmdir "$1" && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done'
+)
+# The fallback launcher (python -I -S -c). Arguments: TOKEN PARENT_PID ARGV... TOKEN only marks
+# the process (its command line) as belonging to the box.
+LAUNCHER = r"""
+import ctypes, os, signal, sys
+class Stop(Exception):
+    pass
+def stop(*_):
+    raise Stop
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+    signal.signal(s, stop)
+def children():
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except (OSError, ValueError):
+            continue
+        if int(stat[stat.rindex(")") + 2:].split()[1]) == os.getpid():
+            found.append(int(name))
+    return found
+status = 137
+try:
+    if os.getppid() != int(sys.argv[2]):
+        raise Stop
+    pid = os.fork()
+    if pid == 0:
+        for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(s, signal.SIG_DFL)
+        try:
+            os.execvp(sys.argv[3], sys.argv[3:])
+        except OSError as exc:
+            print(f"{sys.argv[3]}: {exc.strerror}", file=sys.stderr)
+            os._exit(127)
+    while True:
+        got, raw = os.wait()
+        if got == pid:
+            code = os.waitstatus_to_exitcode(raw)
+            status = 128 - code if code < 0 else code
+            break
+except (Stop, ChildProcessError):
+    pass
+for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+    signal.signal(s, signal.SIG_IGN)
+while kids := children():
+    for kid in kids:
+        try:
+            os.kill(kid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for kid in kids:
+        try:
+            os.waitpid(kid, 0)
+        except ChildProcessError:
+            pass
+os._exit(status)
+"""
+
+
+@functools.cache
+def cgroup2_root() -> str | None:
+    """Where the cgroup v2 hierarchy is mounted (`/sys/fs/cgroup`, or `.../unified` on hybrid hosts)."""
+    try:
+        with open("/proc/self/mounts") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) > 2 and fields[2] == "cgroup2":
+                    return fields[1]
+    except OSError:
+        pass
+    return None
+
+
+@functools.cache
+def cgroups_unusable() -> str | None:
+    """None if boxes can be cgroups here, else why not (made once: a real join is tried)."""
+    root = cgroup2_root()
+    if root is None:
+        return "no cgroup v2 hierarchy is mounted"
+    probe = os.path.join(root, f"{BOX_PREFIX}probe-{uuid.uuid4().hex[:12]}")
+    try:
+        os.mkdir(probe)
+    except OSError as exc:
+        return f"cannot make a cgroup under {root}: {exc.strerror}"
+    try:
+        if not os.path.exists(os.path.join(probe, "cgroup.kill")):
+            return "the kernel has no cgroup.kill (Linux 5.14 or later needed)"
+        joined = subprocess.run(
+            join_cgroups_argv([os.path.join(probe, "cgroup.procs")], ["true"]),
+            capture_output=True,
+            text=True,
+        )
+        if joined.returncode != 0:
+            return f"cannot move a process into a cgroup: {joined.stderr.strip()}"
+    finally:
+        remove_cgroup(probe)
+    return None
+
+
+def join_cgroups_argv(procs: list[str], argv: list[str]) -> list[str]:
+    """`argv`, run after joining the cgroups whose `cgroup.procs` files are given."""
+    return ["sh", "-c", JOIN_CGROUPS, "sh", str(len(procs)), *procs, *argv]
+
+
+def remove_cgroup(path: str) -> None:
+    """Remove an empty cgroup once its killed processes are gone."""
+    # The kernel refuses rmdir while the killed processes are still exiting: retry for a while.
+    deadline = time.monotonic() + KILL_WAIT_S
+    while True:
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                log.warning("could not remove cgroup %s: %s", path, exc)
+                return
+            time.sleep(0.01)
+
+
+def kill_cgroup(path: str) -> None:
+    """Kill every process in a cgroup v2 (and its children) and wait until none is left."""
+    try:
+        with open(os.path.join(path, "cgroup.kill"), "w") as f:
+            f.write("1")
+    except FileNotFoundError:
+        return
+    deadline = time.monotonic() + KILL_WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            with open(os.path.join(path, "cgroup.events")) as f:
+                if "populated 0" in f.read():
+                    return
+        except FileNotFoundError:
+            return
+        time.sleep(_POLL_S)
+    log.warning("processes of cgroup %s still exiting after %g s", path, KILL_WAIT_S)
+
+
+class ProcessBox:
+    """The processes of one sandbox. `wrap` an argv to start it inside; `kill` ends everything
+    inside (the box stays usable); `close` kills and removes the box. `use_cgroup=False` forces
+    the subreaper launcher even where a cgroup could be made."""
+
+    def __init__(self, use_cgroup: bool = True) -> None:
+        self.token = f"{BOX_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        self.cgroup: str | None = None
+        self._watchdog: subprocess.Popen[bytes] | None = None
+        self._lifeline = -1
+        if not use_cgroup or cgroups_unusable() is not None:
+            return
+        _reap_orphans_once()
+        root = cgroup2_root()
+        assert root is not None
+        path = os.path.join(root, self.token)
+        os.mkdir(path)
+        self.cgroup = path
+        read_end, self._lifeline = os.pipe()
+        try:
+            self._watchdog = subprocess.Popen(
+                ["sh", "-c", WATCHDOG, "sh", path],
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # a Ctrl-C to the collector's group must not stop it
+            )
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            os.close(read_end)
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """The argv that runs `argv` inside the box."""
+        if self.cgroup is not None:
+            return join_cgroups_argv([os.path.join(self.cgroup, "cgroup.procs")], argv)
+        return [sys.executable, "-I", "-S", "-c", LAUNCHER, self.token, str(os.getpid()), *argv]
+
+    def kill(self) -> None:
+        """Kill every process started inside the box, and wait (bounded) until they are gone."""
+        if self.cgroup is not None:
+            kill_cgroup(self.cgroup)
+            return
+        launchers = _processes_marked(self.token)
+        for pid in launchers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)  # each launcher kills what is below it, then exits
+        deadline = time.monotonic() + KILL_WAIT_S
+        while (left := [pid for pid in launchers if process_exists(pid)]) and time.monotonic() < deadline:
+            time.sleep(_POLL_S)
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def resources(self) -> list[str]:
+        found = [f"path:{self.cgroup}"] if self.cgroup else []
+        if self._watchdog is not None:
+            found.append(f"pid:{self._watchdog.pid}")
+        return found
+
+    def close(self) -> None:
+        self.kill()
+        if self.cgroup is not None:
+            remove_cgroup(self.cgroup)
+        if self._lifeline >= 0:
+            os.close(self._lifeline)  # the watchdog sees EOF, finds the box gone and exits
+            self._lifeline = -1
+        if self._watchdog is not None:
+            try:
+                self._watchdog.wait(timeout=KILL_WAIT_S)
+            except subprocess.TimeoutExpired:
+                self._watchdog.kill()
+                self._watchdog.wait()
+            self._watchdog = None
+
+
+def _processes_marked(token: str) -> list[int]:
+    """Pids whose command line has `token` as an argument (the fallback launchers of a box)."""
+    wanted = token.encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                if wanted in f.read().split(b"\0"):
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+def owner_of(name: str, prefix: str) -> int | None:
+    """The owner pid that a name made as `<prefix><pid>-<suffix>` carries, or None."""
+    if not name.startswith(prefix):
+        return None
+    pid = name[len(prefix) :].split("-", 1)[0]
+    return int(pid) if pid.isdigit() else None
+
+
+@functools.cache
+def _reap_orphans_once() -> None:
+    removed = reap_orphans()
+    if removed:
+        log.warning("killed the processes of %d sandboxes whose collector had died", removed)
+
+
+def reap_orphans() -> int:
+    """Kill and remove the boxes of collectors that are gone (their watchdogs too); how many."""
+    root = cgroup2_root()
+    if root is None:
+        return 0
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return 0
+    removed = 0
+    for name in names:
+        pid = owner_of(name, BOX_PREFIX)
+        if pid is None or process_exists(pid):
+            continue
+        path = os.path.join(root, name)
+        kill_cgroup(path)
+        remove_cgroup(path)
+        removed += 1
+    return removed

@@ -41,7 +41,7 @@ def command_binds(server: str, program: list[str], ro_paths: list[str]) -> list[
         path = Path(argument)
         if path.is_absolute() and hidden_in_jail(path) and path.exists():
             wanted.append(path)
-    return _outermost(wanted)
+    return outermost(wanted)
 
 
 def _program_files(program: Path) -> list[Path]:
@@ -71,7 +71,7 @@ def _venv_root(program: Path) -> Path | None:
     return root if (root / "pyvenv.cfg").is_file() else None
 
 
-def _outermost(paths: list[Path]) -> list[Path]:
+def outermost(paths: list[Path]) -> list[Path]:
     """`paths` without duplicates and without those inside another one."""
     unique = list(dict.fromkeys(paths))
     return [p for p in unique if not any(other != p and other in p.parents for other in unique)]

@@ -44,7 +44,7 @@ from sandboxes.mcp.actions import (
     timeout_observation,
     tool_definition,
 )
-from sandboxes.mcp.binds import command_binds, jail_hint
+from sandboxes.mcp.binds import command_binds, jail_hint, outermost
 from sandboxes.mcp.catalogue import ServerEntry, embedded_catalogue, entry_to_dict
 from sandboxes.mcp.client import Connected, Connection, EventLoop, Launch
 from sandboxes.mcp.http_process import free_port, start_http_server, wait_for_port
@@ -192,7 +192,7 @@ class McpSandbox(Sandbox):
         # Python servers (packaged or not) link to the base interpreter, which may be under /root.
         binds.append(install.python_home())
         if jail.isolated:
-            binds += [p for p in command_binds(entry.name, program, entry.ro_paths) if p not in binds]
+            binds = outermost([*binds, *command_binds(entry.name, program, entry.ro_paths)])
         # An http server must be reachable from the host, so it keeps the host's network.
         network = entry.network or entry.transport == "http"
         env = {key: fill(value) for key, value in entry.env.items()}

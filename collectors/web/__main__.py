@@ -21,6 +21,7 @@ from collectors.cli import (
 from collectors.tasks import TaskSpec, embedded_tasks
 from collectors.web.explorer import WebExplorer
 from collectors.web.start_urls import apply_allowed_origins, load_start_urls, parse_origin
+from sandboxes.web.config import DIALOG_POLICIES, DOWNLOAD_POLICIES
 
 EPILOG = """examples:
   # 2 browsers, 20 explorer episodes on the embedded shop and docs sites
@@ -67,6 +68,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     web.add_argument(
         "--settle-timeout", type=int, default=3000, metavar="MS",
         help="longest wait after an action for the page to settle (3000)",
+    )  # fmt: skip
+    web.add_argument(
+        "--dialogs", choices=DIALOG_POLICIES, default="accept",
+        help="how alert/confirm/prompt/beforeunload dialogs are answered (accept)",
+    )  # fmt: skip
+    web.add_argument(
+        "--prompt-text", metavar="TEXT", help="the answer to accepted prompt() dialogs (default: their own)"
+    )
+    web.add_argument(
+        "--downloads", choices=DOWNLOAD_POLICIES, default="save",
+        help="save downloads in each browser's own folder, or refuse them (save)",
     )  # fmt: skip
     web.add_argument("--chromium", default="/usr/bin/chromium", metavar="PATH", help="browser binary")
     args = parser.parse_args(argv)
@@ -126,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
                     settle_timeout_ms=args.settle_timeout,
                     sites_port=server.port,
                     executable_path=args.chromium,
+                    dialog_policy=args.dialogs,
+                    prompt_text=args.prompt_text,
+                    downloads=args.downloads,
                 )
                 code = run_cli(args, "web", lambda: WebSandbox(config), policy, lock)
             return code or all_failed_code(args.out)

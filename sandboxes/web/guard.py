@@ -25,6 +25,7 @@ from playwright.sync_api import ConsoleMessage, Request, Route, WebSocket
 from sandboxes.web.config import origin_of
 from sandboxes.web.execute import ActionFailed, check_url
 from sandboxes.web.proxy import RefusingProxy
+from sandboxes.web.settle import frame_of_navigation
 
 # Chromium's WebSockets take their proxy (and so their bypass rule) from the http(s) equivalent.
 WEBSOCKET_SCHEMES = {"ws": "http", "wss": "https"}
@@ -143,8 +144,9 @@ class OriginGuard:
 
 
 def request_kind(request: Request) -> str:
-    if request.is_navigation_request():
-        return "frame" if request.frame.parent_frame is not None else "navigation"
+    frame = frame_of_navigation(request)
+    if frame:
+        return "frame" if frame == "frame" else "navigation"
     return request.resource_type
 
 

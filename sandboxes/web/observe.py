@@ -57,21 +57,19 @@ def _read_tree(page: Page, config: WebConfig, title: str, elements: int) -> tupl
     """The tree and each bid's scope (see sandboxes.web.viewport): the whole page when it is small,
     else what lies in and near the viewport; a small page whose tree would be cut is read viewport
     first too, so that scrolling brings the rest into view."""
-    limit, name_chars = config.max_tree_lines, config.max_name_chars
-    if elements <= config.viewport_first_elements:
-        try:
-            snapshot = _retrying(
-                page, lambda: page.aria_snapshot(mode="ai", timeout=config.observe_timeout_ms)
-            )
-        except PlaywrightTimeoutError:
-            tree = render_tree("", title, limit, name_chars)
-            bound = config.observe_timeout_ms
-            tree.text += f"\n[... the accessibility tree was not read: it took longer than {bound} ms]"
-            return tree, {}
-        tree = render_tree(snapshot, title, limit, name_chars)
-        if not tree.truncated:
-            return tree, {}
-    view = _retrying(page, lambda: read_viewport(page, config.observe_timeout_ms))
+    limit, name_chars, bound = config.max_tree_lines, config.max_name_chars, config.observe_timeout_ms
+    try:
+        if elements <= config.viewport_first_elements:
+            snapshot = _retrying(page, lambda: page.aria_snapshot(mode="ai", timeout=bound))
+            tree = render_tree(snapshot, title, limit, name_chars)
+            if not tree.truncated:
+                return tree, {}
+        view = _retrying(page, lambda: read_viewport(page, bound))
+    except PlaywrightTimeoutError:
+        # A page too slow to read in time: the agent sees that, and the episode goes on.
+        tree = render_tree("", title, limit, name_chars)
+        tree.text += f"\n[... the accessibility tree was not read: it took longer than {bound} ms]"
+        return tree, {}
     above, below = markers(view)
     tree = render_tree(view.snapshot, title, limit, name_chars, before=above, after=below)
     scopes = {bid: view.scopes[ref] for bid, ref in tree.refs.items() if ref in view.scopes}

@@ -90,7 +90,7 @@ class NetworkActivity:
         if request.resource_type in STREAMING:
             return  # open for the life of the page: waiting for it to end would always time out
         self.in_flight.add(request)
-        if request.is_navigation_request() and request.frame.parent_frame is None:
+        if frame_of_navigation(request) == "main":
             self.unanswered_navigations.add(request)
         self.last_event = time.monotonic()
 
@@ -99,12 +99,23 @@ class NetworkActivity:
         self.unanswered_navigations.discard(request)
         self.last_event = time.monotonic()
 
-    def navigation_pending(self, page: Page) -> bool:
-        return any(r.frame == page.main_frame for r in self.unanswered_navigations)
-
     def quiet_for(self) -> float:
         """Seconds since the last request started or ended, 0 while any is in flight."""
         return 0.0 if self.in_flight else time.monotonic() - self.last_event
+
+    def navigation_pending(self, page: Page) -> bool:
+        return any(r.frame == page.main_frame for r in self.unanswered_navigations)
+
+
+def frame_of_navigation(request: Request) -> str:
+    """ "main" or "frame" for a document request, "" for any other; the document of a tab being
+    opened (whose frame Playwright does not know yet) is "popup"."""
+    if not request.is_navigation_request():
+        return ""
+    try:
+        return "main" if request.frame.parent_frame is None else "frame"
+    except PlaywrightError:
+        return "popup"
 
 
 @dataclass

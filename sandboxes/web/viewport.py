@@ -15,6 +15,7 @@ stable per element) and then finds the element by its ref.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 
 from playwright.sync_api import Page
@@ -44,6 +45,7 @@ BLOCKS = """([screens, maxBlocks]) => {
     if (blocks.length >= maxBlocks) return;
     const r = el.getBoundingClientRect();
     if (sized(r) && (r.bottom < top || r.top > bottom)) return;
+    if (!sized(r) && getComputedStyle(el).display === 'none') return;  // not shown: no tree either
     const kids = el.children;
     if ((sized(r) && r.top >= top && r.bottom <= bottom) || !kids.length || ownText(el)
         || el.shadowRoot || el.tagName === 'IFRAME') {
@@ -79,11 +81,14 @@ class ViewportSnapshot:
 
 
 def read_viewport(page: Page, timeout_ms: int) -> ViewportSnapshot:
-    """The blocks in and near the viewport of `page`, snapshotted one by one."""
+    """The blocks in and near the viewport of `page`, snapshotted one by one, all within
+    `timeout_ms` (Playwright's TimeoutError past it)."""
+    deadline = time.monotonic() + timeout_ms / 1000
     found = page.evaluate(BLOCKS, [BAND_SCREENS, MAX_BLOCKS])
     parts, scopes = [], {}
     for path in found["blocks"]:
-        text = page.locator(path).aria_snapshot(mode="ai", timeout=timeout_ms)
+        left_ms = max(1.0, (deadline - time.monotonic()) * 1000)
+        text = page.locator(path).aria_snapshot(mode="ai", timeout=left_ms)
         parts.append(text)
         for ref in _REF.findall(text):
             scopes[ref] = path

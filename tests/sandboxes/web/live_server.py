@@ -1,6 +1,6 @@
 """A real threaded HTTP server for the web tests that need more than request -> response: an SSE
 stream, a WebSocket endpoint (RFC 6455 handshake and text frames, stdlib only), a page that never
-finishes loading, and whatever fixed pages a test mounts.
+finishes loading, one that answers late, a redirect, and whatever fixed pages a test mounts.
 """
 
 from __future__ import annotations
@@ -49,6 +49,12 @@ class LiveServer:
                     server._stalled(self)
                 elif path == "/late":
                     server._late(self)
+                elif path == "/hop":  # redirects wherever ?to= says
+                    target = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)["to"][0]
+                    self.send_response(302)
+                    self.send_header("Location", target)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
                 elif path in server.pages:
                     body = server.pages[path].encode()
                     self.send_response(200)

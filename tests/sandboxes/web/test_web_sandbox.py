@@ -201,7 +201,8 @@ def test_slow_document_times_out_the_navigation_and_says_so(sandbox: WebSandbox)
             default.settle_timeout_ms,
         )
     assert obs.data["last_action_error"] == (
-        "click started a navigation that did not load in time (the settle bound is 600 ms); loading stopped"
+        "click started a navigation that did not load in time (the settle bound is 600 ms): it was stopped;"
+        " the page shown is the one it left"
     )
     assert obs.data["settle"]["timed_out"] is True and obs.data["settle"]["waited_ms"] < 2000
     assert obs.data["url"].startswith(lab("/link"))

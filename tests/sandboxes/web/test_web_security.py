@@ -1,4 +1,4 @@
-"""What a web episode may reach: the task's allowed origins only, never file://, no downloads."""
+"""What a web episode may reach: the task's allowed origins only, never file://."""
 
 from __future__ import annotations
 
@@ -19,9 +19,11 @@ def test_link_to_another_origin_is_blocked_with_an_error(
     target = external_server.url("/secret")
     obs = sandbox.reset(task(lab(f"/link?to={target}")))
     obs = sandbox.step(act("click", bid=bid_of(obs, "Follow the link"))).observation
-    expected = f"navigation to {target!r} blocked: its origin is not allowed in this task"
+    origin = external_server.url("").rstrip("/")
+    expected = f"navigation to {target!r} blocked: origin {origin!r} is not allowed in this task"
     assert obs.data["last_action_error"] == expected
     assert "External site" not in obs.text
+    assert f"Blocked: navigation to {target} (origin {origin!r} is not allowed in this task)" in obs.text
 
 
 def test_goto_another_origin_is_refused(sandbox: WebSandbox, external_server: LocalHTTPServer) -> None:
@@ -86,19 +88,6 @@ def test_file_urls_are_refused(sandbox: WebSandbox) -> None:
     assert "root:" not in obs.text
     with pytest.raises(ValueError, match="only http and https"):
         sandbox.reset(task("file:///etc/passwd"))
-
-
-def test_downloads_are_off(sandbox: WebSandbox) -> None:
-    sandbox.reset(task(site_url("shop", "/")))
-    assert sandbox._context is not None
-    page = sandbox._page()
-    with page.expect_download(timeout=5000) as started:
-        page.evaluate(
-            "() => { const a = document.createElement('a'); a.href = 'data:text/plain,hi';"
-            " a.download = 'hi.txt'; document.body.append(a); a.click(); }"
-        )
-    download = started.value
-    assert "accept_downloads" in (download.failure() or "")  # the browser did not save it
 
 
 def test_a_task_can_narrow_the_embedded_sites(sandbox: WebSandbox) -> None:

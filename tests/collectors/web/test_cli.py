@@ -120,3 +120,27 @@ def test_browsers_is_the_fleet_size_and_sandboxes_still_works() -> None:
     assert parse_args(["--sandboxes", "2", "--out", "x"]).sandboxes == 2
     with pytest.raises(SystemExit):
         parse_args(["--browsers", "0", "--out", "x"])
+
+
+@pytest.mark.chromium
+def test_unreachable_start_urls_are_error_episodes_and_the_run_exits_non_zero(tmp_path: Path) -> None:
+    with LocalHTTPServer({"/": _site}) as server:
+        gone = server.url("/")
+    # The server is closed: nothing listens there any more.
+    urls = tmp_path / "urls.txt"
+    urls.write_text(f"{gone}\n{gone}other\n")
+    out = tmp_path / "unreachable"
+    result = run_web("--start-urls", str(urls), "--episodes", "2", "--max-steps", "3", "--out", str(out))
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "every episode ended in an error (2)" in result.stderr
+    found = assert_exactly_once(out, 2)
+    for trajectory in found:
+        assert trajectory.outcome.status == "error" and trajectory.steps == []
+        assert "could not be loaded: Page.goto: net::ERR_CONNECTION_REFUSED" in trajectory.outcome.error
+    # One reachable start URL among them: the run counts as done.
+    with LocalHTTPServer({"/": _site}) as server:
+        urls.write_text(f"{gone}\n{server.url('/')}\n")
+        result = run_web(
+            "--start-urls", str(urls), "--episodes", "2", "--max-steps", "3", "--out", str(tmp_path / "mixed")
+        )
+    assert result.returncode == 0, result.stderr[-2000:]

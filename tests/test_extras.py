@@ -20,6 +20,7 @@ import re
 import subprocess
 import sys
 import tomllib
+import zipfile
 from collections import defaultdict
 from collections.abc import Mapping
 from importlib import metadata
@@ -212,6 +213,23 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run([uv(), "build", "--quiet", "--out-dir", str(out), str(ROOT)], check=True, timeout=600)
     (built,) = out.glob("*.whl")
     return built
+
+
+@pytest.mark.packaging
+def test_the_wheel_holds_every_file_of_our_packages(wheel: Path) -> None:
+    """Data files included (task suites, the Android fake driver's apps): code reads them through
+    importlib.resources, which finds nothing that package-data left out."""
+    inside = set(zipfile.ZipFile(wheel).namelist())
+    files = (path.relative_to(ROOT).as_posix() for package in OURS for path in (ROOT / package).rglob("*"))
+    left_out = [
+        name
+        for name in files
+        if (ROOT / name).is_file()
+        and "__pycache__" not in name
+        and not name.endswith(".md")
+        and name not in inside
+    ]
+    assert not left_out, f"missing from {wheel.name} (add them to package-data in pyproject.toml): {left_out}"
 
 
 def uv() -> str:

@@ -131,9 +131,13 @@ async def _shut_down(process: Process, *streams: object) -> None:
     assert process.stdout is not None
     with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         await process.stdout.aclose()
-    # The closed pipes finish the process's transport in callbacks of the next loop turns; give
-    # them those turns, or a loop closed right after would leave the transport to warn at exit.
-    for _ in range(CLOSE_TURNS):
+    # asyncio closes the process's transport only once it has seen the exit and both pipes' ends,
+    # which a loop closed right after may never run (its __del__ then fails on the closed loop).
+    # Nothing public closes it, hence the attribute walk (the SDK's transport does the same).
+    transport = getattr(getattr(process, "_process", None), "_transport", None)
+    if transport is not None:
+        transport.close()
+    for _ in range(CLOSE_TURNS):  # the pipes' own close callbacks
         await anyio.lowlevel.checkpoint()
 
 

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 
 from sandboxes.checks import process_exists
 
@@ -243,10 +244,7 @@ class ProcessBox:
                 os.kill(pid, signal.SIGKILL)
 
     def resources(self) -> list[str]:
-        found = [f"path:{self.cgroup}"] if self.cgroup else []
-        if self._watchdog is not None:
-            found.append(f"pid:{self._watchdog.pid}")
-        return found
+        return [f"path:{self.cgroup}"] if self.cgroup else []
 
     def close(self) -> None:
         self.kill()
@@ -297,6 +295,11 @@ def _reap_orphans_once() -> None:
 
 def reap_orphans() -> int:
     """Kill and remove the boxes of collectors that are gone (their watchdogs too); how many."""
+    return reap_boxes(lambda pid: not process_exists(pid))
+
+
+def reap_boxes(select: Callable[[int], bool]) -> int:
+    """Kill and remove the boxes whose owner pid passes `select`; how many."""
     root = cgroup2_root()
     if root is None:
         return 0
@@ -307,7 +310,7 @@ def reap_orphans() -> int:
     removed = 0
     for name in names:
         pid = owner_of(name, BOX_PREFIX)
-        if pid is None or process_exists(pid):
+        if pid is None or not select(pid):
             continue
         path = os.path.join(root, name)
         kill_cgroup(path)

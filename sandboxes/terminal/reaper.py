@@ -138,18 +138,17 @@ def _remove(select: Callable[[int], bool]) -> dict[str, int]:
     servers.update(_owned_tmux_processes(select))
     for name, pids in servers.items():
         _kill_tmux(name, pids)
-    return {"containers": len(containers), "tmux_servers": len(servers)}
+    boxes = containment.reap_boxes(select)
+    return {"containers": len(containers), "tmux_servers": len(servers), "process_boxes": boxes}
 
 
 def reap_orphans() -> dict[str, int]:
     """Remove containers, tmux servers and process boxes whose owning process is gone; returns
     what was removed."""
-    removed = _remove(_dead)
-    removed["process_boxes"] = containment.reap_orphans()
-    return removed
+    return _remove(_dead)
 
 
 def reap_own() -> dict[str, int]:
-    """Remove the containers and tmux servers this process started and still holds."""
+    """Remove the containers, tmux servers and process boxes this process started and still holds."""
     me = os.getpid()
     return _remove(lambda pid: pid == me)

@@ -13,7 +13,7 @@ from sandboxes import containment
 from sandboxes.checks import process_exists, resource_exists
 from sandboxes.swe import SweSandbox, bash_action, make_config
 from schemas.records import Task
-from tests.sandboxes.test_containment import orphan_maker, survivors, wait_for_pids
+from tests.sandboxes.test_containment import orphan_maker, survivors, until_written, wait_for_pids
 
 
 @pytest.fixture(params=["cgroup", "subreaper"])
@@ -50,9 +50,8 @@ def test_an_exited_command_leaves_nothing_and_close_is_clean(
 ) -> None:
     pids = tmp_path / "pids"
     held = local_sandbox.resources()
-    # The command exits once both have written their pids (else they may be killed before).
-    written = f"until [ $(cat {pids} 2>/dev/null | wc -l) -ge 2 ]; do sleep 0.01; done; "
-    obs = local_sandbox.step(bash_action(orphan_maker(pids) + written + "echo started")).observation
+    command = orphan_maker(pids) + until_written(pids, 2) + "echo started"
+    obs = local_sandbox.step(bash_action(command)).observation
     assert obs.data["exit_status"] == 0 and obs.text.startswith("started\n")
     started = wait_for_pids(pids, 2)
     assert not survivors(started, within=1.0), "left running after the command exited"

@@ -276,4 +276,7 @@ def test_close_from_another_thread_during_reset_leaves_nothing(make_sandbox, bac
         worker.join(timeout=60)
         assert outcome and not sandbox.alive, f"close after {delay} s"
         time.sleep(0.5)  # a boot that close() missed would finish about now
-        assert reap_own() == {"containers": 0, "tmux_servers": 0}, f"close after {delay} s left these"
+        left = reap_own()
+        assert left == {"containers": 0, "tmux_servers": 0, "process_boxes": 0}, (
+            f"close after {delay} s left these"
+        )

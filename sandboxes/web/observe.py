@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import weakref
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -19,15 +21,35 @@ from schemas.records import Attachment, Observation
 FORMAT = "a11y_tree"
 T = TypeVar("T")
 # The title, the HTML, whether the page opened a tab since the last observation (flagged by
-# settle.MUTATION_STAMP) and how many elements it has: read in one round trip.
-_PAGE_FACTS = """() => {
-  const doctype = document.doctype ? new XMLSerializer().serializeToString(document.doctype) : '';
-  const html = doctype + (document.documentElement ? document.documentElement.outerHTML : '');
+# settle.MUTATION_STAMP) and how many elements it has: read in one round trip. The HTML is null
+# when the document is the one read last time (`[last token, new token]`) and has not changed
+# since: serializing and sending a 2.5 MB page costs more than reading its viewport's tree.
+_PAGE_FACTS = """([lastToken, newToken]) => {
   const state = window.__agentworldSettle;
+  let html = null;
+  if (!state || state.htmlToken !== lastToken || state.last > state.htmlAt) {
+    const doctype = document.doctype ? new XMLSerializer().serializeToString(document.doctype) : '';
+    html = doctype + (document.documentElement ? document.documentElement.outerHTML : '');
+    if (state) { state.htmlToken = newToken; state.htmlAt = performance.now(); }
+  }
   const popup = Boolean(state && state.popup);
   if (state) state.popup = false;
   return [document.title, html, popup, document.getElementsByTagName('*').length];
 }"""
+_tokens = itertools.count(1)
+_last_html: weakref.WeakKeyDictionary[Page, tuple[int, str]] = weakref.WeakKeyDictionary()
+
+
+def _page_facts(page: Page) -> tuple[str, str, bool, int]:
+    """(title, HTML, opened a tab, element count), the HTML reused when the page did not change."""
+    last_token, last_html = _last_html.get(page, (0, ""))
+    token = next(_tokens)
+    title, html, popup, elements = page.evaluate(_PAGE_FACTS, [last_token, token])
+    if html is None:
+        html = last_html
+    else:
+        _last_html[page] = (token, html)
+    return title, html, popup, elements
 
 
 def _title(page: Page) -> str:
@@ -88,7 +110,7 @@ def observe(
     """The observation of `page` (the active tab), its bids' aria refs and scopes, and whether the
     page opened a tab since the last observation. `events`: what the guard blocked, the dialogs and
     the downloads since the last observation."""
-    title, html, popup, elements = _retrying(page, lambda: page.evaluate(_PAGE_FACTS))
+    title, html, popup, elements = _retrying(page, lambda: _page_facts(page))
     tree, scopes = _read_tree(page, config, title, elements)
     tabs = []
     for index, tab in enumerate(context.pages):

@@ -8,7 +8,9 @@ screen above, half below), skipping subtrees outside it and bisecting long runs 
 cost follows what is shown, not the page's size; each block is then snapshotted on its own.
 
 Playwright resolves `aria-ref=` selectors against the last snapshot of the frame only, so a bid
-keeps the CSS path of its block (its scope): an action first snapshots that block again (refs are
+keeps the path of its block (its scope, an XPath of child positions: the browser evaluates it
+natively, where a CSS path of :nth-child steps costs a walk of the whole page in Playwright's
+engine): an action first snapshots that block again (refs are
 stable per element) and then finds the element by its ref.
 """
 
@@ -24,7 +26,7 @@ MAX_BLOCKS = 60
 BAND_SCREENS = 0.5  # how far above and below the viewport the band reaches, in viewport heights
 _REF = re.compile(r"\[ref=([^\]]+)\]")
 
-# -> {blocks: [css path], above: px of the page above the band, below: px below what is shown}.
+# -> {blocks: [XPath], above: px of the page above the band, below: px below what is shown}.
 # Sibling runs longer than 32 are bisected by position (lists and tables are laid out in
 # document order).
 BLOCKS = """([screens, maxBlocks]) => {
@@ -57,11 +59,11 @@ BLOCKS = """([screens, maxBlocks]) => {
     for (let i = start; i < kids.length && blocks.length < maxBlocks; i++) {
       const kr = kids.length > 32 ? kids[i].getBoundingClientRect() : null;
       if (kr && sized(kr) && kr.top > bottom) break;
-      visit(kids[i], `${path} > :nth-child(${i + 1})`);
+      visit(kids[i], `${path}/*[${i + 1}]`);
     }
   };
   const body = document.body;
-  if (body) visit(body, 'html > body');
+  if (body && body.parentElement === document.documentElement) visit(body, 'xpath=/*/body');
   const page = document.documentElement.getBoundingClientRect();
   const shownTo = blocks.length >= maxBlocks ? shownBottom : bottom;
   return {
@@ -75,7 +77,7 @@ BLOCKS = """([screens, maxBlocks]) => {
 @dataclass
 class ViewportSnapshot:
     snapshot: str  # the blocks' snapshots, one after another, as one snapshot of several roots
-    scopes: dict[str, str] = field(default_factory=dict)  # aria ref -> CSS path of its block
+    scopes: dict[str, str] = field(default_factory=dict)  # aria ref -> XPath selector of its block
     above_px: int = 0
     below_px: int = 0
 

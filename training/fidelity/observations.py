@@ -20,8 +20,9 @@ from training.fidelity.android import android_data
 from training.fidelity.desktop import desktop_data
 
 # Web (BrowserGym-style, see sandboxes/web): "URL: ...", "Title: ...", "Tabs: ...", "Focused: ...",
-# "Error: ..." header lines, a blank line, then one tree node a line, tab-indented by depth.
-_HEADER_RE = re.compile(r"^(URL|Title|Tabs|Focused|Error):[ \t]?(.*)$")
+# "Error: ..." header lines (and "Loading:", "Blocked:", "Dialog:", "Download:" ones, not compared),
+# a blank line, then one tree node a line, tab-indented by depth.
+_HEADER_RE = re.compile(r"^(URL|Title|Tabs|Focused|Error|Loading|Blocked|Dialog|Download):[ \t]?(.*)$")
 _TAB_RE = re.compile(r"^\[(\d+)\]\s*(.*?)(\s*\(active\))?$")
 _FOCUSED_RE = re.compile(r"^\[([^\]]+)\]$")
 # A tree node: optional [bid], a role, an optional quoted name, then comma-separated properties.
@@ -94,7 +95,7 @@ def parse_web(text: str) -> WebPage:
         elif key == "Focused":
             focused = _FOCUSED_RE.match(value)
             page.focused_bid = focused.group(1) if focused else ""
-        else:
+        elif key == "Error":
             page.error = value
         i += 1
     page.tree = [line.rstrip() for line in lines[i:] if line.strip()]

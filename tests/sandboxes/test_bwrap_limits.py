@@ -17,6 +17,7 @@ import pytest
 
 from sandboxes.base import SandboxError
 from sandboxes.checks import resource_exists
+from sandboxes.containment import BOX_PREFIX
 from sandboxes.terminal import TerminalConfig, TerminalSandbox, backends, command_action, make_backend
 from schemas.records import Task
 
@@ -96,8 +97,11 @@ def test_cpu_is_capped(limited: TerminalSandbox) -> None:
         # 0.25 CPUs: the kernel throttled the loop (on a busy host its share alone would prove
         # nothing).
         text, code = run(limited, "python3 busy.py 0.5")
-        # resources() lists the booted spare's cgroups too; that one ran nothing.
-        groups = [r[5:] for r in limited.resources() if r.startswith("path:/sys/fs/cgroup/")]
+        # resources() lists the booted spare's cgroups too; that one ran nothing. The process boxes
+        # (sandboxes.containment) only hold processes: they have no CPU limit.
+        groups = [
+            r[5:] for r in limited.resources() if r.startswith("path:/sys/fs/cgroup/") and BOX_PREFIX not in r
+        ]
         stats = [_stat(f"{g}/cpu.stat") for g in groups if os.path.exists(f"{g}/cpu.stat")]
         assert code == 0 and max(int(s["nr_throttled"]) for s in stats) > 0, (text, stats)
     else:

@@ -4,8 +4,10 @@ A `ProcessBox` is a cgroup of its own on the host's cgroup v2 hierarchy where we
 whatever a wrapped command starts (setsid, double-forked daemons included) stays in it, and
 writing 1 to its `cgroup.kill` ends them all. A small watchdog (`sh`, outside the box) holds the
 read end of a pipe whose write end only the collector holds: when the collector dies, even by
-SIGKILL, the pipe closes and the watchdog kills the box. `reap_orphans()` removes the boxes of
-dead collectors whose watchdog died too; the first box a process makes calls it.
+SIGKILL, the pipe closes and the watchdog kills the box, and removes the containers the box was
+told of (a container's processes belong to the docker engine, not to us). `reap_orphans()`
+removes the boxes of dead collectors whose watchdog died too; the first box a process makes
+calls it.
 
 Where no cgroup can be made (not root, no cgroup v2), each wrapped command runs under a launcher
 that makes itself a child subreaper, so that orphans below it come back to it instead of PID 1,
@@ -39,11 +41,15 @@ _POLL_S = 0.005
 JOIN_CGROUPS = (
     'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 126; shift; n=$((n-1)); done; exec "$@"'
 )
-# Waits for EOF on stdin (the collector's end of the pipe closes when it exits, however it dies),
-# then kills the box and removes its directory. Argument: the cgroup directory.
+# Reads container names from stdin until EOF (the collector's end of the pipe closes when it exits,
+# however it dies), then kills the box (a `docker run` in flight too), removes those containers
+# and the box's directory. The second removal catches a container whose creation the engine was
+# finishing at the first. Argument: the cgroup directory. A box closed normally kills its
+# watchdog instead.
 WATCHDOG = (
-    'read -r line; echo 1 > "$1/cgroup.kill"; i=0; '
-    'while [ -d "$1" ] && ! rmdir "$1" && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done'
+    'while read -r id; do ids="$ids $id"; done; echo 1 > "$1/cgroup.kill"; '
+    '[ -z "$ids" ] || { docker rm -f -v $ids; sleep 2; docker rm -f -v $ids; } >/dev/null 2>&1; '
+    'i=0; while [ -d "$1" ] && ! rmdir "$1" && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done'
 )
 # The fallback launcher (python -I -S -c). Arguments: TOKEN PARENT_PID ARGV... TOKEN only marks
 # the process (its command line) as belonging to the box.
@@ -243,6 +249,14 @@ class ProcessBox:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
+    def hold_container(self, name: str) -> None:
+        """Remove the container `name` too if the collector dies before it closes the box (the
+        caller removes it at close). Given before `docker run` (wrapped) starts, so a container
+        being made when the collector dies is covered. Without a cgroup there is no watchdog:
+        the next run's reaper removes the container."""
+        if self._lifeline >= 0:
+            os.write(self._lifeline, f"{name}\n".encode())
+
     def resources(self) -> list[str]:
         return [f"path:{self.cgroup}"] if self.cgroup else []
 
@@ -250,16 +264,13 @@ class ProcessBox:
         self.kill()
         if self.cgroup is not None:
             remove_cgroup(self.cgroup)
-        if self._lifeline >= 0:
-            os.close(self._lifeline)  # the watchdog sees EOF, finds the box gone and exits
-            self._lifeline = -1
         if self._watchdog is not None:
-            try:
-                self._watchdog.wait(timeout=KILL_WAIT_S)
-            except subprocess.TimeoutExpired:
-                self._watchdog.kill()
-                self._watchdog.wait()
+            self._watchdog.kill()  # its work is done; the containers are the caller's to remove
+            self._watchdog.wait()
             self._watchdog = None
+        if self._lifeline >= 0:
+            os.close(self._lifeline)
+            self._lifeline = -1
 
 
 def _processes_marked(token: str) -> list[int]:

@@ -209,6 +209,7 @@ class DockerRunner(Runner):
         self.image = cfg.image
         self.owner = (AGENT_UID, AGENT_UID) if os.geteuid() == 0 else None
         self.container_id = ""
+        self.box = ProcessBox()  # removes the container if the collector dies before destroy()
 
     def prepare(self) -> None:
         name = f"agentworld-swe-{uuid.uuid4().hex[:12]}"
@@ -225,8 +226,11 @@ class DockerRunner(Runner):
         argv += ["-w", REPO_IN_SANDBOX, "-u", "0"]
         if not cfg.network:
             argv += ["--network", "none"]
+        self.box.hold_container(name)
         try:
-            started = run_quietly([*argv, cfg.image, "sleep", "infinity"], timeout=DOCKER_TIMEOUT_S)
+            started = run_quietly(
+                self.box.wrap([*argv, cfg.image, "sleep", "infinity"]), timeout=DOCKER_TIMEOUT_S
+            )
         except subprocess.TimeoutExpired:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 run_quietly(["docker", "rm", "-f", name], timeout=DOCKER_TIMEOUT_S)
@@ -280,7 +284,7 @@ class DockerRunner(Runner):
         return None if status == "running" else f"the container is {status}"
 
     def resources(self) -> list[str]:
-        found = super().resources()
+        found = [*super().resources(), *self.box.resources()]
         return [*found, f"container:{self.container_id}"] if self.container_id else found
 
     def destroy(self) -> None:
@@ -289,6 +293,7 @@ class DockerRunner(Runner):
                 run_quietly(["docker", "rm", "-f", "-v", self.container_id], timeout=DOCKER_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 log.warning("docker rm %s did not finish; the reaper removes it later", self.container_id)
+        self.box.close()
         super().destroy()
 
 

@@ -16,7 +16,7 @@ import time
 import uuid
 
 from sandboxes.base import SandboxError
-from sandboxes.containment import join_cgroups_argv, remove_cgroup
+from sandboxes.containment import ProcessBox, join_cgroups_argv, remove_cgroup
 from sandboxes.terminal.config import Backend, BwrapBackend, DockerBackend, LocalBackend, parse_memory
 from sandboxes.terminal.reaper import OWNER_LABEL, owner, run_quietly
 
@@ -56,7 +56,8 @@ class Instance:
 class DockerInstance(Instance):
     backend = "docker"
 
-    def __init__(self, cfg: DockerBackend, tmpdir: str, rc_path: str) -> None:
+    def __init__(self, cfg: DockerBackend, tmpdir: str, rc_path: str, box: ProcessBox | None = None) -> None:
+        """`box`: the sandbox's process box, which removes the container if the collector dies."""
         super().__init__(tmpdir, rc_path)
         self.name = f"agentworld-terminal-{uuid.uuid4().hex[:12]}"
         argv = ["docker", "run", "-d", "--name", self.name, "--hostname", "sandbox", "--init"]
@@ -67,7 +68,11 @@ class DockerInstance(Instance):
         argv += ["-v", f"{rc_path}:{RC_IN_SANDBOX}:ro"]
         if not cfg.network:
             argv += ["--network", "none"]
-        started = run_quietly([*argv, cfg.image, "sleep", "infinity"])
+        argv += [cfg.image, "sleep", "infinity"]
+        if box is not None:
+            box.hold_container(self.name)
+            argv = box.wrap(argv)
+        started = run_quietly(argv)
         if started.returncode != 0:
             hint = ""
             if "No such image" in started.stderr or "Unable to find image" in started.stderr:
@@ -186,9 +191,9 @@ class LocalInstance(Instance):
         return ["env", f"HOME={self.workdir}", *env, "bash", "--noprofile", "--rcfile", self.rc_path, "-i"]
 
 
-def make_instance(cfg: Backend, tmpdir: str, rc_path: str) -> Instance:
+def make_instance(cfg: Backend, tmpdir: str, rc_path: str, box: ProcessBox | None = None) -> Instance:
     if isinstance(cfg, DockerBackend):
-        return DockerInstance(cfg, tmpdir, rc_path)
+        return DockerInstance(cfg, tmpdir, rc_path, box)
     if isinstance(cfg, BwrapBackend):
         return BwrapInstance(cfg, tmpdir, rc_path)
     return LocalInstance(cfg, tmpdir, rc_path)

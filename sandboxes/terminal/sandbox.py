@@ -82,7 +82,7 @@ class _Live:
         try:
             # The tmux server and all that the pane starts (a local shell's setsid jobs too).
             self.box = ProcessBox()
-            self.instance = make_instance(config.backend, tmpdir, rc_path)
+            self.instance = make_instance(config.backend, tmpdir, rc_path, self.box)
             self.tmux = TmuxSession(
                 self.instance.shell_argv(),
                 width=config.width,

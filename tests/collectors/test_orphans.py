@@ -4,14 +4,15 @@ Each collector runs as a subprocess on the local backends (SWE, MCP) and the ter
 backends. Its tasks leave processes behind on purpose (a setsid'd one, a double-forked one, and
 for MCP a server and children that ignore SIGTERM), each writing its pid to a file. Just before
 the kill the test also takes every descendant of the collector from /proc and its tmux servers by
-socket name; 10 s after the kill none of these pids may be alive. A terminal container (a docker
-engine's process, not a child of ours) is removed by the next run, which is checked too.
+socket name; 10 s after the kill none of these pids may be alive, and no container of the
+collector (found by its owner label) may be left.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -20,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from sandboxes.checks import process_exists
-from tests.collectors.conftest import ROOT, collector_argv, containers, run_collector, write_tasks
+from sandboxes.terminal.reaper import OWNER_LABEL
+from tests.collectors.conftest import ROOT, collector_argv, write_tasks
 
 GONE_WITHIN_S = 10.0
 HANG = "297.5"  # seconds: a command still running when the collector is killed, told apart by it
@@ -77,9 +79,23 @@ def wait_until(check: object, what: str, timeout: float = 120.0) -> None:
         time.sleep(0.05)
 
 
-def kill_and_check(collector: subprocess.Popen[str], marked: set[int]) -> None:
-    """SIGKILL the collector; every pid it held (and each `marked` one) must be gone 10 s later."""
+def hanging() -> set[int]:
+    """The commands the episodes are in when the collector is killed (in containers too)."""
+    return {pid for pid, (_, argv) in _processes().items() if argv[:2] == ["sleep", HANG]}
+
+
+def owned_containers(collector: int) -> list[str]:
+    label = f"label={OWNER_LABEL}={socket.gethostname()}:{collector}"
+    listed = subprocess.run(["docker", "ps", "-aq", "--filter", label], capture_output=True, text=True)
+    return listed.stdout.split()
+
+
+def kill_and_check(collector: subprocess.Popen[str], marked: set[int], docker: bool = False) -> None:
+    """SIGKILL the collector; every pid it held (and each `marked` one) must be gone 10 s later,
+    and with `docker` its containers too."""
     held = held_by(collector.pid) | marked
+    if docker:
+        assert owned_containers(collector.pid), "the collector should hold containers now"
     collector.kill()
     collector.wait()
     deadline = time.monotonic() + GONE_WITHIN_S
@@ -87,6 +103,9 @@ def kill_and_check(collector: subprocess.Popen[str], marked: set[int]) -> None:
         time.sleep(0.1)
     described = {pid: " ".join(_processes().get(pid, (0, ["?"]))[1]) for pid in alive}
     assert not alive, f"{len(alive)} of {len(held)} processes survived the collector: {described}"
+    while docker and owned_containers(collector.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not docker or not owned_containers(collector.pid), "containers survived the collector"
 
 
 def start(module: str, *args: str) -> subprocess.Popen[str]:
@@ -104,25 +123,25 @@ def _git_repo(path: Path) -> Path:
     return path
 
 
-def test_swe_local_collector_killed_leaves_no_process(tmp_path: Path) -> None:
-    pids, running = tmp_path / "pids", tmp_path / "running"
-    steps = [
-        {"kind": "bash", "arguments": {"command": orphan_maker(pids) + "echo started"}},
-        {"kind": "bash", "arguments": {"command": f"echo $$ >> {running}; sleep 300", "timeout_s": 600}},
-    ]
-    task = {"id": "orphans", "instruction": "Leave processes behind.", "actions": steps}
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_swe_collector_killed_leaves_no_process(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    if backend == "docker":
+        request.getfixturevalue("terminal_image")
+    # A setsid'd sleep, a double-forked one and the command's own, per episode.
+    command = f"setsid sleep {HANG} & (sleep {HANG} &); sleep {HANG}"
+    step = {"kind": "bash", "arguments": {"command": command, "timeout_s": 600}}
+    task = {"id": "orphans", "instruction": "Leave processes behind.", "actions": [step]}
     task["metadata"] = {"template": str(_git_repo(tmp_path / "repo")), "test_command": ["true"]}
     tasks = write_tasks(tmp_path / "tasks.jsonl", [task | {"id": f"orphans-{n}"} for n in range(2)])
     collector = start(
-        "collectors.swe", "--backend", "local", "--policy", "scripted", "--tasks", str(tasks),
+        "collectors.swe", "--backend", backend, "--policy", "scripted", "--tasks", str(tasks),
         "--sandboxes", "2", "--episodes", "2", "--out", str(tmp_path / "out"),
     )  # fmt: skip
-    wait_until(
-        lambda: len(pids_in(running)) >= 2 or collector.poll() is not None, "both episodes' second step"
-    )
+    wait_until(lambda: len(hanging()) >= 6 or collector.poll() is not None, "both episodes' commands")
     assert collector.poll() is None, collector.stderr.read() if collector.stderr else ""
-    assert len(pids_in(pids)) >= 4
-    kill_and_check(collector, pids_in(pids) | pids_in(running))
+    kill_and_check(collector, hanging(), docker=backend == "docker")
 
 
 def test_mcp_local_collector_killed_leaves_no_process(tmp_path: Path) -> None:
@@ -179,7 +198,7 @@ def test_terminal_collector_killed_leaves_no_tmux_server_or_process(
             return True
         if marked:
             return len(pids_in(running)) >= 2
-        return len([p for p, (_, argv) in _processes().items() if argv[:2] == ["sleep", HANG]]) >= 2
+        return len(hanging()) >= 2
 
     wait_until(episodes_running, "both episodes' commands")
     assert collector.poll() is None, collector.stderr.read() if collector.stderr else ""
@@ -187,10 +206,4 @@ def test_terminal_collector_killed_leaves_no_tmux_server_or_process(
         p for p in held_by(collector.pid) if os.path.basename(_processes().get(p, (0, [""]))[1][0]) == "tmux"
     }
     assert len(servers) >= 4, f"expected 2 sandboxes (plus spares) with a client and a server each: {servers}"
-    kill_and_check(collector, pids_in(pids) | pids_in(running))
-    if backend == "docker":
-        left = containers(request.getfixturevalue("orphan_containers"))
-        assert left, "a container of the killed collector remains until the next run"
-        rerun = run_collector(*args, "--episodes", "0")
-        assert rerun.returncode == 0, rerun.stderr[-2000:]
-        assert not containers(request.getfixturevalue("orphan_containers"))
+    kill_and_check(collector, pids_in(pids) | pids_in(running) | hanging(), docker=backend == "docker")

@@ -167,7 +167,7 @@ def _watchdogs(cgroup: str, expected: bool = True) -> list[int]:
                 argv = f.read().split(b"\0")
         except OSError:
             continue
-        if argv[:2] == [b"sh", b"-c"] and cgroup.encode() in argv and b"read -r line" in argv[2]:
+        if argv[:3] == [b"sh", b"-c", containment.WATCHDOG.encode()] and cgroup.encode() in argv:
             found.append(int(name))
     assert found or not expected, f"no watchdog found for {cgroup}"
     return found

@@ -57,11 +57,11 @@ def test_kill_9_then_rerun_records_every_slot_exactly_once(tmp_path: Path, orpha
     process.wait()
     committed = finished_ids(str(out))
     assert 4 <= len(committed) < 14, "the kill must land mid-run"
+    # Its sandboxes' watchdogs are removing its containers now (tests/collectors/test_orphans.py);
+    # whatever they miss, the rerun's reaper removes.
     orphans = containers(orphan_containers)
-    assert orphans, "a killed collector leaves its containers behind"
     rerun = run_collector(*args)
-    assert "left behind by a collector that died" in rerun.stderr
-    assert not orphans & containers(orphan_containers), "the rerun removes the dead run's containers"
+    assert not orphans & containers(orphan_containers), "the dead run's containers are gone"
     tmux_dir = Path(f"/tmp/tmux-{os.getuid()}")
     assert not list(tmux_dir.glob(f"agentworld-{process.pid}-*")), "and its tmux servers"
     assert rerun.returncode == 0, rerun.stderr[-3000:]

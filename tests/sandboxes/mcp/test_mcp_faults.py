@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sandboxes.base import SandboxCrashedError, SandboxError
-from sandboxes.checks import check_sandbox
+from sandboxes.checks import check_sandbox, process_exists
 from sandboxes.http_server import LocalHTTPServer, Request, Response
 from sandboxes.mcp import TOOL_CALL, McpConfig, McpSandbox, ServerEntry, embedded_catalogue, parse_action
 from sandboxes.terminal.config import LocalBackend
@@ -72,6 +72,16 @@ def server_pid(sandbox: McpSandbox) -> int:
     return next(int(r[4:]) for r in sandbox.resources() if r.startswith("pid:"))
 
 
+def kill_server(sandbox: McpSandbox) -> None:
+    """SIGKILL the server's process (bwrap's monitor: the jail dies with it) and wait until it is
+    gone; on a loaded machine its exit can lag, and the server inside would still answer a call."""
+    pid = server_pid(sandbox)
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while process_exists(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 @pytest.mark.bwrap
 def test_timeout_is_an_observation_and_the_session_goes_on(faults: TrackedSandbox, host_site) -> None:
     faults.reset(Task(id="fetch-slow", metadata={"server": "fetch"}))
@@ -102,7 +112,7 @@ def test_no_network_unless_the_entry_asks(faults: TrackedSandbox, host_site) -> 
 def test_a_killed_server_crashes_the_episode_and_the_next_reset_works(faults: TrackedSandbox) -> None:
     faults.reset(Task(id="time-1", metadata={"server": "time"}))
     assert call(faults, "get_current_time", timezone="UTC").data["is_error"] is False
-    os.kill(server_pid(faults), signal.SIGKILL)
+    kill_server(faults)
     with pytest.raises(SandboxCrashedError, match="'time' (had )?exited"):
         call(faults, "get_current_time", timezone="UTC")
     assert not faults.alive
@@ -119,7 +129,7 @@ def test_streamable_http_server(faults: TrackedSandbox) -> None:
     result = json.loads(call(faults, "add", a=2, b=40).text)
     assert result["content"][0]["text"] == "42" and result["isError"] is False
     assert call(faults, "add", a="two", b=1).data["is_error"] is True
-    os.kill(server_pid(faults), signal.SIGKILL)
+    kill_server(faults)
     with pytest.raises(SandboxCrashedError):
         call(faults, "add", a=1, b=1)
     faults.reset(Task(id="adder-2", metadata={"server": "adder"}))

@@ -12,11 +12,13 @@ import time
 
 import pytest
 
+from sandboxes import containment
 from sandboxes.base import InvalidActionError, SandboxClosedError, SandboxCrashedError, SandboxError
 from sandboxes.checks import check_sandbox, resource_exists
 from sandboxes.terminal import command_action, keystrokes_action
 from sandboxes.terminal.reaper import reap_own
 from schemas.records import Action, Task
+from tests.sandboxes.test_containment import orphan_maker, survivors, wait_for_pids
 
 BACKENDS = [
     pytest.param("docker", marks=[pytest.mark.docker, pytest.mark.tmux]),
@@ -280,3 +282,22 @@ def test_close_from_another_thread_during_reset_leaves_nothing(make_sandbox, bac
         assert left == {"containers": 0, "tmux_servers": 0, "process_boxes": 0}, (
             f"close after {delay} s left these"
         )
+
+
+@pytest.mark.tmux
+@pytest.mark.parametrize("mode", ["cgroup", "subreaper"])
+def test_local_shell_leaves_no_process_after_close(make_sandbox, mode: str, monkeypatch, tmp_path) -> None:
+    """The local backend's tmux server and what its shell left running (setsid, a double fork)
+    end at close: a cgroup box, or the subreaper launcher (forced by declaring cgroups unusable)."""
+    if mode == "subreaper":
+        monkeypatch.setattr(containment, "cgroups_unusable", lambda: "forced by the test")
+    sandbox = make_sandbox("local")
+    sandbox.reset(Task(id="t"))
+    pids = tmp_path / "pids"
+    assert run(sandbox, orphan_maker(pids) + "echo started").data["exit_code"] == 0
+    started = wait_for_pids(pids, 2)
+    servers = [int(r[4:]) for r in sandbox.resources() if r.startswith("pid:")]
+    assert any(containment.BOX_PREFIX in r for r in sandbox.resources()) == (mode == "cgroup")
+    assert len(survivors([*started, *servers], within=0.0)) == len(started) + len(servers)
+    sandbox.close()
+    assert not survivors([*started, *servers], within=2.0)

@@ -26,6 +26,7 @@ from collectors.tasks import TaskSpec
 from sandboxes.base import SandboxError
 from sandboxes.swe import SweConfig, SweSandbox, bash_action, make_config, parse_action
 from sandboxes.swe.repos import RepoError, default_cache_dir
+from sandboxes.terminal.reaper import reap_orphans
 
 EPILOG = """examples:
   # 2 sandboxes, 10 explorer episodes on the embedded suite (24 PyPI projects x 2 seeded bugs);
@@ -125,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
 
     def run() -> int:
         with open_output(args.out) as lock:
+            # Docker sandboxes' containers of a collector that died (and whose watchdogs died too).
+            reaped = reap_orphans()
+            if any(reaped.values()):
+                print(f"removed what a collector that died left behind: {reaped}", file=sys.stderr)
             cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
             try:
                 config = make_config(args.backend, cache_dir=cache_dir)

@@ -65,3 +65,13 @@ def test_failing_servers_are_recorded_and_the_run_goes_on(tmp_path: Path) -> Non
     noisy = found["noisy"]
     assert noisy.outcome.status == "completed"
     assert noisy.steps[0].info["server_output"]["stdout_lines"][-1] == '{"log": "not a JSON-RPC message"}'
+
+
+@pytest.mark.bwrap
+def test_a_run_whose_only_server_does_not_start_fails(tmp_path: Path) -> None:
+    servers = tmp_path / "servers.json"
+    crashy = {"command": [sys.executable, str(SERVERS / "crash_at_start.py")]}
+    servers.write_text(json.dumps({"servers": {"crashy": crashy}}))
+    result = run_collector("--servers", str(servers), "--episodes", "2", "--out", str(tmp_path / "data"))
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "error: none of the MCP servers started (crashy): nothing to record" in result.stderr

@@ -49,7 +49,9 @@ BLOCKS = """([screens, maxBlocks]) => {
     if (sized(r) && (r.bottom < top || r.top > bottom)) return;
     if (!sized(r) && getComputedStyle(el).display === 'none') return;  // not shown: no tree either
     const kids = el.children;
-    if ((sized(r) && r.top >= top && r.bottom <= bottom) || !kids.length || ownText(el)
+    // A scrolling box (a sidebar's table of contents) is small outside and long inside: look in.
+    const scrolls = el.scrollHeight > el.clientHeight + 1 && el.clientHeight > 0;
+    if ((sized(r) && r.top >= top && r.bottom <= bottom && !scrolls) || !kids.length || ownText(el)
         || el.shadowRoot || el.tagName === 'IFRAME') {
       blocks.push(path);
       shownBottom = Math.max(shownBottom, Math.min(r.bottom, bottom));

@@ -13,6 +13,7 @@ import contextlib
 import os
 import select
 import threading
+from collections.abc import Callable
 from typing import Any
 
 STEP_STDERR_BYTES = 4000
@@ -99,7 +100,7 @@ def _append_bounded(buffer: bytearray, data: bytes, limit: int) -> None:
 class _PipeReader:
     """A daemon thread reading one pipe until its end; `drain` reads what is there now from any thread."""
 
-    def __init__(self, fd: int, sink: Any) -> None:
+    def __init__(self, fd: int, sink: Callable[[bytes], None]) -> None:
         self._fd = fd
         self._sink = sink
         self._read_lock = threading.Lock()

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import anyio
 import anyio.lowlevel
 import mcp_types as types
-from anyio.abc import Process
+from anyio.abc import AsyncResource, Process
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
@@ -28,6 +29,10 @@ from sandboxes.mcp.server_output import ServerOutput
 EXIT_WAIT_S = 0.5
 POLL_S = 0.01
 CLOSE_TURNS = 3
+
+
+Incoming = MemoryObjectSendStream[SessionMessage | Exception]
+Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 
 
 @dataclass
@@ -48,7 +53,7 @@ class Spawned:
 @contextlib.asynccontextmanager
 async def stdio_transport(
     argv: list[str], env: dict[str, str], cwd: str | None, output: ServerOutput, spawned: Spawned
-) -> AsyncIterator[tuple[object, object]]:
+) -> AsyncIterator[Streams]:
     """(read stream, write stream) for a ClientSession, to a server started from `argv`."""
     stderr_read, stderr_write = os.pipe()
     try:
@@ -104,7 +109,7 @@ async def stdio_transport(
             tasks.cancel_scope.cancel()
 
 
-async def _deliver(line: bytes, read_writer: object, output: ServerOutput) -> bool:
+async def _deliver(line: bytes, read_writer: Incoming, output: ServerOutput) -> bool:
     """Send one protocol message to the session, or keep a stray line; False once the session is gone."""
     try:
         message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
@@ -112,16 +117,16 @@ async def _deliver(line: bytes, read_writer: object, output: ServerOutput) -> bo
         output.add_stdout_line(line)
         return True
     try:
-        await read_writer.send(SessionMessage(message))  # type: ignore[attr-defined]
+        await read_writer.send(SessionMessage(message))
     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
         return False  # keep reading (and discarding), so the server never blocks on a full pipe
     return True
 
 
-async def _shut_down(process: Process, *streams: object) -> None:
+async def _shut_down(process: Process, *streams: AsyncResource) -> None:
     """Close the pipes; a server the sandbox did not stop first (a failed start) is killed."""
     for stream in streams:
-        await stream.aclose()  # type: ignore[attr-defined]
+        await stream.aclose()
     assert process.stdin is not None
     with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         await process.stdin.aclose()

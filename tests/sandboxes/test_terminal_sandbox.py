@@ -16,7 +16,7 @@ from sandboxes import containment
 from sandboxes.base import InvalidActionError, SandboxClosedError, SandboxCrashedError, SandboxError
 from sandboxes.checks import check_sandbox, resource_exists
 from sandboxes.terminal import command_action, keystrokes_action
-from sandboxes.terminal.reaper import reap_own
+from sandboxes.terminal.reaper import reap_orphans, reap_own, tmux_socket_path
 from schemas.records import Action, Task
 from tests.sandboxes.test_containment import orphan_maker, survivors, wait_for_pids
 
@@ -301,3 +301,17 @@ def test_local_shell_leaves_no_process_after_close(make_sandbox, mode: str, monk
     assert len(survivors([*started, *servers], within=0.0)) == len(started) + len(servers)
     sandbox.close()
     assert not survivors([*started, *servers], within=2.0)
+
+
+@pytest.mark.tmux
+def test_reap_orphans_kills_a_dead_owners_tmux_server_even_without_its_socket() -> None:
+    """A server whose socket file is gone cannot be asked to exit: the reaper finds it by the
+    owner pid in its command line and kills it by pid."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid that no live process has
+    name = f"agentworld-{gone.pid}-{os.urandom(6).hex()}"
+    subprocess.run(["tmux", "-L", name, "-f", "/dev/null", "new-session", "-d", "sleep", "300"], check=True)
+    server = int(subprocess.check_output(["tmux", "-L", name, "display-message", "-p", "#{pid}"], text=True))
+    os.unlink(tmux_socket_path(name))
+    assert reap_orphans()["tmux_servers"] >= 1
+    assert not survivors([server], within=2.0)

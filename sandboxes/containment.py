@@ -12,7 +12,9 @@ calls it.
 Where no cgroup can be made (not root, no cgroup v2), each wrapped command runs under a launcher
 that makes itself a child subreaper, so that orphans below it come back to it instead of PID 1,
 and asks for a parent-death signal. When its command ends, when the box is killed, or when the
-thread that spawned it dies (the collector killed), it kills every process left below it.
+thread that spawned it dies (the collector killed), it kills every process left below it. The
+signal follows the spawning thread, not the process: spawn from a thread that outlives the
+command (a collector's worker, a sandbox's own loop or pool thread), never from a short-lived one.
 The collector itself is never put in a box, so a kill never reaches it.
 """
 

@@ -25,6 +25,7 @@ CHROMIUM_ARGS = (
     "--disable-background-networking",
     "--disable-component-update",
     "--no-first-run",
+    "--disable-smooth-scrolling",  # a scroll action lands at once, not over an animation
 )
 
 

@@ -30,6 +30,7 @@ class NavigationTimedOut(ActionFailed):
 
 
 NAVIGATIONS = ("goto", "go_back", "go_forward")
+_TWO_FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
 
 
 def check_url(url: str, allowed_origins: set[str]) -> None:
@@ -129,7 +130,10 @@ class ActionRunner:
             self.active_page().wait_for_timeout(wait_ms)
 
     def _do_scroll(self, delta_x: float, delta_y: float) -> None:
-        self.active_page().mouse.wheel(delta_x, delta_y)
+        page = self.active_page()
+        page.mouse.wheel(delta_x, delta_y)
+        # The wheel event returns before the page has scrolled: two frames later it has.
+        page.evaluate(_TWO_FRAMES)
 
     def _do_click(self, bid: str, button: str = "left", modifiers: list[str] | None = None) -> None:
         self.element(bid).click(button=button, modifiers=modifiers or None, timeout=self.timeout_ms)  # type: ignore[arg-type]

@@ -1,33 +1,32 @@
 """The origin guard: a browser context reaches only its task's allowed origins (http/https, and
 WebSockets to the same hosts and ports), and every request it refuses is recorded.
 
-Two layers, both outside the page's reach:
-- Playwright's routing, for the URLs of origins that are not allowed (a regular expression matched
-  in Playwright's driver, so allowed requests never make a round trip to Python and stream as
-  they arrive). It aborts them before any connection is made; a frame gets a page that says what
-  was blocked and why, instead of Chromium's anonymous error page.
-- The context's proxy (sandboxes.web.proxy): allowed origins bypass it, everything else goes to a
-  proxy that refuses it. That covers what routing does not see: redirect hops, WebSockets, workers.
+The guard sits in the browser's network stack, outside the page's reach: each context's proxy
+settings let the allowed origins go straight to their servers and send every other origin to a
+proxy that refuses it (sandboxes.web.proxy). So every request Chromium makes is covered, redirect
+hops, WebSockets and workers' requests included, and allowed responses stream as they arrive.
+Playwright's request routing is not used: it would pause every request for a round trip to its
+driver and turn off the HTTP cache.
 
-Each refusal becomes a record {url, kind, reason}; the sandbox puts a step's records in its `info`
-and in the observation.
+Each refusal becomes a record {url, kind, reason} from Playwright's events: a request to an origin
+that is not allowed, a page's WebSocket, Chromium's console line for a file:// link. The sandbox
+puts a step's records in its `info`, and blocked navigations and frames in the observation.
 """
 
 from __future__ import annotations
 
-import html
 import re
 import threading
 import urllib.parse
 
-from playwright.sync_api import ConsoleMessage, Request, Route, WebSocket
+from playwright.sync_api import ConsoleMessage, Request, WebSocket
 
 from sandboxes.web.config import origin_of
 from sandboxes.web.execute import ActionFailed, check_url
 from sandboxes.web.proxy import RefusingProxy
 from sandboxes.web.settle import frame_of_navigation
 
-# Chromium's WebSockets take their proxy (and so their bypass rule) from the http(s) equivalent.
+# A WebSocket may reach the hosts and ports its http(s) equivalent may (a bypass rule each).
 WEBSOCKET_SCHEMES = {"ws": "http", "wss": "https"}
 DEFAULT_PORTS = {"http": 80, "https": 443}
 _LOCAL_RESOURCE = re.compile(r"Not allowed to load local resource: (\S+)")
@@ -59,12 +58,6 @@ def refusal_reason(url: str, allowed: set[str]) -> str:
     return ""
 
 
-def blocked_page(url: str, reason: str) -> str:
-    """What a blocked frame shows in place of its document."""
-    text = html.escape(f"Blocked by the sandbox: {url} ({reason})")
-    return f"<!DOCTYPE html><title>Blocked</title><p>{text}</p>"
-
-
 class OriginGuard:
     def __init__(self, allowed_origins: set[str], proxy: RefusingProxy | None) -> None:
         self.allowed = allowed_origins
@@ -73,13 +66,6 @@ class OriginGuard:
         self._lock = threading.Lock()  # proxy refusals arrive on the proxy's threads
 
     # -- what the context is given -------------------------------------------------------------
-
-    def pattern(self) -> re.Pattern[str]:
-        """The URLs to route: those of every origin that is not allowed."""
-        allowed = sorted(re.escape(origin) for origin in self.allowed)
-        if not allowed:
-            return re.compile(r"^")
-        return re.compile(rf"^(?!(?:{'|'.join(allowed)})(?:[/?#]|$))")
 
     def proxy_settings(self) -> dict[str, str] | None:
         if self.proxy is None:
@@ -99,30 +85,21 @@ class OriginGuard:
             if record not in self._records:
                 self._records.append(record)
 
-    def __call__(self, route: Route) -> None:
-        request = route.request
-        reason = refusal_reason(request.url, self.allowed) or "not allowed in this task"
-        kind = request_kind(request)
-        self._record(request.url, kind, reason)
-        if kind == "frame":
-            route.fulfill(status=403, content_type="text/html", body=blocked_page(request.url, reason))
-        else:
-            route.abort("blockedbyclient")
-
     def on_websocket(self, websocket: WebSocket) -> None:
         """A page opened a WebSocket: one to an origin that is not allowed is refused by the proxy."""
         reason = refusal_reason(websocket.url, self.allowed)
         if reason:
             self._record(websocket.url, "websocket", reason)
 
-    def on_request_failed(self, request: Request) -> None:
-        """A redirect hop the proxy refused (routing never sees hops)."""
-        if request.redirected_from is None:
-            return
+    def on_request(self, request: Request) -> None:
+        """A request to an origin that is not allowed: the proxy refuses it (it never reaches the
+        origin), and it is recorded as the browser asked for it."""
         reason = refusal_reason(request.url, self.allowed)
-        if reason:
-            source = request.redirected_from.url
-            self._record(request.url, request_kind(request), f"redirected from {source}; {reason}")
+        if not reason:
+            return
+        if request.redirected_from is not None:
+            reason = f"redirected from {request.redirected_from.url}; {reason}"
+        self._record(request.url, request_kind(request), reason)
 
     def on_console(self, message: ConsoleMessage) -> None:
         """Chromium refuses links to file:// from a web page with nothing but a console line."""
@@ -131,15 +108,9 @@ class OriginGuard:
             self._record(found.group(1), "navigation", "file:// URLs cannot be opened from a web page")
 
     def drain(self) -> list[dict]:
-        """The refusals since the last call: those seen through Playwright, plus any the proxy
-        refused that no record names (a worker's request, a socket opened before Playwright knew)."""
+        """The refusals recorded since the last call."""
         with self._lock:
             records, self._records = self._records, []
-        for refused in self.proxy.drain() if self.proxy else []:
-            covered = any(_same_target(refused.target, refused.tunnel, r["url"]) for r in records)
-            if not covered:
-                url = refused.target if not refused.tunnel else f"//{refused.target}"
-                records.append({"url": url, "kind": "connection", "reason": "refused by the sandbox's proxy"})
         return records
 
 
@@ -148,11 +119,3 @@ def request_kind(request: Request) -> str:
     if frame:
         return "frame" if frame == "frame" else "navigation"
     return request.resource_type
-
-
-def _same_target(target: str, tunnel: bool, url: str) -> bool:
-    if not tunnel:
-        return target == url
-    parts = urllib.parse.urlsplit(as_http(url))
-    port = parts.port or DEFAULT_PORTS.get(parts.scheme, 0)
-    return target.lower() in (f"{parts.hostname}:{port}", f"[{parts.hostname}]:{port}")

@@ -144,13 +144,12 @@ class WebSandbox(Sandbox):
             self._context = browser.browser.new_context(
                 viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
                 accept_downloads=self.config.downloads == "save",
-                service_workers="block",  # every request must pass through the guard
+                service_workers="block",  # their requests would pass beside Playwright's events
                 proxy=self._guard.proxy_settings() if self._guarded else None,  # type: ignore[arg-type]
             )
             self._context.add_init_script(MUTATION_STAMP)
             if self._guarded:
-                self._context.route(self._guard.pattern(), self._guard)
-                self._context.on("requestfailed", self._guard.on_request_failed)
+                self._context.on("request", self._guard.on_request)
             self._network = NetworkActivity(self._context)
             self._context.on("page", self._on_new_page)
             self._active = self._context.new_page()

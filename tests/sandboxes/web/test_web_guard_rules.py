@@ -1,5 +1,5 @@
-"""The guard's pure parts: which URLs it routes, the proxy-bypass rules, the refusal reasons, and
-the refusing proxy itself over a real socket."""
+"""The guard's pure parts: the proxy-bypass rules, the refusal reasons, and the refusing proxy
+itself over a real socket."""
 
 from __future__ import annotations
 
@@ -9,19 +9,6 @@ from sandboxes.web.guard import OriginGuard, as_http, bypass_rules, refusal_reas
 from sandboxes.web.proxy import RefusingProxy
 
 ALLOWED = {"http://shop.agentworld.test", "http://127.0.0.1:8123", "https://example.com"}
-
-
-def test_the_route_pattern_takes_every_origin_but_the_allowed_ones() -> None:
-    pattern = OriginGuard(ALLOWED, None).pattern()
-    for url in ("http://shop.agentworld.test/cart", "http://127.0.0.1:8123/", "https://example.com?q=1"):
-        assert not pattern.match(url), url
-    for url in (
-        "http://shop.agentworld.test.evil.com/",  # a longer host is another origin
-        "http://127.0.0.1:81234/",
-        "http://example.com/",  # same host, other scheme
-        "https://docs.agentworld.test/",
-    ):
-        assert pattern.match(url), url
 
 
 def test_bypass_rules_name_the_port_and_the_websocket_scheme() -> None:
@@ -48,22 +35,15 @@ def test_refusal_reasons() -> None:
     assert "only http and https URLs are allowed" in refusal_reason("ftp://example.com/", ALLOWED)
 
 
-def test_the_proxy_refuses_and_notes_what_was_asked() -> None:
+def test_the_proxy_refuses_tunnels_and_leaves_plain_requests_unanswered() -> None:
     proxy = RefusingProxy()
     port = int(proxy.server.rsplit(":", 1)[1])
     try:
-        for head in (
-            b"CONNECT example.com:443 HTTP/1.1\r\n\r\n",
-            b"GET http://example.com/x HTTP/1.1\r\n\r\n",
-        ):
-            with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
-                conn.sendall(head)
-                assert conn.recv(100).startswith(b"HTTP/1.1 403 Forbidden")
-        refused = proxy.drain()
-        assert [(r.target, r.tunnel) for r in refused] == [
-            ("example.com:443", True),
-            ("http://example.com/x", False),
-        ]
-        assert proxy.drain() == []
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+            conn.sendall(b"CONNECT example.com:443 HTTP/1.1\r\n\r\n")
+            assert conn.recv(100).startswith(b"HTTP/1.1 403 Forbidden")
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+            conn.sendall(b"GET http://example.com/x HTTP/1.1\r\n\r\n")
+            assert conn.recv(100) == b""  # closed without an answer: a network error for the page
     finally:
         proxy.close()

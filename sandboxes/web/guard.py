@@ -16,7 +16,6 @@ puts a step's records in its `info`, and blocked navigations and frames in the o
 from __future__ import annotations
 
 import re
-import threading
 import urllib.parse
 
 from playwright.sync_api import ConsoleMessage, Request, WebSocket
@@ -29,6 +28,7 @@ from sandboxes.web.settle import frame_of_navigation
 # A WebSocket may reach the hosts and ports its http(s) equivalent may (a bypass rule each).
 WEBSOCKET_SCHEMES = {"ws": "http", "wss": "https"}
 DEFAULT_PORTS = {"http": 80, "https": 443}
+NETWORK_SCHEMES = ("http", "https", "ws", "wss")
 _LOCAL_RESOURCE = re.compile(r"Not allowed to load local resource: (\S+)")
 
 
@@ -63,7 +63,6 @@ class OriginGuard:
         self.allowed = allowed_origins
         self.proxy = proxy
         self._records: list[dict] = []
-        self._lock = threading.Lock()  # proxy refusals arrive on the proxy's threads
 
     # -- what the context is given -------------------------------------------------------------
 
@@ -80,10 +79,9 @@ class OriginGuard:
     # -- refusals ------------------------------------------------------------------------------
 
     def _record(self, url: str, kind: str, reason: str) -> None:
-        with self._lock:
-            record = {"url": url, "kind": kind, "reason": reason}
-            if record not in self._records:
-                self._records.append(record)
+        record = {"url": url, "kind": kind, "reason": reason}
+        if record not in self._records:
+            self._records.append(record)
 
     def on_websocket(self, websocket: WebSocket) -> None:
         """A page opened a WebSocket: one to an origin that is not allowed is refused by the proxy."""
@@ -93,7 +91,10 @@ class OriginGuard:
 
     def on_request(self, request: Request) -> None:
         """A request to an origin that is not allowed: the proxy refuses it (it never reaches the
-        origin), and it is recorded as the browser asked for it."""
+        origin), and it is recorded as the browser asked for it. data:, blob: and the like never
+        reach the network, so they are nobody's to refuse."""
+        if urllib.parse.urlsplit(request.url).scheme not in NETWORK_SCHEMES:
+            return
         reason = refusal_reason(request.url, self.allowed)
         if not reason:
             return
@@ -109,8 +110,7 @@ class OriginGuard:
 
     def drain(self) -> list[dict]:
         """The refusals recorded since the last call."""
-        with self._lock:
-            records, self._records = self._records, []
+        records, self._records = self._records, []
         return records
 
 

@@ -92,6 +92,7 @@ def test_a_download_is_saved_and_announced(sandbox: WebSandbox) -> None:
         text, info = click(sandbox, "Get report")
     (record,) = info["downloads"]
     assert record["saved"] is True and record["file"] == "report.csv" and record["size"] == 14
+    assert info["blocked"] == []  # a data: URL never reaches the network: nothing to refuse
     assert "Download: report.csv (14 bytes) saved" in text
     assert sandbox.downloads_dir is not None
     assert (sandbox.downloads_dir / "report.csv").read_text() == "id,name\n1,Ann\n"

@@ -78,10 +78,10 @@ class WebSandbox(Sandbox):
         if port is None:
             self._server = start_sites_server()
             port = self._server.port
+        self._browser = launch(self.config, port)  # first: a browser that cannot start leaves nothing
         if self._guarded:
             self._proxy = RefusingProxy()
         self._downloads_dir = Path(tempfile.mkdtemp(prefix="agentworld-web-downloads-"))
-        self._browser = launch(self.config, port)
 
     @property
     def downloads_dir(self) -> Path | None:

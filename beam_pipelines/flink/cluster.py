@@ -201,6 +201,7 @@ class LocalFlinkCluster:
             except ProcessLookupError:
                 pass
             proc.wait(timeout=STOP_GRACE_S)
+            _wait_group_gone(proc.pid, STOP_GRACE_S)
         self._processes.clear()
 
     def __enter__(self) -> LocalFlinkCluster:
@@ -213,3 +214,27 @@ class LocalFlinkCluster:
 
     def pids(self) -> list[int]:
         return [p.pid for p in self._processes]
+
+
+def _wait_group_gone(pgid: int, timeout_s: float) -> None:
+    """Wait (bounded) until no live process of group `pgid` is left. SIGKILL is delivered at
+    once but a JVM takes a while to tear down its heap, and until then it is still listed with
+    its command line; a JVM whose shell has exited is nobody's child here, so no wait() covers it."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and _group_members(pgid):
+        time.sleep(0.02)
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:  # state, ppid, pgrp
+            members.append(int(name))
+    return members

@@ -45,6 +45,7 @@ from collectors.policies.base import Policy
 from collectors.supervisor import EXIT_CODES, StopRequest, install_signal_handlers
 from collectors.tasks import Shard, TaskSpec
 from sandboxes.base import InvalidActionError, Sandbox, SandboxCrashedError, SandboxError, StepResult
+from sandboxes.containment import reap_tmpdirs
 from schemas import StorageError, TrajectoryWriter, ValidationError, cleanup_temporaries, finished_ids
 from schemas.invalid_actions import INVALID, invalid_action_error, invalid_action_observation
 from schemas.lock import DatasetLock
@@ -425,6 +426,9 @@ def _run(config: FleetConfig, lock: DatasetLock, request: StopRequest) -> FleetS
     removed = cleanup_temporaries(lock)
     if removed:
         log.info("removed %d temporary files left by an interrupted run", removed)
+    removed = reap_tmpdirs()
+    if removed:
+        log.info("removed %d sandbox temp dirs of collectors that died before closing them", removed)
     parent = config.dataset_root if config.dataset_root not in ("", config.out) else None
     writer = TrajectoryWriter(
         config.out, max_rows_per_shard=config.shard_rows, attachments_root=parent, **config.writer_options

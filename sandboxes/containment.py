@@ -24,9 +24,12 @@ import contextlib
 import functools
 import logging
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -36,6 +39,9 @@ from sandboxes.checks import process_exists
 log = logging.getLogger(__name__)
 
 BOX_PREFIX = "agentworld-box-"
+# A sandbox's private temp dir, `agentworld-<kind>-<owner pid>-<mkdtemp's suffix>`: the owner pid
+# lets the next run remove what a collector killed before its close left behind.
+_TMPDIR_NAME = re.compile(r"^agentworld-[a-z]+(?:-[a-z]+)*-(\d+)-[a-z0-9_]+$")
 KILL_WAIT_S = 2.0
 _POLL_S = 0.005
 # Joins each cgroup.procs file given (N of them), then becomes the command: everything it starts
@@ -328,5 +334,29 @@ def reap_boxes(select: Callable[[int], bool]) -> int:
         path = os.path.join(root, name)
         kill_cgroup(path)
         remove_cgroup(path)
+        removed += 1
+    return removed
+
+
+def sandbox_tmpdir(kind: str) -> str:
+    """A new private temp dir for one sandbox of `kind` ("terminal", "mcp", ...), named with this
+    process's pid so that `reap_tmpdirs` can tell when its owner is gone."""
+    return tempfile.mkdtemp(prefix=f"agentworld-{kind}-{os.getpid()}-")
+
+
+def reap_tmpdirs(root: str | None = None) -> int:
+    """Remove the sandbox temp dirs (under `root`, the system temp dir by default) whose owner
+    process no longer exists; how many."""
+    root = root or tempfile.gettempdir()
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return 0
+    removed = 0
+    for name in names:
+        match = _TMPDIR_NAME.match(name)
+        if match is None or process_exists(int(match.group(1))):
+            continue
+        shutil.rmtree(os.path.join(root, name), ignore_errors=True)
         removed += 1
     return removed

@@ -16,13 +16,13 @@ import queue
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path
 
 from sandboxes.base import SandboxCrashedError, SandboxError
+from sandboxes.containment import sandbox_tmpdir
 from sandboxes.desktop.transport import Channel, Transport
 from sandboxes.terminal.backends import AGENT_UID, BWRAP_HOST_UID, bwrap_limits, make_cgroups, remove_cgroup
 from sandboxes.terminal.config import BwrapBackend, parse_memory
@@ -118,7 +118,7 @@ class LocalTransport(Transport):
             raise SandboxError("local desktop needs bubblewrap: apt-get install bubblewrap")
         self.limits = limits or BwrapBackend(memory="2g", pids_limit=512, cpu_seconds=3600)
         self.mode = bwrap_limits(self.limits)
-        self._dir = tempfile.mkdtemp(prefix="agentworld-desktop-")
+        self._dir = sandbox_tmpdir("desktop")
         self.host_uid = BWRAP_HOST_UID if os.geteuid() == 0 else os.geteuid()
         os.chmod(self._dir, 0o700)
         if os.geteuid() == 0:

@@ -15,7 +15,6 @@ import dataclasses
 import logging
 import os
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from sandboxes.base import (
     StepResult,
 )
 from sandboxes.checks import process_exists
+from sandboxes.containment import sandbox_tmpdir
 from sandboxes.http_server import LocalHTTPServer
 from sandboxes.mcp import install
 from sandboxes.mcp.actions import (
@@ -137,7 +137,7 @@ class McpSandbox(Sandbox):
                     f"MCP server {entry.name!r} ({entry.package}) is not installed; "
                     f"run: python -m sandboxes.mcp install {entry.name}"
                 )
-        tmpdir = Path(tempfile.mkdtemp(prefix="agentworld-mcp-"))
+        tmpdir = Path(sandbox_tmpdir("mcp"))
         os.chmod(tmpdir, 0o755)  # the sandbox's unprivileged user must reach its bound directories
         self._entry = entry
         try:

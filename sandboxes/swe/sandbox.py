@@ -13,13 +13,13 @@ import dataclasses
 import os
 import shlex
 import shutil
-import tempfile
 import threading
 import weakref
 from pathlib import Path
 from typing import Any
 
 from sandboxes.base import Sandbox, SandboxClosedError, SandboxCrashedError, SandboxError, StepResult
+from sandboxes.containment import sandbox_tmpdir
 from sandboxes.swe.actions import BASH, EDIT, READ, TOOLS, parse_action
 from sandboxes.swe.backends import Runner, make_runner
 from sandboxes.swe.config import REPO_IN_SANDBOX, SweConfig
@@ -98,7 +98,7 @@ class SweSandbox(Sandbox):
         self._teardown(background=True)
         self._task = None
         template = _template_dir(task.metadata, Path(self.config.cache_dir))
-        tmpdir = tempfile.mkdtemp(prefix="agentworld-swe-")
+        tmpdir = sandbox_tmpdir("swe")
         os.chmod(tmpdir, 0o755)  # the sandbox's user must reach the workspace inside it
         workspace = os.path.join(tmpdir, "repo")
         try:

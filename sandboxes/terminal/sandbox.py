@@ -20,12 +20,11 @@ import logging
 import os
 import re
 import shutil
-import tempfile
 import threading
 from typing import Any
 
 from sandboxes.base import Sandbox, SandboxClosedError, SandboxCrashedError, SandboxError, StepResult
-from sandboxes.containment import ProcessBox
+from sandboxes.containment import ProcessBox, sandbox_tmpdir
 from sandboxes.terminal.actions import COMMAND, is_key_name, parse_action
 from sandboxes.terminal.backends import Instance, bwrap_limits, make_instance
 from sandboxes.terminal.config import Backend, BwrapBackend, DockerBackend, LocalBackend, TerminalConfig
@@ -68,7 +67,7 @@ class _Live:
     """One booted environment: the instance, its tmux pane and the pane's output stream."""
 
     def __init__(self, config: TerminalConfig) -> None:
-        tmpdir = tempfile.mkdtemp(prefix="agentworld-terminal-")
+        tmpdir = sandbox_tmpdir("terminal")
         os.chmod(tmpdir, 0o755)  # the sandbox user must reach the rc file bound from here
         rc_path = os.path.join(tmpdir, "bashrc")
         with open(rc_path, "w") as f:

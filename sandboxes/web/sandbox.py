@@ -19,6 +19,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from sandboxes.base import Sandbox, SandboxClosedError, SandboxCrashedError, SandboxError, StepResult
 from sandboxes.checks import process_exists
+from sandboxes.containment import sandbox_tmpdir
 from sandboxes.http_server import LocalHTTPServer
 from sandboxes.web.actions import parse_action
 from sandboxes.web.browser import LaunchedBrowser, launch
@@ -81,7 +82,7 @@ class WebSandbox(Sandbox):
         self._browser = launch(self.config, port)  # first: a browser that cannot start leaves nothing
         if self._guarded:
             self._proxy = RefusingProxy()
-        self._downloads_dir = Path(tempfile.mkdtemp(prefix="agentworld-web-downloads-"))
+        self._downloads_dir = Path(sandbox_tmpdir("web-downloads"))
 
     @property
     def downloads_dir(self) -> Path | None:

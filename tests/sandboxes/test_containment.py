@@ -171,3 +171,33 @@ def _watchdogs(cgroup: str, expected: bool = True) -> list[int]:
             found.append(int(name))
     assert found or not expected, f"no watchdog found for {cgroup}"
     return found
+
+
+def test_temp_dirs_of_dead_owners_are_reaped_and_live_ones_kept(tmp_path: Path) -> None:
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    dead_pid = int(dead.stdout)
+    assert not process_exists(dead_pid)
+    left = tmp_path / f"agentworld-mcp-{dead_pid}-ab12cd_3"
+    (left / "workdir").mkdir(parents=True)
+    (left / "workdir" / "file").write_text("x")
+    downloads = tmp_path / f"agentworld-web-downloads-{dead_pid}-zz99yy00"
+    downloads.mkdir()
+    live = tmp_path / f"agentworld-terminal-{os.getpid()}-ef34gh56"
+    live.mkdir()
+    unrelated = tmp_path / "agentworld-swe-home-12345678"
+    unrelated.mkdir()
+
+    assert containment.reap_tmpdirs(str(tmp_path)) == 2
+    assert not left.exists() and not downloads.exists()
+    assert live.is_dir() and unrelated.is_dir()
+
+
+def test_a_sandbox_tmpdir_carries_its_owner_pid() -> None:
+    made = Path(containment.sandbox_tmpdir("swe"))
+    try:
+        assert made.name.startswith(f"agentworld-swe-{os.getpid()}-")
+        assert containment.reap_tmpdirs(str(made.parent)) >= 0 and made.is_dir()  # its owner lives
+    finally:
+        made.rmdir()

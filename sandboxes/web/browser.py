@@ -102,8 +102,11 @@ def browser_args(config: WebConfig, sites_port: int, marker: str) -> list[str]:
     return [
         *CHROMIUM_ARGS,
         # The embedded sites' stable names lead to this run's server; every other name resolves
-        # normally, and request interception decides what may be reached.
+        # normally, and each context's proxy settings decide what may be reached (web/guard.py).
         f"--host-resolver-rules=MAP *.{SITE_DOMAIN} 127.0.0.1:{sites_port}",
+        # WebRTC sends UDP (STUN, data channels) around every proxy: a page could reach any host
+        # with it. This policy keeps WebRTC to proxied TCP, which the guard's proxy refuses.
+        "--webrtc-ip-handling-policy=disable_non_proxied_udp",
         # The sites are plain http on loopback names; no proxy from the environment may take them.
         f"--proxy-bypass-list=*.{SITE_DOMAIN};127.0.0.1;localhost",
         marker,

@@ -4,6 +4,7 @@ elsewhere are refused and recorded, and blocked frames and navigations say what 
 from __future__ import annotations
 
 import re
+import socket
 import urllib.parse
 
 import pytest
@@ -108,3 +109,22 @@ def test_meta_refresh_away_and_a_file_link_say_so(sandbox: WebSandbox) -> None:
         == f"navigation to 'file:///etc/passwd' blocked: {expected}"
     )
     assert "root:" not in step.observation.text
+
+
+def test_webrtc_sends_no_udp_past_the_guard(sandbox: WebSandbox) -> None:
+    """A page's RTCPeerConnection asks a STUN server on a port no task allows: ICE gathering would
+    send a UDP binding request around any proxy unless WebRTC is kept to proxied TCP."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as stun:
+        stun.bind(("127.0.0.1", 0))
+        stun.settimeout(3.0)
+        stun_url = f"stun:127.0.0.1:{stun.getsockname()[1]}"
+        page = (
+            "<!DOCTYPE html><title>rtc</title><script>"
+            f"const pc = new RTCPeerConnection({{iceServers: [{{urls: '{stun_url}'}}]}});"
+            "pc.createDataChannel('x'); pc.createOffer().then(o => pc.setLocalDescription(o));"
+            "</script>"
+        )
+        with live_server({"/rtc": page}) as server:
+            sandbox.reset(task(server.url("/rtc"), allowed=[server.origin]))
+            with pytest.raises(TimeoutError):
+                stun.recvfrom(2048)

@@ -87,10 +87,14 @@ class WebConfig:
     # "save": downloads go to the sandbox's own folder and are announced; "refuse": they are
     # cancelled, and the observation says so.
     downloads: str = "save"
+    # How long a step waits for a download to finish arriving; one still arriving is cancelled.
+    download_timeout_ms: int = 10_000
 
     def __post_init__(self) -> None:
         if self.settle_timeout_ms < 0 or self.quiet_ms < 0 or self.action_timeout_ms <= 0:
             raise ValueError("settle_timeout_ms and quiet_ms must be >= 0 and action_timeout_ms > 0")
+        if self.download_timeout_ms <= 0:
+            raise ValueError("download_timeout_ms must be > 0")
         if self.max_tree_lines < 1 or self.viewport_width < 1 or self.viewport_height < 1:
             raise ValueError("max_tree_lines and the viewport size must be positive")
         if self.dialog_policy not in DIALOG_POLICIES:

@@ -8,6 +8,7 @@ the sandbox's own folder, or refused, and recorded either way.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from playwright.sync_api import Dialog, Download
@@ -54,16 +55,48 @@ class PageEvents:
         name = Path(download.suggested_filename).name or "download"
         record: dict = {"name": name, "url": download.url}
         if self.config.downloads == "refuse":
+            _cancel(download)
             record.update(saved=False, reason="downloads are refused in this sandbox")
             return record
         target = _free_path(self.download_dir / name)
+        bound_s = self.config.download_timeout_ms / 1000
         try:
-            download.save_as(target)
+            if not _saved_within(download, target, bound_s):
+                record.update(saved=False, reason=f"still arriving after {bound_s:g} s: cancelled")
+                return record
         except PlaywrightError as exc:
             record.update(saved=False, reason=f"the download failed: {str(exc).splitlines()[0]}")
             return record
         record.update(saved=True, file=target.name, size=target.stat().st_size)
         return record
+
+
+def _saved_within(download: Download, target: Path, timeout_s: float) -> bool:
+    """Save `download` as `target` if it finishes arriving within `timeout_s`, else cancel it.
+
+    `Download.save_as` waits for the whole download without a bound, and the sync API offers no
+    way to ask whether a download has finished. So the save runs as a task on the sync API's own
+    event loop (private attributes of the pinned Playwright), turned by the page's clock until it
+    is done or the bound has passed."""
+    task = download._loop.create_task(download._impl_obj.save_as(target))
+    deadline = time.monotonic() + timeout_s
+    while not task.done() and time.monotonic() < deadline:
+        download.page.wait_for_timeout(20)
+    if task.done():
+        task.result()  # raises the download's own error
+        return True
+    _cancel(download)
+    while not task.done():  # a cancelled save ends at once, with an error we have reported
+        download.page.wait_for_timeout(5)
+    task.exception()  # retrieved, so asyncio does not log it as never retrieved
+    return False
+
+
+def _cancel(download: Download) -> None:
+    try:
+        download.cancel()
+    except PlaywrightError:
+        pass  # already finished or failed: nothing arrives any more either way
 
 
 def _free_path(path: Path) -> Path:

@@ -49,6 +49,8 @@ class LiveServer:
                     server._stalled(self)
                 elif path == "/late":
                     server._late(self)
+                elif path == "/trickle.bin":
+                    server._trickle(self)
                 elif path == "/hop":  # redirects wherever ?to= says
                     target = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)["to"][0]
                     self.send_response(302)
@@ -121,6 +123,18 @@ class LiveServer:
         handler.send_header("Content-Length", str(len(body)))
         handler.end_headers()
         handler.wfile.write(body)
+
+    def _trickle(self, handler: BaseHTTPRequestHandler) -> None:
+        """A download that announces 1 MB and sends 10 bytes a second of it."""
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/octet-stream")
+        handler.send_header("Content-Disposition", "attachment; filename=trickle.bin")
+        handler.send_header("Content-Length", str(1 << 20))
+        handler.end_headers()
+        for _ in range(60):
+            handler.wfile.write(b"x" * 10)
+            handler.wfile.flush()
+            time.sleep(1.0)
 
     def _stalled(self, handler: BaseHTTPRequestHandler) -> None:
         """A page whose first part arrives at once and whose end never does."""

@@ -3,6 +3,7 @@ observation and the step's info."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -105,3 +106,17 @@ def test_a_refused_download_says_so(sandbox: WebSandbox) -> None:
     (record,) = info["downloads"]
     assert record["saved"] is False and record["name"] == "report.csv"
     assert "Download: report.csv not saved: downloads are refused in this sandbox" in text
+
+
+def test_a_download_still_arriving_at_the_bound_is_cancelled_and_says_so(sandbox: WebSandbox) -> None:
+    page = '<!DOCTYPE html><title>Files</title><a href="/trickle.bin">Get the archive</a>'
+    with live_server({"/": page}) as server, configured(sandbox, download_timeout_ms=1500):
+        sandbox.reset(task(server.url("/"), allowed=[server.origin]))
+        started = time.monotonic()
+        text, info = click(sandbox, "Get the archive")
+        took = time.monotonic() - started
+    (record,) = info["downloads"]
+    assert record["saved"] is False and record["reason"] == "still arriving after 1.5 s: cancelled"
+    assert "Download: trickle.bin not saved: still arriving after 1.5 s: cancelled" in text
+    assert took < 10, took  # bounded, not the minute the server would go on sending
+    assert sandbox.downloads_dir is not None and not (sandbox.downloads_dir / "trickle.bin").exists()

@@ -27,6 +27,23 @@ def process_exists(pid: int) -> bool:
     return stat[stat.rindex(")") + 2 :][:1] != "Z"
 
 
+def group_members(pgid: int) -> list[int]:
+    """The live processes of process group `pgid` (from /proc)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(entry))
+    return members
+
+
 def resource_exists(resource: str) -> bool:
     """Whether a resource string from `Sandbox.resources()` still exists on this host."""
     kind, _, ident = resource.partition(":")

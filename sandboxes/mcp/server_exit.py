@@ -15,7 +15,7 @@ import signal
 import time
 from typing import Any
 
-from sandboxes.checks import process_exists
+from sandboxes.checks import group_members, process_exists
 
 STOP_GRACE_S = 2.0
 KILL_WAIT_S = 2.0
@@ -56,23 +56,6 @@ def _term_targets(pid: int, jailed: bool) -> list[int]:
     if not jailed:
         return [-pid]  # the whole group (os.kill with a negative pid)
     return [member for member in group_members(pid) if member != pid]
-
-
-def group_members(pgid: int) -> list[int]:
-    """The live processes of process group `pgid` (from /proc)."""
-    members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(entry))
-    return members
 
 
 def _wait_gone(pid: int, timeout_s: float) -> bool:

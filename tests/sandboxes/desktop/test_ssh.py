@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sandboxes.base import SandboxCrashedError
-from sandboxes.checks import check_sandbox, resource_exists
+from sandboxes.checks import check_sandbox, group_members, resource_exists
 from sandboxes.desktop import DesktopConfig, DesktopSandbox
 from sandboxes.desktop.ssh import HostKeyError, SshError, SshTarget, SshTransport, SshUnreachableError
 from schemas.records import Action, Task
@@ -51,21 +51,6 @@ def transport(sshd: LocalSshd):
 
 def _fingerprint(pub: Path) -> str:
     return subprocess.run(["ssh-keygen", "-lf", str(pub)], capture_output=True, text=True).stdout.split()[1]
-
-
-def _group_members(pgid: int) -> list[int]:
-    members = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                members.append(int(entry))
-    return members
 
 
 def _spawn_echo(ssh: SshTransport, tmp_path: Path, env: dict[str, str] | None = None):
@@ -173,9 +158,9 @@ def test_spawn_line_protocol_env_timeout_and_exit(transport: SshTransport, tmp_p
 def test_kill_stops_the_whole_remote_process_group(transport: SshTransport) -> None:
     chan = transport.spawn(["sh", "-c", "sleep 300 & sleep 300 & echo started; cat"], {})
     assert chan.recv_line(5) == "started"
-    assert chan.pgid is not None and len(_group_members(chan.pgid)) >= 3
+    assert chan.pgid is not None and len(group_members(chan.pgid)) >= 3
     chan.kill()
-    assert _group_members(chan.pgid) == [], "the program's children outlived kill()"
+    assert group_members(chan.pgid) == [], "the program's children outlived kill()"
     assert not chan.alive()
     chan.kill()  # idempotent
     with pytest.raises(SandboxCrashedError):

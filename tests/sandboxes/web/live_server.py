@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import struct
+import sys
 import threading
 import time
 import urllib.parse
@@ -18,6 +19,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 STREAM_GAP_S = 0.3
 LATE_S = 4.0
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A browser that resets a kept-alive connection (a cancelled download, a closed page) is
+        not an error of the test's; anything else is printed as usual."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class LiveServer:
@@ -67,7 +76,7 @@ class LiveServer:
                 else:
                     self.send_error(404)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()

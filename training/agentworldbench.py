@@ -24,6 +24,7 @@ import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import replace
 from pathlib import Path
 
 from tqdm import tqdm
@@ -37,7 +38,9 @@ from schemas.render import (
 )
 from training.backends import make_backend
 from training.backends.base import GenerationConfig, WorldModelBackend
-from training.judge import DIMENSIONS, JUDGE_CONFIG, judge
+from training.judge import DIMENSIONS, JUDGE_CONFIG, MAX_CHARS, PROJECT_PROMPT, judge, sample_score, summarise
+from training.public_judge import CONFIG as PUBLIC_CONFIG
+from training.public_judge import JudgePromptError, check_prompts, prompt_label
 
 EXAMPLES = """examples:
   python -m training.agentworldbench infer --data 'out/corpus/agentworldbench/*_test.jsonl' \\
@@ -179,16 +182,37 @@ def judge_predictions(
     out: Path,
     *,
     concurrency: int = 16,
-    max_chars: int = 4000,
-    config: GenerationConfig = JUDGE_CONFIG,
+    max_chars: int | None = None,
+    config: GenerationConfig | None = None,
     progress: bool = True,
+    prompts_dir: Path | None = None,
 ) -> dict:
     """Judge each predicted id not yet in `out`; unreadable judge replies are recorded as failures.
 
     The judge sees the record's own context, `record_messages(record)`: the system prompt with the
-    initial state and the turns before turn_idx, indexed as the model's prompt was, never later ones."""
+    initial state and the turns before turn_idx, indexed as the model's prompt was, never later ones.
+    With `prompts_dir` it judges the public way (training/judge.py); `out` must not hold judgements made
+    with another prompt, since their scores would not compare."""
     done = read_jsonl(out)
     todo = [r for r in records if str(r["id"]) in predictions and str(r["id"]) not in done]
+    try:
+        if prompts_dir is not None:
+            check_prompts(prompts_dir, {r["task"] for r in todo})
+        labels = {
+            r["task"]: prompt_label(prompts_dir, r["task"]) if prompts_dir else PROJECT_PROMPT for r in todo
+        }
+    except JudgePromptError as exc:
+        raise BenchError(str(exc)) from None
+    mixed = [
+        i
+        for i, row in done.items()
+        if row["task"] in labels and row.get("prompt", PROJECT_PROMPT) != labels[row["task"]]
+    ]
+    if mixed:
+        raise BenchError(
+            f"{out}: ids {mixed[:3]} were judged with another judge prompt than "
+            f"{labels[done[mixed[0]]['task']]!r}; judge into a new --out"
+        )
 
     def work(record: dict) -> dict:
         predicted = predictions[str(record["id"])]
@@ -200,6 +224,7 @@ def judge_predictions(
             prediction=predicted["prediction"],
             max_chars=max_chars,
             config=config,
+            prompts_dir=prompts_dir,
         )
         row = {"id": record["id"], "task": record["task"], **result.as_dict()}
         return {**row, "tagged": predicted["tagged"], "format_failure": not predicted["tagged"]}
@@ -215,18 +240,17 @@ def judge_predictions(
 
 def _row_stats(rows: list[dict]) -> dict:
     """One domain's (or all samples') numbers: the public script's mean over the samples the judge
-    scored, per dimension and overall, with the count of failed ones; the strict score, in which a
-    failed sample counts as the lowest score (0); and the share of tagged replies, in percent."""
+    scored, per dimension and overall (training.judge.summarise), with the count of failed ones; the
+    strict score, in which a failed sample counts as the lowest score (0); and the share of tagged
+    replies, in percent."""
     ok = [r["percent"] for r in rows if r.get("scores")]
-    dims = {d: sum(p[d] for p in ok) / len(ok) if ok else None for d in DIMENSIONS}
-    per_sample = [sum(p[d] for d in DIMENSIONS) / len(DIMENSIONS) for p in ok]
+    totals = [sample_score(p) or 0.0 for p in ok]
     return {
         "samples": len(rows),
         "failed": len(rows) - len(ok),
         "format_validity": 100 * sum(not r["format_failure"] for r in rows) / len(rows),
-        **dims,
-        "score": sum(per_sample) / len(ok) if ok else None,
-        "strict": sum(per_sample) / len(rows),
+        **summarise(ok),
+        "strict": sum(totals) / len(rows),
     }
 
 
@@ -256,7 +280,8 @@ def score(judged: dict[str, dict]) -> dict:
 _COLUMNS = ("samples", "failed", "format_validity", *DIMENSIONS, "score", "strict")
 _LEGEND = """score: mean over the samples the judge scored (the public script); failed: samples it could not
 score; strict: failed samples count as the lowest score; format%: replies with the tags (format_validity
-in --json); overall: all samples together; macro: mean over domains (the public README's Overall)."""
+in --json); overall: all samples together (what the public script prints as Overall); macro: mean over
+domains (the public README's Overall)."""
 
 
 def format_table(table: dict) -> str:
@@ -270,6 +295,12 @@ def format_table(table: dict) -> str:
             cells.append("-" if value is None else str(value) if isinstance(value, int) else f"{value:.1f}")
         lines.append("  ".join(f"{c:>11}" for c in cells))
     return "\n".join(lines) + "\n" + _LEGEND
+
+
+def judge_config(prompts_dir: Path | None, max_new_tokens: int | None) -> GenerationConfig:
+    """The judge's sampling: ours (greedy) or the public evaluation's, with the reply length asked."""
+    config = PUBLIC_CONFIG if prompts_dir is not None else JUDGE_CONFIG
+    return config if max_new_tokens is None else replace(config, max_new_tokens=max_new_tokens)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -292,9 +323,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     j.add_argument("--judge-url", required=True, help="OpenAI-compatible endpoint of the judge")
     j.add_argument("--judge-model", help="model name at --judge-url (default: the first served)")
     j.add_argument("--out", type=Path, required=True, help="judgements JSONL (appended, resumable)")
-    j.add_argument("--max-chars", type=int, default=4000, help="cut each text shown to the judge to this")
     j.add_argument(
-        "--max-new-tokens", type=int, default=JUDGE_CONFIG.max_new_tokens, help="judge reply length"
+        "--prompts-dir",
+        type=Path,
+        help="the public Qwen-AgentWorld repository's prompts/ folder (DIR/<task>/judge_system_prompt.txt): "
+        "judge the public evaluation's way, for scores comparable with published AgentWorldBench numbers "
+        "(default: the project's own judge prompt)",
+    )
+    j.add_argument(
+        "--max-chars",
+        type=int,
+        help=f"cut each text shown to the judge to this (default: {MAX_CHARS}; with --prompts-dir, no cut)",
+    )
+    j.add_argument(
+        "--max-new-tokens",
+        type=int,
+        help=f"judge reply length (default: {JUDGE_CONFIG.max_new_tokens}; with --prompts-dir, "
+        f"{PUBLIC_CONFIG.max_new_tokens}, sampled at temperature {PUBLIC_CONFIG.temperature})",
     )
     for sp in (i, j):
         sp.add_argument("--concurrency", type=int, default=16)
@@ -349,8 +394,9 @@ def main(argv: list[str] | None = None) -> int:
             args.out,
             concurrency=args.concurrency,
             max_chars=args.max_chars,
-            config=GenerationConfig(max_new_tokens=args.max_new_tokens, temperature=0.0),
+            config=judge_config(args.prompts_dir, args.max_new_tokens),
             progress=not args.no_progress,
+            prompts_dir=args.prompts_dir,
         )
         backend.close()
         print(

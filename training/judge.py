@@ -9,19 +9,31 @@ The judge's context is the world model's own prompt: the chat messages it was se
 initial state, the earlier turns are indexed by `turn_idx` exactly as the model's are, and the last user
 message is the action. So the judge sees what the model saw and nothing after it, without scraping the
 rendered prompt or repeating the indexing rule.
+
+With `prompts_dir` (the public Qwen-AgentWorld repository's `prompts/` folder), the request, the reading
+of the reply and the sampling follow the public evaluation instead (training/public_judge.py), so scores
+are comparable with published AgentWorldBench numbers.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from schemas.render import split_chat, strip_think
+from training import public_judge
 from training.backends.base import GenerationConfig, WorldModelBackend
+from training.public_judge import DIMENSIONS, clip
 
-DIMENSIONS = ("format", "factuality", "consistency", "realism", "quality")
+PROJECT_PROMPT = "project"  # JudgeResult.prompt of our own judge prompt
+RETRY_PAUSE_S = 2.0
+MAX_CHARS = (
+    4000  # our prompt cuts each text to this by default, for small judges; the public one cuts nothing
+)
 
 JUDGE_SYSTEM = """You grade a world model: a model that predicts what an agent's environment (a terminal, \
 a repository, a search engine, a tool server, a web page, a desktop, a phone) shows after an action. \
@@ -48,25 +60,38 @@ _OBJECT_RE = re.compile(r"\{[^{}]*\}")
 
 @dataclass
 class JudgeResult:
-    scores: dict[str, int] | None  # all five dimensions, or None when the reply could not be read
+    # All five dimensions, or None when the reply could not be read. The public protocol gives 0 to a
+    # dimension the judge left without a usable value, and such a dimension has no `percent`.
+    scores: dict[str, int] | None
     raw: str = ""
     error: str = ""
-    percent: dict[str, float] = field(default_factory=dict)  # (x - 1) / 4 * 100 per dimension
+    percent: dict[str, float] = field(default_factory=dict)  # (x - 1) / 4 * 100 per scored dimension
+    prompt: str = PROJECT_PROMPT  # which judge prompt: ours, or public_judge.prompt_label(...)
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
+def sample_score(percent: dict[str, float]) -> float | None:
+    """One sample's score: the mean of its scored dimensions (the public `total_score`), None if none."""
+    return sum(percent.values()) / len(percent) if percent else None
+
+
+def summarise(percents: Sequence[dict[str, float]]) -> dict[str, float | None]:
+    """The benchmark's aggregate of the judged samples' `percent`: per dimension, the mean over the
+    samples that scored it; `score`, the mean of the sample scores. None where nothing was scored."""
+    out: dict[str, float | None] = {}
+    for d in DIMENSIONS:
+        values = [p[d] for p in percents if d in p]
+        out[d] = sum(values) / len(values) if values else None
+    totals = [s for s in map(sample_score, percents) if s is not None]
+    out["score"] = sum(totals) / len(totals) if totals else None
+    return out
+
+
 def to_percent(score: float) -> float:
     """AgentWorldBench's reporting scale: 1 -> 0, 5 -> 100."""
     return (score - 1) / 4 * 100
-
-
-def _clip(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n[... {len(text) - limit} characters cut ...]\n{text[-half:]}"
 
 
 def _shown_turns(turns: list[tuple[str, str]], max_chars: int) -> str:
@@ -75,7 +100,7 @@ def _shown_turns(turns: list[tuple[str, str]], max_chars: int) -> str:
     shown: list[str] = []
     used = 0
     for action, observation in reversed(turns):
-        text = f"{_clip(action, max_chars)}\n\n{_clip(observation, max_chars)}"
+        text = f"{clip(action, max_chars)}\n\n{clip(observation, max_chars)}"
         if shown and used + len(text) > 2 * max_chars:
             break
         shown.insert(0, text)
@@ -86,24 +111,28 @@ def _shown_turns(turns: list[tuple[str, str]], max_chars: int) -> str:
     return "\n\n".join(shown) if shown else "(none: this is the first action)"
 
 
-def judge_messages(
-    domain: str, context: Sequence[dict], reference: str, prediction: str, *, max_chars: int = 4000
-) -> list[dict]:
-    """The judge's chat for one prediction. `context` is the world model's prompt: a system message,
-    earlier (user, assistant) turns and the current user action. Each text is cut to `max_chars` (head
-    and tail kept) and older turns are left out, to fit small judges' contexts."""
+def _split(context: Sequence[dict]) -> tuple[str, list[tuple[str, str]], str]:
     parts = split_chat(context)
     if parts is None:
         roles = [m.get("role") for m in context]
         raise ValueError(f"judge context must be system, (user, assistant)*, user messages; got {roles}")
-    system, turns, action = parts
+    return parts
+
+
+def judge_messages(
+    domain: str, context: Sequence[dict], reference: str, prediction: str, *, max_chars: int = MAX_CHARS
+) -> list[dict]:
+    """The judge's chat for one prediction. `context` is the world model's prompt: a system message,
+    earlier (user, assistant) turns and the current user action. Each text is cut to `max_chars` (head
+    and tail kept) and older turns are left out, to fit small judges' contexts."""
+    system, turns, action = _split(context)
     user = (
         f"## Environment\n{domain}\n\n"
-        f"## The world model's instructions, with the initial state\n{_clip(system, max_chars)}\n\n"
+        f"## The world model's instructions, with the initial state\n{clip(system, max_chars)}\n\n"
         f"## Earlier turns\n{_shown_turns(turns, max_chars)}\n\n"
-        f"## Action\n{_clip(action, max_chars)}\n\n"
-        f"## Real observation\n{_clip(reference, max_chars)}\n\n"
-        f"## Predicted observation\n{_clip(prediction, max_chars)}\n\n"
+        f"## Action\n{clip(action, max_chars)}\n\n"
+        f"## Real observation\n{clip(reference, max_chars)}\n\n"
+        f"## Predicted observation\n{clip(prediction, max_chars)}\n\n"
         "Grade the predicted observation. Reply with the JSON object only."
     )
     return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
@@ -149,6 +178,44 @@ def parse_judge_reply(reply: str) -> tuple[dict[str, int] | None, str]:
 JUDGE_CONFIG = GenerationConfig(max_new_tokens=256, temperature=0.0)
 
 
+def _public_judge(
+    backend: WorldModelBackend,
+    domain: str,
+    context: Sequence[dict],
+    reference: str,
+    prediction: str,
+    config: GenerationConfig | None,
+    max_chars: int | None,
+    prompts_dir: str | Path,
+) -> JudgeResult:
+    """The public protocol: its request, its reply reading, its retries (training/public_judge.py)."""
+    _, turns, action = _split(context)
+    label = public_judge.prompt_label(prompts_dir, domain)
+    messages = public_judge.messages(
+        public_judge.system_prompt(prompts_dir, domain),
+        turns,
+        action,
+        reference,
+        prediction,
+        max_chars=max_chars,
+    )
+    reply, error = "", ""
+    for attempt in range(public_judge.ATTEMPTS):
+        try:
+            reply = backend.complete(messages, config or public_judge.CONFIG)
+        except Exception as exc:  # the endpoint's failure is this sample's judge failure, not the run's
+            reply, error = "", f"judge request failed: {type(exc).__name__}: {exc}"
+            if attempt + 1 < public_judge.ATTEMPTS:
+                time.sleep(RETRY_PAUSE_S)
+            continue
+        scores, error = public_judge.parse_reply(reply)
+        if scores is not None:
+            percent = {d: to_percent(v) for d, v in scores.items() if v > 0}
+            return JudgeResult(scores, raw=reply, percent=percent, prompt=label)
+    attempts = f" ({public_judge.ATTEMPTS} attempts)"
+    return JudgeResult(None, raw=reply, error=error + attempts, prompt=label)
+
+
 def judge(
     backend: WorldModelBackend,
     *,
@@ -156,17 +223,28 @@ def judge(
     context: Sequence[dict],
     reference: str,
     prediction: str | None,
-    config: GenerationConfig = JUDGE_CONFIG,
-    max_chars: int = 4000,
+    config: GenerationConfig | None = None,
+    max_chars: int | None = None,
+    prompts_dir: str | Path | None = None,
 ) -> JudgeResult:
     """Score one prediction in the world model's `context` (its prompt messages; see the module doc). A
     missing prediction, an unreadable reply or a failed request is a JudgeResult with `scores=None`
-    and the reason in `error`."""
+    and the reason in `error`.
+
+    `prompts_dir`: the public repository's prompts folder, to judge the public way (module doc); a
+    domain without its prompt file raises public_judge.JudgePromptError, naming the expected path.
+    `config` defaults to JUDGE_CONFIG, or the public sampling; `max_chars` (the cut of each text shown)
+    to MAX_CHARS, or no cut."""
+    label = public_judge.prompt_label(prompts_dir, domain) if prompts_dir is not None else PROJECT_PROMPT
     if prediction is None:
-        return JudgeResult(None, error="no predicted observation to judge (format failure)")
-    messages = judge_messages(domain, context, reference, prediction, max_chars=max_chars)
+        return JudgeResult(None, error="no predicted observation to judge (format failure)", prompt=label)
+    if prompts_dir is not None:
+        return _public_judge(backend, domain, context, reference, prediction, config, max_chars, prompts_dir)
+    messages = judge_messages(
+        domain, context, reference, prediction, max_chars=MAX_CHARS if max_chars is None else max_chars
+    )
     try:
-        reply = backend.complete(messages, config)
+        reply = backend.complete(messages, config or JUDGE_CONFIG)
     except Exception as exc:  # the endpoint's failure is this sample's judge failure, not the run's
         return JudgeResult(None, error=f"judge request failed: {type(exc).__name__}: {exc}")
     scores, error = parse_judge_reply(reply)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tqdm import tqdm
 
@@ -18,6 +19,7 @@ from training.backends.base import GenerationConfig, WorldModelBackend
 from training.fidelity.metrics import score_against
 from training.fidelity.noise_floor import NoiseFloor
 from training.judge import judge
+from training.public_judge import check_prompts
 
 
 @dataclass
@@ -121,10 +123,15 @@ def judge_rows(
     rows: list[dict],
     trajectories: Sequence[Trajectory],
     settings: EvalSettings,
-    max_chars: int = 4000,
+    max_chars: int | None = None,
+    prompts_dir: str | Path | None = None,
 ) -> None:
-    """Add the judge's five scores (or its failure) to each row, in place."""
+    """Add the judge's five scores (or its failure) to each row, in place. `prompts_dir`: judge the
+    public AgentWorldBench way with its prompts (training/judge.py); a domain without its prompt raises
+    JudgePromptError before any request. `max_chars`: see training.judge.judge."""
     by_id = {t.trajectory_id: t for t in trajectories}
+    if prompts_dir is not None:
+        check_prompts(prompts_dir, {by_id[r["trajectory_id"]].domain for r in rows})
     fits = fits_chars(settings.context_chars)
 
     def one(row: dict) -> dict:
@@ -138,9 +145,10 @@ def judge_rows(
             reference=t.steps[k - 1].observation.text,
             prediction=None if row["error"] else row["prediction"],  # a failed request has no reply
             max_chars=max_chars,
+            prompts_dir=prompts_dir,
         )
         return result.as_dict()
 
     results = run_concurrently(one, [(r,) for r in rows], settings, "judge")
     for row, result in zip(rows, results, strict=True):
-        row["judge"] = {"scores": result["scores"], "percent": result["percent"], "error": result["error"]}
+        row["judge"] = {key: result[key] for key in ("scores", "percent", "error", "prompt")}

@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     remove_parked(config.output)  # what a killed run left
     started = time.monotonic()
     p = beam.Pipeline(options=options)
-    build(p, config, config.manifest_view(tokenizer.sha256))
+    build(p, config, config.manifest_view(tokenizer.fingerprint))
     try:
         result = p.run()
         result.wait_until_finish()

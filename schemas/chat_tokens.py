@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from fsspec.core import url_to_fs
 
+from schemas.base_files import tokenizer_source
 from schemas.tokenizer_files import default_tokenizer_dir
 
 if TYPE_CHECKING:
@@ -51,6 +52,15 @@ def shared_tokenizer(path: str | None) -> ChatTokenizer:
     """One ChatTokenizer per path and process: the formatter and tokeniser of a worker share it
     (building one takes about a second and a few hundred MB)."""
     return ChatTokenizer(path)
+
+
+def fingerprint(tokenizer_json: bytes, template: str | None) -> dict[str, str | None]:
+    """What a corpus records of the tokenizer that made it, and what training and the simulator
+    compare: the tokenizer.json bytes' and the chat template's SHA-256."""
+    return {
+        "tokenizer_sha256": hashlib.sha256(tokenizer_json).hexdigest(),
+        "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest() if template else None,
+    }
 
 
 def _read(path: str) -> bytes | None:
@@ -84,7 +94,7 @@ class ChatTokenizer:
     """
 
     def __init__(self, path: str | None = None) -> None:
-        path = path or default_tokenizer_dir()
+        path = tokenizer_source(path) or default_tokenizer_dir()
         is_file = path.endswith(".json")
         folder = posixpath.dirname(path) if is_file else path
         raw = _read(path if is_file else posixpath.join(folder, "tokenizer.json"))
@@ -92,7 +102,6 @@ class ChatTokenizer:
             raise FileNotFoundError(f"no tokenizer.json at {path}")
         from tokenizers import Tokenizer
 
-        self.sha256 = hashlib.sha256(raw).hexdigest()
         spec = json.loads(raw)
         self.tokenizer = Tokenizer.from_str(raw.decode())
         # the same model without added tokens: encodes control-token text as ordinary text
@@ -103,6 +112,7 @@ class ChatTokenizer:
         jinja = _read(posixpath.join(folder, "chat_template.jinja"))
         template = jinja.decode() if jinja is not None else template
         self.template = _template_env().from_string(template) if isinstance(template, str) else None
+        self.fingerprint = fingerprint(raw, template if isinstance(template, str) else None)
         self._fast = _FastRender(template) if isinstance(template, str) else None
         self.special = {k: _token_text(config.get(k)) for k in ("bos_token", "eos_token", "pad_token")}
         self.eos_id = self.control_ids.get(self.special["eos_token"] or "")

@@ -9,6 +9,7 @@ torn one under a final name.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -25,9 +26,9 @@ from torch.distributed.checkpoint.state_dict import (
     get_optimizer_state_dict,
     set_optimizer_state_dict,
 )
-from transformers import PreTrainedTokenizerBase
 
 from training.distributed import Dist, unwrap
+from training.tokenizer import copy_tokenizer
 
 STATE_FILE = "trainer_state.pt"
 _NAME = re.compile(r"^checkpoint-(\d+)$")
@@ -63,12 +64,14 @@ def save(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
-    tokenizer: PreTrainedTokenizerBase,
+    tokenizer_dir: str,
     data_position: dict[str, int],
     d: Dist,
     keep_last: int = 3,
+    metadata: dict[str, dict] | None = None,
 ) -> str:
-    """Writes OUT/checkpoint-<step>; every rank must call it (the state dicts are collectives)."""
+    """Writes OUT/checkpoint-<step>; every rank must call it (the state dicts are collectives).
+    `metadata` maps file names to JSON written beside the weights (the run's lineage)."""
     weights = get_model_state_dict(model, options=_FULL)
     optim = get_optimizer_state_dict(model, optimizer, options=_FULL)
     positions, rngs = _gather(data_position, d), _gather(rng_state(), d)
@@ -77,7 +80,10 @@ def save(
         tmp = f"{final}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         unwrap(model).save_pretrained(tmp, state_dict=weights, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
+        copy_tokenizer(tokenizer_dir, tmp)
+        for name, content in (metadata or {}).items():
+            with open(os.path.join(tmp, name), "w") as f:
+                json.dump(content, f, indent=1)
         state = {
             "step": step,
             "optimizer": optim,

@@ -27,14 +27,15 @@ from tqdm import tqdm
 from training import checkpoint, distributed
 from training.data import Batch, PackedDataset, collate
 from training.models import build_model, parameter_counts
-from training.tokenizer import has_tokenizer, load_tokenizer
+from training.bases import BASE_HELP, check_fingerprint, corpus_fingerprint, lineage, resolve_base
+from training.tokenizer import has_tokenizer, tokenizer_dir
 
 
 @dataclass
 class TrainConfig:
     data: str  # corpus root (OUT of build_corpus: OUT/<stage> is used) or a directory of split folders
     out: str
-    model: str = "qwen3-small"  # a named shape or a checkpoint directory
+    base: str = "qwen3-small"  # see training.bases.BASE_HELP
     stage: Literal["cpt", "sft"] = "sft"
     lr: float = 3e-4
     min_lr_ratio: float = 0.1
@@ -129,8 +130,12 @@ def train(cfg: TrainConfig) -> dict:
     except FileNotFoundError:
         val = None
     resume_from = (checkpoint.checkpoints(cfg.out) or [None])[-1] if cfg.resume else None
-    source = resume_from or cfg.model
-    tokenizer = load_tokenizer(cfg.tokenizer or (source if has_tokenizer(source) else None))
+    base = resolve_base(cfg.base)
+    source = resume_from or base
+    tokenizer = tokenizer_dir(cfg.tokenizer or (source if has_tokenizer(source) else None))
+    fingerprint = corpus_fingerprint(corpus)
+    check_fingerprint(fingerprint, tokenizer, corpus, f"--base {cfg.base}")
+    metadata = lineage(cfg.base, base, fingerprint, corpus)
     raw = build_model(source, seed=cfg.seed)
     counts = parameter_counts(raw)
     if cfg.compile:
@@ -191,7 +196,8 @@ def train(cfg: TrainConfig) -> dict:
             record["val_loss"] = val_loss = evaluate(model, val, cfg, d, bf16)
         if step % cfg.save_every == 0 or step == cfg.max_steps:
             saved = checkpoint.save(
-                cfg.out, step, model, optimizer, scheduler, tokenizer, data.position(), d, cfg.keep_last
+                cfg.out, step, model, optimizer, scheduler, tokenizer, data.position(), d, cfg.keep_last,
+                metadata,
             )
         if log is not None:
             log.write(json.dumps(record) + "\n")
@@ -225,20 +231,20 @@ def train(cfg: TrainConfig) -> dict:
 EXAMPLES = """examples:
   # CPU, a few minutes on 2 cores: the ~25M-parameter shape on a corpus from beam_pipelines.build_corpus
   # (rows are as long as build_corpus --seq-len packed them)
-  python -m training.{stage} --data out/demo/corpus --model qwen3-small --out out/demo/{stage} \\
+  python -m training.{stage} --data out/demo/corpus --base qwen3-small --out out/demo/{stage} \\
       --max-steps 20 --batch-size 1 --eval-every 10
 
   # after an interruption: the same command plus --resume continues from the last checkpoint under --out
   # (same step, schedule, data position and RNG; --max-steps sets the schedule, so keep it unchanged)
-  python -m training.{stage} --data out/demo/corpus --model qwen3-small --out out/demo/{stage} \\
+  python -m training.{stage} --data out/demo/corpus --base qwen3-small --out out/demo/{stage} \\
       --max-steps 20 --batch-size 1 --eval-every 10 --resume
 
   # 8 GPUs on one node, data parallel (DDP), bf16 autocast, from a local checkpoint directory
-  torchrun --nproc-per-node 8 -m training.{stage} --data CORPUS --model /models/Qwen3-0.6B \\
+  torchrun --nproc-per-node 8 -m training.{stage} --data CORPUS --base /models/Qwen3-0.6B \\
       --out runs/{stage} --batch-size 8 --grad-accum 4 --max-steps 5000 --compile
 
   # a model too large for one GPU: shard weights, gradients and optimizer state (FSDP2)
-  torchrun --nproc-per-node 8 -m training.{stage} --data CORPUS --model /models/Qwen3-8B \\
+  torchrun --nproc-per-node 8 -m training.{stage} --data CORPUS --base /models/Qwen3-8B \\
       --out runs/{stage} --fsdp --batch-size 2 --grad-accum 16
 """
 
@@ -253,10 +259,11 @@ def build_parser(stage: str) -> argparse.ArgumentParser:
     defaults = TrainConfig(data="", out="")
     p.add_argument("--data", required=True, help=f"corpus root written by build_corpus (uses DATA/{stage})")
     p.add_argument("--out", required=True, help="run directory: checkpoints, metrics.jsonl, summary.json")
+    # --model: the name this option had before bases could be GGUF files
+    p.add_argument("--base", "--model", dest="base", default=defaults.base, help=BASE_HELP)
     p.add_argument(
-        "--model", default=defaults.model, help="qwen3-tiny|qwen3-small|qwen3-0.6b or a checkpoint dir"
+        "--tokenizer", help="tokenizer directory or GGUF file (default: the base's own, else Qwen3)"
     )
-    p.add_argument("--tokenizer", help="tokenizer directory (default: the checkpoint's, else Qwen3)")
     for name, kind, text in [
         ("max_steps", int, "optimizer steps"),
         ("batch_size", int, "rows per micro-batch per process"),

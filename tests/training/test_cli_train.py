@@ -36,7 +36,7 @@ def test_cpt_cli_on_the_pipeline_corpus_trains_saves_and_resumes(
         "training.cpt",
         "--data",
         str(pipeline_corpus),
-        "--model",
+        "--base",
         "qwen3-tiny",
         "--out",
         str(out),
@@ -81,7 +81,7 @@ def test_torchrun_ddp_on_two_processes_matches_one_process(tiny_corpus: Path, tm
         TrainConfig(
             data=str(tiny_corpus),
             out=str(single),
-            model="qwen3-tiny",
+            base="qwen3-tiny",
             max_steps=2,
             warmup_steps=1,
             lr=1e-2,

@@ -3,6 +3,7 @@
 make_backend("http://127.0.0.1:8000/v1", model="ckpt")  -> any OpenAI-compatible server
 make_backend("vllm:/ckpts/sft")                        -> vLLM's offline engine (needs vllm)
 make_backend("/ckpts/sft") / make_backend("qwen3-tiny")  -> transformers in this process
+make_backend("smollm2-135m-instruct") / make_backend("base.gguf")  -> the same, GGUF converted once
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ VLLM_PREFIX = "vllm:"
 
 
 def make_backend(spec: str, **opts: Any) -> WorldModelBackend:
-    """A backend from a URL, `vllm:PATH`, a checkpoint directory or a named model config."""
+    """A backend from a URL, `vllm:PATH`, a checkpoint directory, a GGUF file or built-in base name, or a
+    named from-scratch shape."""
     if spec.startswith(("http://", "https://")):
         from training.backends.openai_http import OpenAIBackend
 

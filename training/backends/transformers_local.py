@@ -68,12 +68,18 @@ def _resolve_dtype(dtype: str | torch.dtype | None, device: str) -> torch.dtype:
 def _load(
     spec: str, tokenizer: PreTrainedTokenizerBase | None, dtype: torch.dtype, device: str
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    from training.bases import check_fingerprint, resolve_base, trained_corpus
     from training.models import build_model
     from training.tokenizer import has_tokenizer, load_tokenizer
 
-    model = build_model(spec, dtype=dtype, device=device)
+    resolved = resolve_base(spec)
+    model = build_model(resolved, dtype=dtype, device=device)
     if tokenizer is None:
-        tokenizer = load_tokenizer(spec if os.path.isdir(spec) and has_tokenizer(spec) else None)
+        tokenizer = load_tokenizer(resolved if has_tokenizer(resolved) else None)
+    corpus = trained_corpus(resolved) if os.path.isdir(resolved) else None
+    if corpus is not None and has_tokenizer(tokenizer.name_or_path):
+        # A checkpoint served with another tokenizer than its corpus's would be fed ids it never saw.
+        check_fingerprint(corpus, tokenizer.name_or_path, corpus["corpus"], f"the model {spec}")
     return model, tokenizer
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from sandboxes.android.tree_text import AndroidTree, Node, parse_tree
 from training.fidelity.overlap import multiset_f1
-from training.fidelity.tree_metrics import nests_one_level_at_a_time, share_placed_close
+from training.fidelity.tree_metrics import share_placed_close
 
 OBSERVATION_FORMAT = "android_ui_tree"
 POSITION_TOLERANCE_PX = 16  # a phone screen is ~1080 px wide: 1.5 % of it
@@ -80,13 +80,6 @@ def android_scores(prediction: str, reference: str) -> dict[str, float | None]:
         scores["activity_match"] = float(form and pred.activity == real.activity)
         scores["error_match"] = float(form and bool(pred.error) == bool(real.error))
     return scores
-
-
-def android_valid(prediction: str, reference: str) -> bool:
-    """The Android form where the real turn had it: a `Package:` line, then only node lines (and the
-    truncation marker), starting at depth 0 and nesting one level at a time."""
-    tree = parse_tree(prediction)
-    return tree.has_head and not tree.other_lines and nests_one_level_at_a_time([n.depth for n in tree.nodes])
 
 
 def is_android_text(text: str) -> bool:

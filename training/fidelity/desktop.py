@@ -24,7 +24,7 @@ from typing import Any
 
 from sandboxes.desktop.tree_text import DesktopTree, Node, parse_tree
 from training.fidelity.overlap import multiset_f1
-from training.fidelity.tree_metrics import nests_one_level_at_a_time, share_placed_close
+from training.fidelity.tree_metrics import share_placed_close
 
 OBSERVATION_FORMAT = "desktop_a11y_tree"
 POSITION_TOLERANCE_PX = 8
@@ -82,17 +82,6 @@ def desktop_scores(prediction: str, reference: str) -> dict[str, float | None]:
         scores["focused_match"] = float(form and pred.focused == real.focused)
         scores["error_match"] = float(form and bool(pred.error) == bool(real.error))
     return scores
-
-
-def desktop_valid(prediction: str, reference: str) -> bool:
-    """The desktop form where the real turn had it: a `Focused:` line, then only node lines (and the
-    truncation marker), starting at depth 0 and nesting one level at a time."""
-    tree = parse_tree(prediction)
-    return (
-        tree.has_focused_line
-        and not tree.other_lines
-        and nests_one_level_at_a_time([n.depth for n in tree.nodes])
-    )
 
 
 def is_desktop_text(text: str) -> bool:

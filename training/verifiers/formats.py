@@ -1,0 +1,42 @@
+"""The one definition of a format-valid observation, per domain: the fidelity metric `format_valid`
+(training/fidelity/metrics.py) and the verifiers' format check are both `format_failures`.
+
+Each domain's rule reads the real observation to know which form is due (a prompt only where the real
+command finished, a diff only where the real edit answered with one), so a runner's error text or a
+first observation is held to the form it has, not to the domain's usual one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from training.verifiers.search import search_failures
+from training.verifiers.terminal import terminal_failures
+from training.verifiers.tools import mcp_failures, swe_failures
+from training.verifiers.trees import android_failures, os_failures, web_failures
+from training.verifiers.verdict import Failure
+
+CHECKS = {"format.empty": "the observation is empty (or only whitespace)"}
+
+DOMAIN_FORMATS: dict[str, Callable[[str, str], list[Failure]]] = {
+    "terminal": terminal_failures,
+    "mcp": mcp_failures,
+    "swe": swe_failures,
+    "web": web_failures,
+    "os": os_failures,
+    "android": android_failures,
+    "search": search_failures,
+}
+
+
+def format_failures(domain: str, content: str, reference: str) -> list[Failure]:
+    """The format checks that `content` fails as an observation of `domain`, judged by the real
+    `reference`; a domain without a rule of its own needs only a non-empty observation."""
+    if not content.strip():
+        return [Failure("format.empty", "the observation is empty")]
+    rule = DOMAIN_FORMATS.get(domain)
+    return rule(content, reference) if rule else []
+
+
+def format_valid(domain: str, content: str, reference: str) -> bool:
+    return not format_failures(domain, content, reference)

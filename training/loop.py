@@ -25,9 +25,9 @@ from torch import nn
 from tqdm import tqdm
 
 from training import checkpoint, distributed
+from training.bases import BASE_HELP, check_fingerprint, corpus_fingerprint, lineage, resolve_base
 from training.data import Batch, PackedDataset, collate
 from training.models import build_model, parameter_counts
-from training.bases import BASE_HELP, check_fingerprint, corpus_fingerprint, lineage, resolve_base
 from training.tokenizer import has_tokenizer, tokenizer_dir
 
 
@@ -196,7 +196,15 @@ def train(cfg: TrainConfig) -> dict:
             record["val_loss"] = val_loss = evaluate(model, val, cfg, d, bf16)
         if step % cfg.save_every == 0 or step == cfg.max_steps:
             saved = checkpoint.save(
-                cfg.out, step, model, optimizer, scheduler, tokenizer, data.position(), d, cfg.keep_last,
+                cfg.out,
+                step,
+                model,
+                optimizer,
+                scheduler,
+                tokenizer,
+                data.position(),
+                d,
+                cfg.keep_last,
                 metadata,
             )
         if log is not None:

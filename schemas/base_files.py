@@ -114,4 +114,3 @@ def tokenizer_source(spec: str | None) -> str | None:
         return None
     gguf = gguf_path(spec)
     return gguf_tokenizer_dir(gguf) if gguf else spec
-

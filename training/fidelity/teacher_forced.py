@@ -64,7 +64,9 @@ def scored_row(
     error: str = "",
 ) -> dict:
     """One turn's scores against the noise floor's templates of that turn, with what was scored."""
-    row = score_against(t.domain, prediction.content, floor.templates_for(t, turn_idx), prediction.tagged)
+    templates = floor.templates_for(t, turn_idx)
+    # The verifiers judge the raw reply; a baseline or a failed request has none (`reply` empty).
+    row = score_against(t.domain, prediction.content, templates, prediction.tagged, reply or None)
     row.update(
         system=system,
         mode=mode,

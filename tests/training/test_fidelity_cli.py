@@ -1,5 +1,5 @@
 """The fidelity report end to end: REAL recorded trajectories, REAL bwrap replays for the noise floor, a
-REAL llama.cpp server as the model and a random-weight Qwen3 as the untrained baseline."""
+REAL llama.cpp server as the model and a random-weight Qwen3 as its base."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def run_fidelity(out: Path, server: LLMServer, *extra: str) -> subprocess.Comple
         server.base_url,
     ]
     argv += ["--out", str(out), "--limit-trajectories", "2", "--max-turns", "2", "--max-new-tokens", "48"]
-    argv += ["--context-chars", "3000", "--baseline-model", "qwen3-tiny", "--no-progress", *extra]
+    argv += ["--context-chars", "3000", "--base", "qwen3-tiny", "--no-progress", *extra]
     done = subprocess.run(argv, cwd=ROOT, env=OFFLINE, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
@@ -49,7 +49,7 @@ def test_fidelity_report_end_to_end_and_rerun_from_cache(tmp_path: Path, llm_ser
         "model/teacher_forced",
         "model/closed_loop",
         "repeat_previous/teacher_forced",
-        "untrained/teacher_forced",
+        "base/teacher_forced",
         "real_vs_real",
     }
     for name, agg in systems.items():
@@ -71,10 +71,13 @@ def test_fidelity_report_end_to_end_and_rerun_from_cache(tmp_path: Path, llm_ser
     assert model["share_of_ceiling"] == model["edit_similarity"] / rvr["edit_similarity"]
     turns = [json.loads(line) for line in (out / "turns.jsonl").read_text().splitlines()]
     assert all(0.0 <= t["volatile_share"] <= 1.0 for t in turns if t["series"] != "real_vs_real")
+    # the comparison stands beside the same ceiling
+    assert report["comparison"]["systems"] == ["model", "base", "repeat_previous"]
+    assert report["comparison"]["domains"]["terminal"]["ceiling"] == pytest.approx(rvr["edit_similarity"])
 
     md = (out / "report.md").read_text()
     html = (out / "report.html").read_text()
-    for name in ("untrained/teacher_forced", "repeat_previous/teacher_forced", "real_vs_real", "## terminal"):
+    for name in ("base/teacher_forced", "repeat_previous/teacher_forced", "real_vs_real", "## terminal"):
         assert name in md
     assert "Noise floor" in md and "real vs real (ceiling)" in html
     assert "<svg" in html and "<polyline" in html
@@ -105,7 +108,7 @@ def test_untagged_replies_score_on_content_and_a_limit_stops_reading(
     real, _ = dataset_with_corrupt_tail(tmp_path / "rec")
     argv = [sys.executable, "-m", "training.fidelity", "--real", str(real), "--model", llm_server.base_url]
     argv += ["--out", str(tmp_path / "report"), "--limit-trajectories", "1", "--max-turns", "2"]
-    argv += ["--replays", "0", "--no-closed-loop", "--baseline-model", "none", "--max-new-tokens", "48"]
+    argv += ["--replays", "0", "--no-closed-loop", "--base", "none", "--max-new-tokens", "48"]
     argv += ["--context-chars", "3000", "--no-progress"]
     done = subprocess.run(argv, cwd=ROOT, env=OFFLINE, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -72,7 +72,7 @@ def run_fidelity(trajectory: Trajectory, out: Path, replays: int) -> dict:
         code = main(
             [
                 "--real", str(data), "--model", server.base_url, "--out", str(out / "report"),
-                "--replays", str(replays), "--sandboxes", "1", "--baseline-model", "none", "--no-closed-loop",
+                "--replays", str(replays), "--sandboxes", "1", "--base", "none", "--no-closed-loop",
                 "--no-progress", "--concurrency", "2",
             ]
         )  # fmt: skip

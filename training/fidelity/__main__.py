@@ -9,7 +9,8 @@ import re
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from schemas import read_trajectories
@@ -19,6 +20,7 @@ from training.backends import make_backend
 from training.backends.base import GenerationConfig, WorldModelBackend
 from training.fidelity.cache import CachedBackend, ReplyCache
 from training.fidelity.closed_loop import closed_loop
+from training.fidelity.comparison import comparison_table, rate_table
 from training.fidelity.metrics import aggregate
 from training.fidelity.noise_floor import NoiseFloor, build_noise_floor, default_workers
 from training.fidelity.replay import REPLAYABLE_DOMAINS, ReplayStore, replay_counts, run_replays
@@ -28,17 +30,23 @@ from training.fidelity.teacher_forced import EvalSettings, judge_rows, repeat_pr
 from training.models import resolve_checkpoint
 
 EXAMPLES = """examples:
-  # a checkpoint on this machine, the demo's recorded terminal trajectories, 2 real replays each
+  # a checkpoint on this machine, the demo's recorded trajectories, 2 real replays each; the base it
+  # was fine-tuned from (its base.json) is compared with it
   python -m training.fidelity --real out/demo/raw --model out/demo/model --out out/demo/fidelity
+  # a fine-tuned model against its base and a second run, with 95% intervals for each difference
+  python -m training.fidelity --real data/heldout --model runs/sft --base smollm2-135m.gguf \\
+      --compare lora=runs/sft-lora --replays 0 --out rep-compare
   # a model served by vLLM (or any OpenAI-compatible server), with an LLM judge, no closed loop
   python -m training.fidelity --real data/terminal --model http://127.0.0.1:8000/v1 --model-name sft \\
-      --baseline-model qwen3-small --judge-url http://127.0.0.1:8001/v1 --no-closed-loop --out rep
+      --base http://127.0.0.1:8002/v1 --judge-url http://127.0.0.1:8001/v1 --no-closed-loop --out rep
   # MCP and SWE recordings: replays start fresh servers / workspaces; JSON results compared by structure
   python -m training.fidelity --real data/mcp --model http://127.0.0.1:8000/v1 --replays 2 --out rep-mcp
-  # a quick look: 3 trajectories, 4 turns each, docker sandboxes for the noise floor
+  # a quick look: 3 trajectories, 4 turns each, docker sandboxes for the noise floor, no base
   python -m training.fidelity --real data/terminal --model qwen3-tiny --limit-trajectories 3 \\
-      --max-turns 4 --backend docker --out /tmp/fid
+      --max-turns 4 --backend docker --base none --out /tmp/fid
 A rerun with the same --out reuses cached replies and finished replays (safe after a kill)."""
+RESERVED_NAMES = ("model", "base", "untrained", "repeat_previous", "real_vs_real")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -81,9 +89,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="use only the first N trajectories with steps of each domain (reading stops there)",
     )
     p.add_argument(
-        "--baseline-model",
+        "--base",
         default="auto",
-        help="the untrained model: a spec, 'none', or 'auto' (a checkpoint's architecture, random weights)",
+        help="the model --model was trained from, compared with it: a spec like --model's, 'none', or "
+        "'auto' (the base a training run recorded in its base.json; else its architecture with random "
+        "weights, named 'untrained')",
+    )
+    p.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        metavar="NAME=SPEC",
+        help="one more model on the same turns, named NAME in the report (repeatable)",
     )
     p.add_argument("--judge-url", help="OpenAI-compatible endpoint of an LLM judge (optional)")
     p.add_argument("--judge-model", help="model name at --judge-url (default: the first served)")
@@ -96,7 +113,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--replays must be >= 0, --concurrency and --replay-attempts >= 1")
     if args.limit_trajectories is not None and args.limit_trajectories < 1:
         p.error("--limit-trajectories must be >= 1")
+    args.compare = dict(parse_compare(p, args.compare))
     return args
+
+
+def parse_compare(p: argparse.ArgumentParser, values: list[str]) -> Iterator[tuple[str, str]]:
+    seen: set[str] = set()
+    for value in values:
+        name, _, spec = value.partition("=")
+        if not NAME_RE.fullmatch(name) or not spec:
+            p.error(f"--compare {value!r}: give NAME=SPEC, e.g. --compare lora=runs/sft-lora")
+        if name in RESERVED_NAMES or name in seen:
+            p.error(
+                f"--compare {name}: the name is taken ({', '.join(RESERVED_NAMES)} and earlier --compare)"
+            )
+        seen.add(name)
+        yield name, spec
 
 
 def open_backend(spec: str, name: str | None) -> WorldModelBackend:
@@ -104,28 +136,76 @@ def open_backend(spec: str, name: str | None) -> WorldModelBackend:
     return make_backend(spec, **opts)
 
 
-def untrained_backend(spec: str, model: str) -> tuple[WorldModelBackend | None, dict | None, str]:
-    """(backend, its cache description, why none). 'auto' gives a checkpoint's architecture random
-    weights; a named shape is already untrained and a URL has no architecture to copy."""
+@dataclass
+class Contender:
+    """A model scored teacher-forced beside --model: the base or a --compare entry."""
+
+    name: str
+    role: str  # comparison.ROLES
+    spec: str
+    # The backend and, where it would describe itself like another one, its own cache description.
+    open: Callable[[], tuple[WorldModelBackend, dict | None]]
+
+
+def recorded_base(model: str) -> dict | None:
+    """The base.json a training run writes into its checkpoints: {"base": SPEC, "resolved": DIR}."""
+    path = os.path.join(resolve_checkpoint(model), "base.json")
+    if not os.path.isfile(path):
+        return None
+    try:
+        recorded = json.loads(Path(path).read_text())
+        if not isinstance(recorded.get("base"), str):
+            raise ValueError('no "base" string')
+    except (ValueError, AttributeError) as exc:
+        raise ValueError(f"{path} is unreadable ({exc}): fix it, or pass --base SPEC or --base none") from exc
+    return {**recorded, "path": path}
+
+
+def random_init(checkpoint: str) -> tuple[WorldModelBackend, dict]:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from training.backends.transformers_local import TransformersBackend
+    from training.tokenizer import load_tokenizer
+
+    config = AutoConfig.from_pretrained(checkpoint, local_files_only=True)
+    backend = TransformersBackend(AutoModelForCausalLM.from_config(config), load_tokenizer(checkpoint))
+    # The same architecture would describe itself as the checkpoint: keep the caches apart.
+    return backend, {**backend.describe(), "model": checkpoint, "weights": "random-init"}
+
+
+def base_contender(spec: str, model: str) -> tuple[Contender | None, dict]:
+    """(the base, what the report says about it). 'auto' takes the base a training run recorded, else
+    a checkpoint's architecture with random weights; a named shape is already untrained and a URL has
+    no architecture to copy."""
     if spec == "none":
-        return None, None, "disabled with --baseline-model none"
+        return None, {"skipped": "disabled with --base none"}
     if spec != "auto":
-        backend = make_backend(spec)
-        return backend, backend.describe(), ""
-    model = resolve_checkpoint(model)
-    if os.path.isfile(os.path.join(model, "config.json")):
-        from transformers import AutoConfig, AutoModelForCausalLM
-
-        from training.backends.transformers_local import TransformersBackend
-        from training.tokenizer import load_tokenizer
-
-        config = AutoConfig.from_pretrained(model, local_files_only=True)
-        backend = TransformersBackend(AutoModelForCausalLM.from_config(config), load_tokenizer(model))
-        # The same architecture would describe itself as the checkpoint: keep the caches apart.
-        return backend, {**backend.describe(), "model": model, "weights": "random-init"}, ""
+        return Contender("base", "base", spec, lambda: (open_backend(spec, None), None)), {"spec": spec}
+    recorded = recorded_base(model)
+    if recorded is not None:
+        resolved = recorded.get("resolved")
+        use = resolved if isinstance(resolved, str) and os.path.exists(resolved) else recorded["base"]
+        info = {"spec": use, "recorded_in": recorded["path"], "recorded": recorded["base"]}
+        return Contender("base", "base", use, lambda: (open_backend(use, None), None)), info
+    checkpoint = resolve_checkpoint(model)
+    if os.path.isfile(os.path.join(checkpoint, "config.json")):
+        info = {"spec": checkpoint, "weights": "random-init", "why": "the checkpoint records no base.json"}
+        return Contender("untrained", "base", checkpoint, lambda: random_init(checkpoint)), info
     if model.startswith(("http://", "https://")):
-        return None, None, "the model is a URL: pass --baseline-model SPEC for an untrained baseline"
-    return None, None, f"{model} is a named shape with random weights: it is its own untrained baseline"
+        return None, {"skipped": "the model is a URL: pass --base SPEC to compare it with its base"}
+    return None, {
+        "skipped": f"{model} is a named shape with random weights: it is its own untrained baseline"
+    }
+
+
+def contenders(args: argparse.Namespace) -> tuple[list[Contender], dict]:
+    """The --compare models, then the base; and the report's description of the base."""
+    found = [
+        Contender(name, "compare", spec, lambda spec=spec: (open_backend(spec, None), None))
+        for name, spec in args.compare.items()
+    ]
+    base, base_info = base_contender(args.base, args.model)
+    return found + ([base] if base else []), base_info
 
 
 NO_CEILING = (
@@ -207,6 +287,11 @@ def main(argv: list[str] | None = None) -> int:
         max_turns=args.max_turns,
         progress=not args.no_progress,
     )
+    try:
+        others, base_info = contenders(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     floor, noise = noise_floor(args, trajectories)
     cache = ReplyCache(args.out / "predictions.jsonl")
     try:
@@ -221,32 +306,44 @@ def main(argv: list[str] | None = None) -> int:
     rows = {"model/teacher_forced": teacher_forced(model, trajectories, floor, settings)}
     if not args.no_closed_loop:
         rows["model/closed_loop"] = closed_loop(model, trajectories, floor, settings)
+    model.close()  # before the next model loads: one model's weights in memory at a time
     rows["repeat_previous/teacher_forced"] = repeat_previous(trajectories, floor, args.max_turns)
-    baseline, baseline_describe, baseline_skipped = untrained_backend(args.baseline_model, args.model)
-    baseline_cached = None
-    if baseline is not None:
-        baseline_cached = CachedBackend(baseline, cache, describe=baseline_describe)
-        rows["untrained/teacher_forced"] = teacher_forced(
-            baseline_cached, trajectories, floor, settings, "untrained"
+    counted, described, failed = [model], {}, {}
+    for other in others:
+        try:
+            backend, describe = other.open()
+        except Exception as exc:  # the others are still compared, and the model's replies are cached
+            failed[other.name] = f"cannot open {other.spec}: {type(exc).__name__}: {exc}"
+            print(f"error: {other.name}: {failed[other.name]}; it is left out of the report", file=sys.stderr)
+            continue
+        cached = CachedBackend(backend, cache, describe=describe)
+        rows[f"{other.name}/teacher_forced"] = teacher_forced(
+            cached, trajectories, floor, settings, other.name
         )
+        cached.close()
+        counted.append(cached)
+        described[other.name] = {"spec": other.spec, **cached.describe()}
     rows["real_vs_real"] = floor.real_vs_real
     if args.judge_url:
         judge_backend = CachedBackend(open_backend(args.judge_url, args.judge_model), cache)
         judge_rows(judge_backend, rows["model/teacher_forced"], trajectories, settings)
-    counted = [b for b in (model, baseline_cached) if b is not None]
+    base = next((c for c in others if c.role == "base"), None)
     meta = {
         "real": args.real,
         "trajectories": len(trajectories),
         "turns": len(rows["model/teacher_forced"]),
         "model": model.describe(),
-        "baseline": baseline_describe or {"skipped": baseline_skipped},
+        "base": {"name": base.name, **base_info, **described.get(base.name, {})} if base else base_info,
+        "compare": {n: d for n, d in described.items() if base is None or n != base.name},
+        "failed_systems": failed,
         "generation": vars(settings.config) | {"context_chars": args.context_chars},
         "requests": sum(b.requests for b in counted),
         "cache_hits": sum(b.hits for b in counted),
         "request_errors": sum(1 for rs in rows.values() for r in rs if r.get("error")),
         "seconds": round(time.monotonic() - started, 1),
     }
-    report = build_report(rows, meta, noise)
+    roles = {"model": "model", "repeat_previous": "baseline"} | {c.name: c.role for c in others}
+    report = build_report(rows, meta, noise, roles)
     with (args.out / "turns.jsonl").open("w") as f:
         for name, system_rows in rows.items():
             for row in system_rows:
@@ -254,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = write_all(report, args.out, compared_turns(rows, trajectories))
     cache.close()
     _print_summary(report, paths)
-    return 0
+    return 1 if failed else 0
 
 
 def compared_turns(rows: dict[str, list[dict]], trajectories: list[Trajectory]) -> list[dict]:
@@ -284,6 +381,12 @@ def _print_summary(report: dict, paths: dict[str, Path]) -> None:
         j = report["judge"]["overall"]
         score = "-" if j["score"] is None else f"{j['score']:.1f}"
         print(f"judge score {score} over {j['samples']} turns ({j['judge_failures']} judge failures)")
+    if "comparison" in report:
+        print("comparison, teacher-forced, main metric per domain (95% paired bootstrap CI, * excludes 0):")
+        for header, body in (comparison_table(report["comparison"]), rate_table(report["comparison"])):
+            widths = [max(len(cell) for cell in column) for column in zip(header, *body, strict=True)]
+            for line in (header, *body):
+                print("  " + "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)))
     print(f"report: {paths['html']}  ({paths['md'].name}, {paths['json'].name})")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from training.fidelity.comparison import compare, comparison_table, rate_table
 from training.fidelity.domain_metrics import DOMAIN_METRICS
 from training.fidelity.metrics import METRICS, aggregate
 from training.judge import DIMENSIONS
@@ -22,6 +23,13 @@ HEADLINE_CAPTION = (
 )
 SHOWN = ("turns", *METRICS)
 MODEL_SERIES = ("model/teacher_forced", "model/closed_loop")
+TEACHER_FORCED_SUFFIX = "/teacher_forced"
+COMPARISON_CAPTION = (
+    "Teacher-forced, on the same held-out turns: each system's main metric per domain (the first of "
+    "the domain's metrics that applies to a turn, else edit similarity), the real-vs-real ceiling beside "
+    "them, and each difference with its paired bootstrap 95% interval over trajectories; * marks an "
+    "interval that excludes 0."
+)
 
 
 def judge_summary(rows: list[dict]) -> dict:
@@ -103,12 +111,18 @@ def notes(rows_by_system: dict[str, list[dict]], meta: dict, noise: dict) -> lis
             f"{summary['turns_over_half_volatile']} of {summary['turns']} turns are more than half volatile: "
             "on those, reproducing the stable content says little."
         )
+    for name, error in meta.get("failed_systems", {}).items():
+        out.append(f"{name} is missing from the comparison: {error}.")
     if meta.get("request_errors"):
         out.append(f"{meta['request_errors']} model requests failed; they score as empty replies.")
     return out
 
 
-def build_report(rows_by_system: dict[str, list[dict]], meta: dict, noise: dict) -> dict:
+def build_report(
+    rows_by_system: dict[str, list[dict]], meta: dict, noise: dict, roles: dict[str, str] | None = None
+) -> dict:
+    """`roles`: system name -> its role in the comparison (comparison.ROLES) for the systems whose
+    `<name>/teacher_forced` rows are compared; without it, no comparison section."""
     systems = {name: aggregate(rows) for name, rows in rows_by_system.items() if rows}
     report = {
         "meta": meta,
@@ -117,6 +131,9 @@ def build_report(rows_by_system: dict[str, list[dict]], meta: dict, noise: dict)
         "noise_floor": noise,
         "systems": systems,
     }
+    compared = {n: rows_by_system.get(n + TEACHER_FORCED_SUFFIX, []) for n in roles or {}}
+    if any(compared.values()):
+        report["comparison"] = compare(compared, rows_by_system.get(CEILING, []), roles or {})
     model_tf = rows_by_system.get("model/teacher_forced", [])
     if any("judge" in r for r in model_tf):
         report["judge"] = judge_summary(model_tf)
@@ -152,7 +169,12 @@ def headline_table(report: dict) -> tuple[list[str], list[list[str]]]:
 
 
 def _series_order(name: str) -> tuple[int, str]:
-    order = (*MODEL_SERIES, "untrained/teacher_forced", "repeat_previous/teacher_forced")
+    order = (
+        *MODEL_SERIES,
+        "base/teacher_forced",
+        "untrained/teacher_forced",
+        "repeat_previous/teacher_forced",
+    )
     return (order.index(name) if name in order else len(order), name)
 
 
@@ -203,6 +225,16 @@ def write_markdown(report: dict, path: Path) -> None:
     out += [HEADLINE_CAPTION, ""]
     out += table(*headline_table(report))
     out += ["", *(f"- {n}" for n in report["notes"])]
+    if "comparison" in report:
+        out += [
+            "",
+            "## Comparison",
+            "",
+            COMPARISON_CAPTION,
+            "",
+            *table(*comparison_table(report["comparison"])),
+        ]
+        out += ["", *table(*rate_table(report["comparison"]))]
     out += ["", "## Noise floor (real vs real)", "", noise_sentence(report["noise_floor"])]
     for text, variants in report["noise_floor"].get("summary", {}).get("examples", {}).items():
         out.append(f"- `{text[:60]}` vs `{', '.join(v[:40] for v in variants)}`")
@@ -215,8 +247,9 @@ def write_markdown(report: dict, path: Path) -> None:
     out += ["", "## Configuration", "", f"- real data: `{meta.get('real')}`"]
     out += [
         f"- model: `{json.dumps(meta.get('model'))}`",
-        f"- baseline: `{json.dumps(meta.get('baseline'))}`",
+        f"- base: `{json.dumps(meta.get('base'))}`",
     ]
+    out += [f"- {name}: `{json.dumps(described)}`" for name, described in meta.get("compare", {}).items()]
     out.append(
         f"- turns: {meta.get('turns')}, model requests: {meta.get('requests')}, "
         f"cache hits: {meta.get('cache_hits')}, request errors: {meta.get('request_errors')}"

@@ -14,7 +14,9 @@ import json
 import re
 from pathlib import Path
 
+from training.fidelity.comparison import comparison_table, difference_text, find_difference, rate_table
 from training.fidelity.report import (
+    COMPARISON_CAPTION,
     HEADLINE_CAPTION,
     domain_tables,
     headline_table,
@@ -89,6 +91,97 @@ def svg_plot(report: dict, metric: str, width: int = 640, height: int = 300) -> 
         ly = top + 16 * i + 10
         parts.append(f'<rect x="{width - right + 10}" y="{ly - 8}" width="10" height="10" fill="{color}"/>')
         parts.append(f'<text x="{width - right + 24}" y="{ly + 1}" font-size="11">{html.escape(name)}</text>')
+    return "\n".join(parts) + "\n</svg>"
+
+
+def svg_comparison(comparison: dict, width: int = 780) -> str:
+    """Per domain, one row per system: its main metric as a bar on [0, 1] (the dashed line is the
+    real-vs-real ceiling) and, right, its difference to the reference system (the base, else the
+    repeat-previous baseline) with the paired bootstrap 95% interval as a whisker around a zero line."""
+    names = comparison["systems"]
+    reference = comparison["reference"] or comparison["baseline"]
+    diffs = {
+        (domain, n): find_difference(entry, n, reference)
+        for domain, entry in comparison["domains"].items()
+        for n in names
+        if n != reference
+    }
+    ends = [
+        v for d in diffs.values() if d for v in (d["ci_low"], d["ci_high"], d["difference"]) if v is not None
+    ]
+    reach = max([0.05, *(abs(v) for v in ends)])  # the difference axis, symmetric around 0
+    label_w, row_h, head_h = 150, 18, 22
+    bar_x, bar_w = label_w + 10, 250
+    diff_x, diff_w = bar_x + bar_w + 40, width - bar_x - bar_w - 60
+    rows = len(comparison["domains"]) * (len(names) + 1)
+    height = head_h + rows * row_h + 30
+
+    def bx(v: float) -> float:
+        return bar_x + v * bar_w
+
+    def dx(v: float) -> float:
+        return diff_x + (v + reach) / (2 * reach) * diff_w
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="comparison" width="{width}" height="{height}" '
+        'role="img">'
+    ]
+    parts.append(f'<text x="{bar_x}" y="14" font-size="12">main metric (dashed: real vs real)</text>')
+    parts.append(
+        f'<text x="{diff_x}" y="14" font-size="12">minus {html.escape(str(reference))} (95% CI)</text>'
+    )
+    y = head_h
+    for domain, entry in comparison["domains"].items():
+        parts.append(
+            f'<text x="4" y="{y + 13}" font-size="12" font-weight="bold">{html.escape(domain)} '
+            f"({html.escape(entry['main_metric'])})</text>"
+        )
+        top = y + row_h
+        bottom = top + len(names) * row_h
+        parts.append(f'<line x1="{dx(0):.1f}" x2="{dx(0):.1f}" y1="{top}" y2="{bottom}" stroke="#888"/>')
+        if entry["ceiling"] is not None:
+            cx = bx(entry["ceiling"])
+            parts.append(
+                f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{top}" y2="{bottom}" stroke="#000" '
+                'stroke-dasharray="4 3"/>'
+            )
+        y = top
+        for i, name in enumerate(names):
+            color = COLORS[i % len(COLORS)]
+            mid = y + row_h / 2
+            parts.append(
+                f'<text x="{label_w}" y="{mid + 4}" text-anchor="end" font-size="11">'
+                f"{html.escape(name)}</text>"
+            )
+            value = entry["values"].get(name)
+            if value is not None:
+                parts.append(
+                    f'<rect x="{bar_x}" y="{y + 3}" width="{bx(value) - bar_x:.1f}" height="{row_h - 6}" '
+                    f'fill="{color}"><title>{html.escape(name)}: {value:.3f}</title></rect>'
+                )
+                parts.append(f'<text x="{bx(value) + 4:.1f}" y="{mid + 4}" font-size="10">{value:.3f}</text>')
+            d = diffs.get((domain, name))
+            if d is not None:
+                if d["ci_low"] is not None:
+                    parts.append(
+                        f'<line x1="{dx(d["ci_low"]):.1f}" x2="{dx(d["ci_high"]):.1f}" y1="{mid}" y2="{mid}" '
+                        f'stroke="{color}" stroke-width="2"/>'
+                    )
+                parts.append(
+                    f'<circle class="difference" cx="{dx(d["difference"]):.1f}" cy="{mid}" r="4" '
+                    f'fill="{color}"><title>{html.escape(name)} - {html.escape(str(reference))}: '
+                    f"{html.escape(difference_text(d))}</title></circle>"
+                )
+            y += row_h
+    for tick in (-reach, 0.0, reach):
+        parts.append(
+            f'<text x="{dx(tick):.1f}" y="{height - 10}" text-anchor="middle" font-size="10">'
+            f"{tick:+.2f}</text>"
+        )
+    for tick in (0.0, 0.5, 1.0):
+        parts.append(
+            f'<text x="{bx(tick):.1f}" y="{height - 10}" text-anchor="middle" font-size="10">{tick:g}</text>'
+        )
     return "\n".join(parts) + "\n</svg>"
 
 
@@ -171,6 +264,11 @@ def write_html(report: dict, path: Path, turns: list[dict]) -> None:
             '<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in report["notes"]) + "</ul>"
         )
     out.append(f"<p>{html.escape(noise_sentence(noise))}</p>")
+    if "comparison" in report:
+        comparison = report["comparison"]
+        out.append(f"<h2>Comparison</h2><p>{html.escape(COMPARISON_CAPTION)}</p>")
+        out.append(svg_comparison(comparison))
+        out.append(_table(*comparison_table(comparison), cls="headline") + _table(*rate_table(comparison)))
     judged = judge_table(report)
     if judged:
         out.append(f"<h2>LLM judge ((x-1)/4*100)</h2>{_table(*judged)}")

@@ -175,6 +175,29 @@ def infer(
     }
 
 
+def _refuse_mixed_prompts(done: dict[str, dict], prompts_dir: Path | None, out: Path) -> None:
+    """BenchError when `done` holds judgements made with another judge prompt than this run's."""
+
+    def label(task: str) -> str:
+        if prompts_dir is None:
+            return PROJECT_PROMPT
+        try:
+            return prompt_label(prompts_dir, task)
+        except JudgePromptError:
+            return "(no prompt for this task)"
+
+    labels: dict[str, str] = {}
+    for key, row in done.items():
+        task = row["task"]
+        labels.setdefault(task, label(task))
+        if row.get("prompt", PROJECT_PROMPT) != labels[task]:
+            raise BenchError(
+                f"{out}: id {key!r} was judged with the judge prompt {row.get('prompt', PROJECT_PROMPT)!r}, "
+                f"this run uses {labels[task]!r}; scores from different prompts do not compare, so judge "
+                "into a new --out"
+            )
+
+
 def judge_predictions(
     records: list[dict],
     predictions: dict[str, dict],
@@ -198,21 +221,10 @@ def judge_predictions(
     try:
         if prompts_dir is not None:
             check_prompts(prompts_dir, {r["task"] for r in todo})
-        labels = {
-            r["task"]: prompt_label(prompts_dir, r["task"]) if prompts_dir else PROJECT_PROMPT for r in todo
-        }
     except JudgePromptError as exc:
         raise BenchError(str(exc)) from None
-    mixed = [
-        i
-        for i, row in done.items()
-        if row["task"] in labels and row.get("prompt", PROJECT_PROMPT) != labels[row["task"]]
-    ]
-    if mixed:
-        raise BenchError(
-            f"{out}: ids {mixed[:3]} were judged with another judge prompt than "
-            f"{labels[done[mixed[0]]['task']]!r}; judge into a new --out"
-        )
+    if todo:
+        _refuse_mixed_prompts(done, prompts_dir, out)
 
     def work(record: dict) -> dict:
         predicted = predictions[str(record["id"])]

@@ -27,6 +27,7 @@ _TAB_RE = re.compile(r"^\[(\d+)\]\s*(.*?)(\s*\(active\))?$")
 _FOCUSED_RE = re.compile(r"^\[([^\]]+)\]$")
 # A tree node: optional [bid], a role, an optional quoted name, then comma-separated properties.
 _NODE_RE = re.compile(r"^(\t*)(?:\[([^\]\s]+)\]\s+)?([A-Za-z][\w-]*)(?:\s+'((?:[^'\\]|\\.)*)')?")
+_NODE_LINE_RE = re.compile(_NODE_RE.pattern + r"(?:,\s.*)?$")
 _BID_RE = re.compile(r"\[[^\]\s]+\]\s*")
 
 # Search (see sandboxes/search/render.py): a summary line, then per result "[n] url" and its
@@ -117,7 +118,9 @@ def without_bids(line: str) -> str:
 
 
 def is_tree_node(line: str) -> bool:
-    return _NODE_RE.match(line) is not None
+    """A whole node line as the web sandbox writes it (sandboxes/web/tree.py): role, name, then only
+    comma-separated properties, so a sentence that happens to start with a word is no node."""
+    return _NODE_LINE_RE.match(line) is not None
 
 
 @dataclass

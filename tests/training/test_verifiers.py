@@ -14,6 +14,7 @@ from schemas.records import Observation
 from schemas.render import CLOSE_TAG, OPEN_TAG, target_text
 from schemas.storage import read_trajectories
 from tests.training.conftest import TERMINAL_RUN
+from tests.training.test_noise_floor import real_runs
 from training.fidelity import metrics
 from training.fidelity.metrics import Template, score_against
 from training.fidelity.noise_floor import volatile_template
@@ -204,3 +205,21 @@ def test_fidelity_rows_carry_the_verdict_and_share_the_format_rule() -> None:
     baseline = score_against("web", text, [Template.stable(text)])  # no reply: the content, tagged
     assert baseline["verified"] is True
     assert score_against("web", text, [Template.stable(text)], tagged=False)["verified"] is False
+
+
+@pytest.mark.bwrap
+@pytest.mark.tmux
+def test_real_runs_pass_the_templates_of_the_other_real_runs() -> None:
+    # Random names only (no clock): whether a minute turns over between runs must not decide the test.
+    recorded, *replays = real_runs("bwrap", ["mktemp", "echo $RANDOM"])
+    for k in range(2):
+        for j, replayed in enumerate(replays):
+            template = volatile_template(recorded[k], [r[k] for n, r in enumerate(replays) if n != j])
+            assert template.volatile_spans
+            reply = wrap(replayed[k], "mktemp prints a new name.")
+            verdict = verify("terminal", reply, recorded[k], template)
+            assert verdict.ok, [str(f) for f in verdict.failures]
+    template = volatile_template(recorded[0], [r[0] for r in replays])
+    moved = recorded[0].replace("/tmp/tmp.", "/var/tmp/tmp.")
+    refused = verify("terminal", wrap(moved), recorded[0], template)
+    assert refused.failed_checks == ["deterministic.stable_spans"]

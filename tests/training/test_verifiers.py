@@ -11,7 +11,7 @@ import pytest
 
 from schemas.prompts import DOMAIN_PROMPTS
 from schemas.records import Observation
-from schemas.render import CLOSE_TAG, OPEN_TAG, target_text
+from schemas.render import CLOSE_TAG, OPEN_TAG, agentworldbench_record, target_text
 from schemas.storage import read_trajectories
 from tests.training.conftest import TERMINAL_RUN
 from tests.training.test_noise_floor import real_runs
@@ -19,6 +19,7 @@ from training.fidelity import metrics
 from training.fidelity.metrics import Template, score_against
 from training.fidelity.noise_floor import volatile_template
 from training.verifiers import CHECKS, format_valid, verify
+from training.verifiers.__main__ import main as verifiers_cli
 
 FIXTURE = Path(__file__).parent / "fixtures" / "real_observations.json"
 
@@ -223,3 +224,28 @@ def test_real_runs_pass_the_templates_of_the_other_real_runs() -> None:
     moved = recorded[0].replace("/tmp/tmp.", "/var/tmp/tmp.")
     refused = verify("terminal", wrap(moved), recorded[0], template)
     assert refused.failed_checks == ["deterministic.stable_spans"]
+
+
+def test_cli_checks_a_predictions_file_per_domain(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    trajectory = next(iter(read_trajectories(str(TERMINAL_RUN))))
+    records = [agentworldbench_record(trajectory, k) for k in (1, 2, 3)]
+    data = tmp_path / "terminal.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in records))
+    screens = [s.observation.text for s in trajectory.steps]
+    predictions = tmp_path / "preds.jsonl"
+    rows = [{"id": records[0]["id"], "reply": wrap(screens[0])}]
+    rows.append({"id": records[1]["id"], "reply": screens[1]})  # no tags
+    predictions.write_text("".join(json.dumps(r) + "\n" for r in rows))  # the third id has no prediction
+    out, summary = tmp_path / "verdicts.jsonl", tmp_path / "summary.json"
+    argv = ["--data", str(data), "--predictions", str(predictions), "--out", str(out), "--json", str(summary)]
+    assert verifiers_cli(argv) == 0
+    verdicts = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [v["ok"] for v in verdicts] == [True, False, False]
+    assert [f["check"] for f in verdicts[1]["failures"]] == ["extraction.no_block"]
+    table = json.loads(summary.read_text())["terminal"]
+    assert table["verified"] == pytest.approx(1 / 3) and table["failed_checks"] == {
+        "extraction.no_block": 1,
+        "missing": 1,
+    }
+    assert "33.3%" in capsys.readouterr().out
+    assert verifiers_cli(["--data", str(tmp_path / "none.jsonl"), "--predictions", str(predictions)]) == 2

@@ -26,6 +26,14 @@ from training.backends.openai_http import OpenAIBackend
 from training.judge import DIMENSIONS
 
 REFERENCE, FUTURE = "REFERENCE-MARK", "FUTURE-MARK"
+TERMINAL_PROMPT = "TERMINAL-JUDGE: you grade simulated terminal screens against real ones.\n"
+
+
+def write_prompts(root: Path) -> Path:
+    """A prompts folder in the public Qwen-AgentWorld layout (our own text), with the terminal prompt."""
+    (root / "prompts" / "terminal").mkdir(parents=True)
+    (root / "prompts" / "terminal" / "judge_system_prompt.txt").write_text(TERMINAL_PROMPT)
+    return root / "prompts"
 
 
 def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -132,6 +140,38 @@ def test_infer_judge_score_sees_nothing_after_turn_idx(tmp_path: Path, relay: Sc
     assert table["domains"]["terminal"]["samples"] == 3
     for word in ("terminal", "overall", "macro", "strict", "format%", "factuality"):
         assert word in done.stdout
+
+
+@pytest.mark.llm
+@pytest.mark.timeout(900)  # up to three requests to a CPU model on a loaded machine; see `relay`
+def test_the_public_judge_with_a_real_model(tmp_path: Path, relay: ScriptedServer) -> None:
+    """`--prompts-dir` (tests/training/test_judge_public.py) with a real model judging."""
+    prompts_dir = write_prompts(tmp_path)
+    trajectory = max(read_trajectories(str(TERMINAL_RUN)), key=lambda t: len(t.steps))
+    record = marked_record(trajectory, 2)
+    data, preds, judged = (tmp_path / name for name in ("terminal_test.jsonl", "preds.jsonl", "judged.jsonl"))
+    data.write_text(json.dumps(record) + "\n")
+    prediction = trajectory.steps[1].observation.text  # the real screen: a judge may well score it high
+    preds.write_text(json.dumps({"id": record["id"], "prediction": prediction, "tagged": True}) + "\n")
+    done = bench(
+        "judge", "--data", str(data), "--predictions", str(preds), "--judge-url", relay.base_url,
+        "--out", str(judged), "--prompts-dir", str(prompts_dir), "--max-chars", "300",
+        "--max-new-tokens", "48", "--concurrency", "1", "--no-progress", timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert 1 <= len(relay.requests) <= 3
+    for request in relay.requests:
+        system, user = (m["content"] for m in request["messages"])
+        assert system == TERMINAL_PROMPT and (request["temperature"], request["max_tokens"]) == (0.6, 48)
+        assert user.startswith("# Context (Historical Interactions):\n\n### Turn 1\n\n**Action:**\n")
+        assert "<final_evaluation>" in user and FUTURE not in user and user.count(REFERENCE) == 1
+    [row] = lines(judged)
+    assert row["prompt"].startswith("public:terminal:") and row["raw"]
+    # A 135M judge rarely writes the verdict: then it was asked three times and says why it failed.
+    if row["scores"] is None:
+        assert len(relay.requests) == 3 and row["error"].endswith("(3 attempts)")
+    else:
+        assert set(row["scores"]) == set(DIMENSIONS) and all(0 <= v <= 5 for v in row["scores"].values())
 
 
 def _row(task: str, value: int | None, tagged: bool = True) -> dict:

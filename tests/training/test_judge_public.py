@@ -2,7 +2,8 @@
 fidelity judge. A real OpenAI-compatible HTTP server (tests/training/test_backends.py) logs every request
 and answers in the public reply format, so the tests see exactly what a judge receives; the prompts tree
 is written here in the public layout with our own text. test_agentworldbench.py runs the same against a
-real llama.cpp model."""
+real llama.cpp model
+(test_the_public_judge_with_a_real_model)."""
 
 from __future__ import annotations
 
@@ -14,14 +15,21 @@ import pytest
 from schemas import read_trajectories
 from schemas.render import reference_observation
 from tests.training.conftest import TERMINAL_RUN
-from tests.training.test_agentworldbench import FUTURE, REFERENCE, bench, lines, marked_record
+from tests.training.test_agentworldbench import (
+    FUTURE,
+    REFERENCE,
+    TERMINAL_PROMPT,
+    bench,
+    lines,
+    marked_record,
+    write_prompts,
+)
 from tests.training.test_backends import scripted_chat_server
 from training.backends.openai_http import OpenAIBackend
 from training.fidelity.teacher_forced import EvalSettings, judge_rows
 from training.judge import PROJECT_PROMPT
 from training.public_judge import DIMENSIONS, JudgePromptError
 
-TERMINAL_PROMPT = "TERMINAL-JUDGE: you grade simulated terminal screens against real ones.\n"
 SCORES = dict(zip(DIMENSIONS, (4, 3, 5, 4, 2), strict=True))
 PREDICTED = "PREDICTED-SCREEN\n$ "
 
@@ -34,11 +42,7 @@ def public_reply(scores: dict[str, int] = SCORES) -> str:
 
 @pytest.fixture
 def prompts_dir(tmp_path: Path) -> Path:
-    """A prompts folder in the public repository's layout, holding the terminal prompt only."""
-    root = tmp_path / "prompts"
-    (root / "terminal").mkdir(parents=True)
-    (root / "terminal" / "judge_system_prompt.txt").write_text(TERMINAL_PROMPT)
-    return root
+    return write_prompts(tmp_path)
 
 
 def expected_head(record: dict, prediction: str) -> str:

@@ -7,7 +7,7 @@ import pytest
 from schemas import read_trajectories
 from schemas.render import agentworldbench_record, record_messages, reference_observation
 from tests.training.conftest import TERMINAL_RUN
-from training.judge import judge_messages, parse_judge_reply
+from training.judge import DIMENSIONS, judge_messages, parse_judge_reply, sample_score, summarise
 
 
 @pytest.fixture(scope="module")
@@ -71,3 +71,15 @@ def test_reasoning_is_not_read_as_scores() -> None:
     assert parse_judge_reply(f"<think>ok</think>{scores}")[0] == dict.fromkeys(
         ("format", "factuality", "consistency", "realism", "quality"), 5
     )
+
+
+def test_the_aggregate_leaves_an_unscored_dimension_out_of_its_mean_only() -> None:
+    """The public evaluation's aggregate: per dimension over the samples that scored it, the score over
+    the samples' own means; a sample with no dimension scored counts in neither."""
+    full = dict.fromkeys(DIMENSIONS, 50.0)
+    partial = {"format": 100.0, "factuality": 0.0}
+    assert sample_score(partial) == 50.0 and sample_score({}) is None
+    summary = summarise([full, partial, {}])
+    assert (summary["format"], summary["factuality"], summary["quality"]) == (75.0, 25.0, 50.0)
+    assert summary["score"] == 50.0
+    assert summarise([]) == {**dict.fromkeys(DIMENSIONS), "score": None}

@@ -40,7 +40,7 @@ from training.backends import make_backend
 from training.backends.base import GenerationConfig, WorldModelBackend
 from training.judge import DIMENSIONS, JUDGE_CONFIG, MAX_CHARS, PROJECT_PROMPT, judge, sample_score, summarise
 from training.public_judge import CONFIG as PUBLIC_CONFIG
-from training.public_judge import JudgePromptError, check_prompts, prompt_label
+from training.public_judge import JudgePromptError, check_prompts, prompt_label, read_prediction
 
 EXAMPLES = """examples:
   python -m training.agentworldbench infer --data 'out/corpus/agentworldbench/*_test.jsonl' \\
@@ -228,12 +228,16 @@ def judge_predictions(
 
     def work(record: dict) -> dict:
         predicted = predictions[str(record["id"])]
+        prediction = predicted["prediction"]
+        if prompts_dir is not None and "reply" in predicted:
+            # The public evaluation reads the raw reply its own way, and does not judge an empty one.
+            prediction = read_prediction(predicted["reply"]) if predicted["reply"].strip() else None
         result = judge(
             backend,
             domain=record["task"],
             context=record_messages(record),
             reference=reference_observation(record),
-            prediction=predicted["prediction"],
+            prediction=prediction,
             max_chars=max_chars,
             config=config,
             prompts_dir=prompts_dir,

@@ -11,6 +11,8 @@ the judge's system prompt comes from the user's copy of that repository's `promp
   current action under "Current Turn", the simulated output and the real one each in a plain code fence
   with the `**Environment Observation:**` marker removed, then the instructions. The world model's own
   system prompt (initial state, tools) is not shown. Texts are not cut.
+- prediction: read from the world model's raw reply the same way as the verdict below, with the
+  `<predicted_observation>` tag; an empty reply is not judged.
 - reply: `<think>` blocks removed (unclosed ones included), the JSON read from the last
   `<final_evaluation>` block (the text up to its end when it is not closed; the whole reply when there
   is none), trying in turn: fenced code blocks, balanced objects read forwards, the last object read
@@ -35,6 +37,7 @@ from schemas.records import DOMAINS
 from training.backends.base import GenerationConfig
 
 ANSWER_TAG = "final_evaluation"
+PREDICTION_TAG = "predicted_observation"
 ATTEMPTS = 3
 CONFIG = GenerationConfig(max_new_tokens=32768, temperature=0.6)
 OBSERVATION_MARKER = "**Environment Observation:**"
@@ -190,14 +193,23 @@ def drop_reasoning(text: str, answer_tag: str = ANSWER_TAG) -> str:
     return "".join(kept).strip()
 
 
-def tagged_block(text: str, tag: str = ANSWER_TAG) -> str:
-    """The last `<tag>` block's text (to the end when it is not closed), or "" when there is none."""
+def tagged_block(text: str, tag: str = ANSWER_TAG) -> str | None:
+    """The last `<tag>` block's text (to the end when it is not closed), or None when there is none."""
     opens = list(re.finditer(f"<{re.escape(tag)}>", text, re.IGNORECASE))
     if not opens:
-        return ""
+        return None
     rest = text[opens[-1].end() :]
     close = re.search(f"</{re.escape(tag)}>", rest, re.IGNORECASE)
     return (rest[: close.start()] if close else rest).strip()
+
+
+def read_prediction(reply: str) -> str:
+    """The world model's observation as the public evaluation reads a reply: without reasoning (an
+    unclosed block stops at the observation tag), the last `<predicted_observation>` block, to the end
+    when it is not closed; with no tag, the whole reply, or "No output" when nothing is left."""
+    text = drop_reasoning(reply, PREDICTION_TAG)
+    block = tagged_block(text, PREDICTION_TAG)
+    return block if block is not None else text.strip() or "No output"
 
 
 def _prefer_scores(candidates: list[str]) -> str | None:

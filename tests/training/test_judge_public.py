@@ -70,16 +70,14 @@ def test_benchmark_judge_sends_the_public_layout_and_reads_the_public_reply(
     records[1]["task"] = "lwm/terminal"  # a public task path reads as its last part
     data, preds, judged = (tmp_path / name for name in ("terminal_test.jsonl", "preds.jsonl", "judged.jsonl"))
     data.write_text("".join(json.dumps(r) + "\n" for r in records))
-    # What infer would store, the observation marker included, which the public judge removes.
-    preds.write_text(
-        "".join(
-            json.dumps(
-                {"id": r["id"], "prediction": f"**Environment Observation:**\n{PREDICTED}", "tagged": True}
-            )
-            + "\n"
-            for r in records
-        )
-    )
+    # What infer stores. The public judge reads the raw reply its own way (here a block left open);
+    # without a reply it takes the prediction, less the observation marker.
+    unclosed = f"<think>a screen</think>\n<predicted_observation>\n{PREDICTED}"
+    rows = [
+        {"id": records[0]["id"], "reply": unclosed, "prediction": "OUR-READING", "tagged": False},
+        {"id": records[1]["id"], "prediction": f"**Environment Observation:**\n{PREDICTED}", "tagged": True},
+    ]
+    preds.write_text("".join(json.dumps(row) + "\n" for row in rows))
     replies = iter(["I cannot decide.", public_reply(), public_reply()])  # the first is read as a failure
     with scripted_chat_server(lambda messages: next(replies)) as server:
         judge = ["judge", "--data", str(data), "--predictions", str(preds), "--judge-url", server.base_url]

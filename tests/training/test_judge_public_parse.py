@@ -21,6 +21,7 @@ from training.public_judge import (
     parse_reply,
     prompt_path,
     public_task,
+    read_prediction,
     system_prompt,
 )
 
@@ -132,3 +133,13 @@ def test_a_missing_or_empty_prompt_is_an_error_naming_the_expected_path(tmp_path
         check_prompts(tmp_path, ["web"])
     with pytest.raises(JudgePromptError, match="no such directory"):
         check_prompts(tmp_path / "absent", ["terminal"])
+
+
+def test_the_prediction_is_read_from_the_reply_as_the_public_evaluation_reads_it() -> None:
+    block = "<predicted_observation>\n$ ls\na.txt\n</predicted_observation>"
+    draft = "<think>draft <predicted_observation>x</predicted_observation></think>"
+    assert read_prediction(draft + block) == "$ ls\na.txt"
+    assert read_prediction("<think>cut short\n<predicted_observation>\n$ ls\na.") == "$ ls\na."
+    assert read_prediction("<predicted_observation></predicted_observation>") == ""
+    assert read_prediction("**Environment Observation:**\n$ ls") == "**Environment Observation:**\n$ ls"
+    assert read_prediction("<think>only thinking") == "No output"

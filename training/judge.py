@@ -237,7 +237,9 @@ def judge(
     to MAX_CHARS, or no cut."""
     label = public_judge.prompt_label(prompts_dir, domain) if prompts_dir is not None else PROJECT_PROMPT
     if prediction is None:
-        return JudgeResult(None, error="no predicted observation to judge (format failure)", prompt=label)
+        return JudgeResult(
+            None, error="no predicted observation to judge (no reply from the model)", prompt=label
+        )
     if prompts_dir is not None:
         return _public_judge(backend, domain, context, reference, prediction, config, max_chars, prompts_dir)
     messages = judge_messages(

@@ -12,14 +12,16 @@ the judge's system prompt comes from the user's copy of that repository's `promp
   with the `**Environment Observation:**` marker removed, then the instructions. The world model's own
   system prompt (initial state, tools) is not shown. Texts are not cut.
 - prediction: read from the world model's raw reply the same way as the verdict below, with the
-  `<predicted_observation>` tag; an empty reply is not judged.
+  `<predicted_observation>` tag; an empty reply is not judged. (The benchmark CLI has the raw reply;
+  the fidelity judge has the prediction as schemas.render.parse_prediction read it.)
 - reply: `<think>` blocks removed (unclosed ones included), the JSON read from the last
   `<final_evaluation>` block (the text up to its end when it is not closed; the whole reply when there
   is none), trying in turn: fenced code blocks, balanced objects read forwards, the last object read
   backwards; preferring one that mentions "scores"; then light repairs (trailing commas, unquoted or
   single-quoted keys), and as a last resort the `"scores": {...}` part alone.
 - scores: `scores.<dimension>` as an integer 1-5 (floats rounded, "4/5" read as 4, values clamped);
-  a dimension without a usable value is left out of that dimension's mean and of the sample's mean.
+  a dimension without a usable value is left out of that dimension's mean and of the sample's mean
+  (the public code keeps a negative number as it is; here it counts as no value).
 - sampling: temperature 0.6, up to 32768 new tokens, up to 3 attempts while a request fails or its reply
   cannot be read.
 """

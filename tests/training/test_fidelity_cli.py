@@ -151,3 +151,4 @@ def test_cli_errors_say_what_to_do(tmp_path: Path) -> None:
         timeout=120,
     )
     assert helped.returncode == 0 and "examples:" in helped.stdout and "--replays" in helped.stdout
+    assert "--compare NAME=SPEC" in helped.stdout and "base.json" in helped.stdout

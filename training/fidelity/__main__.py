@@ -34,7 +34,7 @@ EXAMPLES = """examples:
   # was fine-tuned from (its base.json) is compared with it
   python -m training.fidelity --real out/demo/raw --model out/demo/model --out out/demo/fidelity
   # a fine-tuned model against its base and a second run, with 95% intervals for each difference
-  python -m training.fidelity --real data/heldout --model runs/sft --base smollm2-135m.gguf \\
+  python -m training.fidelity --real data/heldout --model runs/sft --base smollm2-135m-instruct \\
       --compare lora=runs/sft-lora --replays 0 --out rep-compare
   # a model served by vLLM (or any OpenAI-compatible server), with an LLM judge, no closed loop
   python -m training.fidelity --real data/terminal --model http://127.0.0.1:8000/v1 --model-name sft \\
@@ -53,7 +53,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m training.fidelity",
         description="Sim-vs-real fidelity: teacher-forced and closed-loop predictions scored against real "
-        "trajectories, with the real-vs-real noise floor and two baselines, as HTML, Markdown and JSON.",
+        "trajectories, with the real-vs-real noise floor; the model's base, more models (--compare) and the "
+        "repeat-previous baseline on the same turns, each difference with a paired bootstrap 95% interval; "
+        "as HTML, Markdown and JSON.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -100,7 +102,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="NAME=SPEC",
-        help="one more model on the same turns, named NAME in the report (repeatable)",
+        help="one more model, a spec like --model's, scored teacher-forced on the same turns and named NAME "
+        "in the report (repeatable)",
     )
     p.add_argument("--judge-url", help="OpenAI-compatible endpoint of an LLM judge (optional)")
     p.add_argument("--judge-model", help="model name at --judge-url (default: the first served)")

@@ -14,7 +14,7 @@ from pathlib import Path
 from training.fidelity.comparison import compare, comparison_table, rate_table
 from training.fidelity.domain_metrics import DOMAIN_METRICS
 from training.fidelity.metrics import METRICS, aggregate
-from training.judge import DIMENSIONS
+from training.judge import DIMENSIONS, summarise
 
 CEILING = "real_vs_real"
 HEADLINE_METRIC = "edit_similarity"
@@ -39,13 +39,8 @@ def judge_summary(rows: list[dict]) -> dict:
     for domain in sorted({r["domain"] for r in judged}) + ["overall"]:
         mine = [r for r in judged if domain in ("overall", r["domain"])]
         ok = [r["judge"]["percent"] for r in mine if r["judge"]["scores"]]
-        dims = {d: sum(p[d] for p in ok) / len(ok) for d in DIMENSIONS} if ok else {}
-        out[domain] = {
-            "samples": len(mine),
-            "judge_failures": len(mine) - len(ok),
-            **dims,
-            "score": sum(dims.values()) / len(dims) if dims else None,
-        }
+        # summarise: a dimension the public judge left unscored is out of that dimension's mean only
+        out[domain] = {"samples": len(mine), "judge_failures": len(mine) - len(ok), **summarise(ok)}
     return out
 
 
@@ -169,13 +164,11 @@ def headline_table(report: dict) -> tuple[list[str], list[list[str]]]:
 
 
 def _series_order(name: str) -> tuple[int, str]:
-    order = (
-        *MODEL_SERIES,
-        "base/teacher_forced",
-        "untrained/teacher_forced",
-        "repeat_previous/teacher_forced",
-    )
-    return (order.index(name) if name in order else len(order), name)
+    """The model first, then the --compare models, then the base and the baseline."""
+    last = ("base/teacher_forced", "untrained/teacher_forced", "repeat_previous/teacher_forced")
+    if name in MODEL_SERIES:
+        return (MODEL_SERIES.index(name), name)
+    return (len(MODEL_SERIES) + 1 + last.index(name), name) if name in last else (len(MODEL_SERIES), name)
 
 
 def domain_tables(report: dict) -> list[tuple[str, list[str], list[list[str]]]]:

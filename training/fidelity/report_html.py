@@ -161,6 +161,8 @@ def svg_comparison(comparison: dict, width: int = 780) -> str:
                 )
                 parts.append(f'<text x="{bx(value) + 4:.1f}" y="{mid + 4}" font-size="10">{value:.3f}</text>')
             d = diffs.get((domain, name))
+            if name == reference:
+                parts.append(f'<text x="{dx(0) + 6:.1f}" y="{mid + 4}" font-size="10">reference</text>')
             if d is not None:
                 if d["ci_low"] is not None:
                     parts.append(
@@ -268,7 +270,7 @@ def write_html(report: dict, path: Path, turns: list[dict]) -> None:
         comparison = report["comparison"]
         out.append(f"<h2>Comparison</h2><p>{html.escape(COMPARISON_CAPTION)}</p>")
         out.append(svg_comparison(comparison))
-        out.append(_table(*comparison_table(comparison), cls="headline") + _table(*rate_table(comparison)))
+        out.append(_table(*comparison_table(comparison)) + _table(*rate_table(comparison)))
     judged = judge_table(report)
     if judged:
         out.append(f"<h2>LLM judge ((x-1)/4*100)</h2>{_table(*judged)}")

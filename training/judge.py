@@ -21,7 +21,7 @@ import json
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from schemas.render import split_chat, strip_think
@@ -200,9 +200,12 @@ def _public_judge(
         max_chars=max_chars,
     )
     reply, error = "", ""
+    base = config or public_judge.CONFIG
     for attempt in range(public_judge.ATTEMPTS):
         try:
-            reply = backend.complete(messages, config or public_judge.CONFIG)
+            # A new seed per attempt: the public code sends none, so its retries draw new samples, while
+            # our backends send one and a cache keys on it.
+            reply = backend.complete(messages, replace(base, seed=base.seed + attempt))
         except Exception as exc:  # the endpoint's failure is this sample's judge failure, not the run's
             reply, error = "", f"judge request failed: {type(exc).__name__}: {exc}"
             if attempt + 1 < public_judge.ATTEMPTS:

@@ -23,7 +23,7 @@ the judge's system prompt comes from the user's copy of that repository's `promp
   a dimension without a usable value is left out of that dimension's mean and of the sample's mean
   (the public code keeps a negative number as it is; here it counts as no value).
 - sampling: temperature 0.6, up to 32768 new tokens, up to 3 attempts while a request fails or its reply
-  cannot be read.
+  cannot be read (each attempt here with the next seed, since our backends send one).
 """
 
 from __future__ import annotations

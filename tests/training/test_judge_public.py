@@ -93,7 +93,8 @@ def test_benchmark_judge_sends_the_public_layout_and_reads_the_public_reply(
             # The public evaluation's sampling: temperature 0.6, up to 32768 new tokens.
             assert (request["temperature"], request["max_tokens"]) == (0.6, 32768)
         users = [r["messages"][1]["content"] for r in requests]
-        assert users[0] == users[1]
+        # The retry is the same request with the next seed, so that it draws a new sample.
+        assert users[0] == users[1] and [r["seed"] for r in requests] == [0, 1, 0]
         for record, user in zip(records, users[1:], strict=True):
             head = expected_head(record, PREDICTED.strip())
             assert user.startswith(head), (user[:2000], head[:2000])

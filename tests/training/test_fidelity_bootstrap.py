@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from training.fidelity.bootstrap import paired_difference
-from training.fidelity.comparison import compare, comparison_table, find_difference, main_score
+from training.fidelity.comparison import compare, comparison_table, find_difference, main_score, summary_lines
 
 
 def series(
@@ -124,6 +124,9 @@ def test_comparison_per_domain_main_metric_ceiling_and_rates() -> None:
     assert flipped["difference"] == pytest.approx(-0.2) and flipped["ci_high"] == -model_vs_base["ci_low"]
     summary = {(s["a"], s["b"]): s for s in out["summary"]}
     assert summary[("model", "base")]["better_in"] == ["web"] and summary[("model", "base")]["worse_in"] == []
+    lines = summary_lines(out)
+    assert lines[0].startswith("model vs base: better in 1 of 2 domains (web), worse in 0 (none)")
+    assert lines[1].startswith("model vs repeat_previous: better in 1 of 2 domains (web)")
     header, body = comparison_table(out)
     assert header[:6] == ["domain", "main metric", "real vs real", "model", "base", "repeat_previous"]
     assert "model - base (95% CI)" in header and "base - repeat_previous (95% CI)" in header

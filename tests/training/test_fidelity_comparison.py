@@ -99,6 +99,7 @@ def test_two_models_and_their_base_side_by_side_with_intervals(
     assert "## Comparison" in md and "| other - repeat_previous (95% CI) |" in md
     assert "| domain | model format valid | other format valid |" in md
     assert "comparison, teacher-forced" in printed and "model - base (95% CI)" in printed
+    assert "model vs base: better in" in printed and "- other vs repeat_previous: better in" in md
     assert printed.index("comparison, teacher-forced") > printed.index("share of the real-vs-real ceiling")
 
     # A rerun asks none of the three models anything.

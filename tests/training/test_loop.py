@@ -90,3 +90,14 @@ def test_accumulation_normalises_over_the_whole_batch(tiny_corpus: Path, tmp_pat
         assert a["loss"] == pytest.approx(b["loss"], abs=1e-5)
         assert a["grad_norm"] == pytest.approx(b["grad_norm"], rel=1e-4)
     assert one["tokens"] == two["tokens"] == 2 * 2 * 32
+
+
+def test_train_layers_changes_only_the_top_layers(tiny_corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "top"
+    summary = train(config(tiny_corpus, out, train_layers=1, max_steps=2, save_every=2))
+    before, after = build_model("qwen3-tiny").state_dict(), build_model(summary["checkpoint"]).state_dict()
+    changed = {name for name in before if not before[name].equal(after[name])}
+    assert changed and all(n.startswith(("model.layers.1.", "model.norm.")) for n in changed), changed
+    assert summary["parameters"]["trained"] < summary["parameters"]["total"] / 10
+    with pytest.raises(ValueError, match="--train-layers must be between 1 and 2"):
+        train(config(tiny_corpus, tmp_path / "bad", train_layers=3))

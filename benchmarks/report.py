@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 
 def _terminal(r: dict) -> list[str]:
     step = r["step"]
@@ -137,7 +139,44 @@ def _mcp_latency(r: dict) -> list[str]:
     return markdown_lines(r)
 
 
+def _world_model(r: dict) -> list[str]:
+    from training.fidelity.comparison import comparison_table, rate_table, summary_lines
+
+    def md(header: list[str], body: list[list[str]]) -> list[str]:
+        return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + [
+            "| " + " | ".join(row) + " |" for row in body
+        ]
+
+    t, tp, s = r["training"], r["throughput"], r["settings"]
+    lines = [
+        f"SmolLM2-135M-Instruct ({s['base']}), SFT of the top {s['train_layers']} layers for "
+        f"{t['steps']} steps "
+        f"({t['tokens']:,} tokens, {t['tokens_per_s']:.0f} tokens/s, loss {t['first_loss']:.3f} -> "
+        f"{t['last_loss']:.3f}) at --seq-len {s['seq_len']}; held-out trajectories (by task id): "
+        f"{r['data']['held_out_trajectories']}; teacher-forced on {s['eval_trajectories_per_domain']} of "
+        f"them per domain, {s['eval_turns']} turns each, no real replays (no ceiling).",
+        "",
+        "Main metric per domain (* the paired bootstrap 95% CI of the difference excludes 0):",
+        "",
+        *md(*comparison_table(r["comparison"])),
+        "",
+        "Format-valid and verified rates:",
+        "",
+        *md(*rate_table(r["comparison"])),
+        "",
+        *[f"- {line}" for line in summary_lines(r["comparison"])],
+        "",
+        f"Throughput: training.loop {tp['ours_tokens_per_s']:.0f} tokens/s against a plain transformers + "
+        f"torch loop's {tp['plain_tokens_per_s']:.0f} over the same batches: {tp['ratio']:.2f}x "
+        f"(target >= {tp['target_ratio']}x).",
+        "",
+        "Targets: " + json.dumps(r["targets"]),
+    ]
+    return lines
+
+
 RENDERERS = {
+    "world_model": _world_model,
     "terminal": _terminal,
     "fleet": _fleet,
     "variety": _variety,

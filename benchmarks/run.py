@@ -137,6 +137,7 @@ BENCHES: dict[str, Callable[[], dict]] = {
         "benchmarks.collector_storage", fromlist=["_"]
     ).collector_storage(),
     "corpus_runners": lambda: __import__("benchmarks.corpus_runners").corpus_runners.corpus_runners(),
+    "world_model": lambda: __import__("benchmarks.world_model").world_model.run(),
 }
 
 

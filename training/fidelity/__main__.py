@@ -18,6 +18,7 @@ from schemas.records import Trajectory
 from schemas.storage import dataset_files
 from training.backends import make_backend
 from training.backends.base import GenerationConfig, WorldModelBackend
+from training.bases import BASE_FILE
 from training.fidelity.cache import CachedBackend, ReplyCache
 from training.fidelity.closed_loop import closed_loop
 from training.fidelity.comparison import comparison_table, rate_table, summary_lines
@@ -28,6 +29,7 @@ from training.fidelity.report import MODEL_SERIES, build_report, headline_table
 from training.fidelity.report_html import write_all
 from training.fidelity.teacher_forced import EvalSettings, judge_rows, repeat_previous, teacher_forced
 from training.models import SHAPES, resolve_checkpoint
+from training.public_judge import JudgePromptError
 
 EXAMPLES = """examples:
   # a checkpoint on this machine, the demo's recorded trajectories, 2 real replays each; the base it
@@ -107,6 +109,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--judge-url", help="OpenAI-compatible endpoint of an LLM judge (optional)")
     p.add_argument("--judge-model", help="model name at --judge-url (default: the first served)")
+    p.add_argument(
+        "--judge-prompts-dir",
+        help="judge the public AgentWorldBench way with its prompts (DIR/<domain>/judge_system_prompt.txt, "
+        "the public Qwen-AgentWorld repository's prompts/ folder); default: our own judge prompt",
+    )
     p.add_argument("--no-closed-loop", action="store_true", help="skip the closed-loop evaluation")
     p.add_argument("--max-new-tokens", type=int, default=1024)
     p.add_argument("--context-chars", type=int, default=32_000, help="prompt budget; oldest turns go first")
@@ -152,7 +159,7 @@ class Contender:
 
 def recorded_base(model: str) -> dict | None:
     """The base.json a training run writes into its checkpoints: {"base": SPEC, "resolved": DIR}."""
-    path = os.path.join(resolve_checkpoint(model), "base.json")
+    path = os.path.join(resolve_checkpoint(model), BASE_FILE)
     if not os.path.isfile(path):
         return None
     try:
@@ -329,7 +336,17 @@ def main(argv: list[str] | None = None) -> int:
     rows["real_vs_real"] = floor.real_vs_real
     if args.judge_url:
         judge_backend = CachedBackend(open_backend(args.judge_url, args.judge_model), cache)
-        judge_rows(judge_backend, rows["model/teacher_forced"], trajectories, settings)
+        try:
+            judge_rows(
+                judge_backend,
+                rows["model/teacher_forced"],
+                trajectories,
+                settings,
+                prompts_dir=args.judge_prompts_dir,
+            )
+        except JudgePromptError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     base = next((c for c in others if c.role == "base"), None)
     meta = {
         "real": args.real,

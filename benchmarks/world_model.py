@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from training.fidelity.held_out import held_out_ids
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = Path(os.environ.get("WM_OUT", "out/bench/world_model"))
 BASE = "smollm2-135m-instruct"
@@ -56,29 +58,6 @@ def collect(raw: Path, log: Path) -> None:
         if not (raw / f"domain={domain}").is_dir():
             extra = ["--max-steps", "10"] if "--max-steps" not in command else []
             _run([*command, *extra, "--out", str(raw)], log)
-
-
-def held_out(corpus: Path, raw: Path, out: Path) -> dict[str, int]:
-    """The raw trajectories of the corpus's test split, as a dataset of their own."""
-    from schemas import read_trajectories
-    from schemas.storage import TrajectoryWriter, dataset_files
-
-    ids = {
-        json.loads(line)["id"].rsplit(":", 1)[0]
-        for path in (corpus / "agentworldbench").glob("*_test.jsonl")
-        for line in path.read_text().splitlines()
-    }
-    counts: dict[str, int] = {}
-    if not (out / "summary.json").exists():
-        writer = TrajectoryWriter(str(out))
-        for file in dataset_files(str(raw)):
-            for t in read_trajectories(file):
-                if t.trajectory_id in ids:
-                    writer.write(t)
-                    counts[t.domain] = counts.get(t.domain, 0) + 1
-        writer.close()
-        (out / "summary.json").write_text(json.dumps(counts))
-    return json.loads((out / "summary.json").read_text())
 
 
 def throughput(corpus: Path, steps: int = 5) -> dict:
@@ -129,7 +108,7 @@ def throughput(corpus: Path, steps: int = 5) -> dict:
 def run() -> dict:
     OUT.mkdir(parents=True, exist_ok=True)
     log = OUT / "log.txt"
-    raw, corpus, model, heldout, fidelity = (OUT / n for n in ("raw", "corpus", "sft", "heldout", "fidelity"))
+    raw, corpus, model, fidelity = (OUT / n for n in ("raw", "corpus", "sft", "fidelity"))
     timings: dict[str, float] = {}
     t = time.monotonic()
     collect(raw, log)
@@ -142,7 +121,7 @@ def run() -> dict:
             log,
         )
         timings["corpus_s"] = time.monotonic() - t
-    held = held_out(corpus, raw, heldout)
+    held = held_out_ids(str(corpus))
     t = time.monotonic()
     train = ["training.sft", "--data", str(corpus), "--base", BASE, "--out", str(model)]
     train += ["--train-layers", str(TRAIN_LAYERS), "--max-steps", str(TRAIN_STEPS), "--batch-size", "1"]
@@ -152,7 +131,7 @@ def run() -> dict:
     timings["train_s"] = time.monotonic() - t
     summary = json.loads((model / "summary.json").read_text())
     t = time.monotonic()
-    evaluate = ["training.fidelity", "--real", str(heldout), "--model", str(model), "--base", "auto"]
+    evaluate = ["training.fidelity", "--real", str(raw), "--held-out", str(corpus), "--model", str(model)]
     evaluate += ["--out", str(fidelity), "--replays", "0", "--no-closed-loop", "--no-progress"]
     evaluate += ["--limit-trajectories", str(EVAL_TRAJECTORIES), "--max-turns", str(EVAL_TURNS)]
     evaluate += ["--max-new-tokens", "384", "--concurrency", "8"]
@@ -164,7 +143,7 @@ def run() -> dict:
     return {
         "data": {
             "raw": str(raw),
-            "held_out_trajectories": held,
+            "held_out_trajectories": len(held),
             "corpus_totals": json.loads((corpus / "manifest.json").read_text())["totals"].get("sft"),
             "collector_summary": raw_counts,
         },

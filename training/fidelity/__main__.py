@@ -22,6 +22,7 @@ from training.bases import BASE_FILE
 from training.fidelity.cache import CachedBackend, ReplyCache
 from training.fidelity.closed_loop import closed_loop
 from training.fidelity.comparison import comparison_table, rate_table, summary_lines
+from training.fidelity.held_out import held_out_ids
 from training.fidelity.metrics import aggregate
 from training.fidelity.noise_floor import NoiseFloor, build_noise_floor, default_workers
 from training.fidelity.replay import REPLAYABLE_DOMAINS, ReplayStore, replay_counts, run_replays
@@ -91,6 +92,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--limit-trajectories",
         type=int,
         help="use only the first N trajectories with steps of each domain (reading stops there)",
+    )
+    p.add_argument(
+        "--held-out",
+        metavar="CORPUS",
+        help="score only the trajectories this corpus held out of training (its test split)",
     )
     p.add_argument(
         "--base",
@@ -257,10 +263,13 @@ def noise_floor(args: argparse.Namespace, trajectories: list[Trajectory]) -> tup
     return floor, info
 
 
-def with_steps(path: str, per_domain: int | None = None) -> Iterator[Trajectory]:
-    """Trajectories with at least one step, read lazily, file by file; with `per_domain`, the
-    first that many of each domain, so a mixed dataset is compared across all its domains. A
-    domain's remaining files (`domain=<name>/` partitions) are not opened once it has enough."""
+def with_steps(
+    path: str, per_domain: int | None = None, only: set[str] | None = None
+) -> Iterator[Trajectory]:
+    """Trajectories with at least one step (and an id in `only`, if given), read lazily, file by file;
+    with `per_domain`, the first that many of each domain, so a mixed dataset is compared across all
+    its domains. A domain's remaining files (`domain=<name>/` partitions) are not opened once it has
+    enough."""
     taken: Counter[str] = Counter()
     for file in dataset_files(path):
         partition = re.search(r"domain=([^/]+)/", file)
@@ -269,7 +278,7 @@ def with_steps(path: str, per_domain: int | None = None) -> Iterator[Trajectory]
         for t in read_trajectories(file):
             if per_domain is not None and taken[t.domain] >= per_domain:
                 break
-            if t.steps:
+            if t.steps and (only is None or t.trajectory_id in only):
                 taken[t.domain] += 1
                 yield t
 
@@ -278,7 +287,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.monotonic()
     try:
-        trajectories = list(with_steps(args.real, args.limit_trajectories))
+        only = held_out_ids(args.held_out) if args.held_out else None
+    except FileNotFoundError as exc:
+        print(f"error: --held-out: {exc}", file=sys.stderr)
+        return 2
+    try:
+        trajectories = list(with_steps(args.real, args.limit_trajectories, only))
     except Exception as exc:
         print(
             f"error: cannot read --real {args.real}: {exc}\n  pass a dataset written by a collector "
@@ -287,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     if not trajectories:
-        print(f"error: no trajectory with steps in {args.real}", file=sys.stderr)
+        held = f" held out by {args.held_out}" if args.held_out else ""
+        print(f"error: no trajectory with steps{held} in {args.real}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     settings = EvalSettings(

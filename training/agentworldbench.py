@@ -38,9 +38,17 @@ from schemas.render import (
 )
 from training.backends import make_backend
 from training.backends.base import GenerationConfig, WorldModelBackend
-from training.judge import DIMENSIONS, JUDGE_CONFIG, MAX_CHARS, PROJECT_PROMPT, judge, sample_score, summarise
-from training.public_judge import CONFIG as PUBLIC_CONFIG
-from training.public_judge import JudgePromptError, check_prompts, prompt_label, read_prediction
+from training.rewards.judge import (
+    DIMENSIONS,
+    JUDGE_CONFIG,
+    MAX_CHARS,
+    PROJECT_PROMPT,
+    judge,
+    sample_score,
+    summarise,
+)
+from training.rewards.public_judge import CONFIG as PUBLIC_CONFIG
+from training.rewards.public_judge import JudgePromptError, check_prompts, prompt_label, read_prediction
 
 EXAMPLES = """examples:
   python -m training.agentworldbench infer --data 'out/corpus/agentworldbench/*_test.jsonl' \\
@@ -214,7 +222,7 @@ def judge_predictions(
 
     The judge sees the record's own context, `record_messages(record)`: the system prompt with the
     initial state and the turns before turn_idx, indexed as the model's prompt was, never later ones.
-    With `prompts_dir` it judges the public way (training/judge.py); `out` must not hold judgements made
+    With `prompts_dir` it judges the public way (rewards/judge.py); `out` must not hold judgements made
     with another prompt, since their scores would not compare."""
     done = read_jsonl(out)
     todo = [r for r in records if str(r["id"]) in predictions and str(r["id"]) not in done]
@@ -256,7 +264,7 @@ def judge_predictions(
 
 def _row_stats(rows: list[dict]) -> dict:
     """One domain's (or all samples') numbers: the public script's mean over the samples the judge
-    scored, per dimension and overall (training.judge.summarise), with the count of failed ones; the
+    scored, per dimension and overall (training.rewards.judge.summarise), with the count of failed ones; the
     strict score, in which a failed sample counts as the lowest score (0); and the share of tagged
     replies, in percent."""
     ok = [r["percent"] for r in rows if r.get("scores")]

@@ -23,7 +23,7 @@ from tests.training.test_backends import ScriptedServer, scripted_chat_server
 from training.agentworldbench import score
 from training.backends.base import GenerationConfig
 from training.backends.openai_http import OpenAIBackend
-from training.judge import DIMENSIONS
+from training.rewards.judge import DIMENSIONS
 
 REFERENCE, FUTURE = "REFERENCE-MARK", "FUTURE-MARK"
 TERMINAL_PROMPT = "TERMINAL-JUDGE: you grade simulated terminal screens against real ones.\n"

@@ -15,7 +15,7 @@ from training.fidelity.metrics import (
     shape_pattern,
 )
 from training.fidelity.noise_floor import volatile_template
-from training.judge import parse_judge_reply, to_percent
+from training.rewards.judge import parse_judge_reply, to_percent
 
 SCREEN = "agent@sandbox:~$ date\nMon Nov 30 09:51:07 UTC 2026\nagent@sandbox:~$"
 

@@ -7,7 +7,7 @@ import pytest
 from schemas import read_trajectories
 from schemas.render import agentworldbench_record, record_messages, reference_observation
 from tests.training.conftest import TERMINAL_RUN
-from training.judge import DIMENSIONS, judge_messages, parse_judge_reply, sample_score, summarise
+from training.rewards.judge import DIMENSIONS, judge_messages, parse_judge_reply, sample_score, summarise
 
 
 @pytest.fixture(scope="module")

@@ -27,8 +27,8 @@ from tests.training.test_agentworldbench import (
 from tests.training.test_backends import scripted_chat_server
 from training.backends.openai_http import OpenAIBackend
 from training.fidelity.teacher_forced import EvalSettings, judge_rows
-from training.judge import PROJECT_PROMPT
-from training.public_judge import DIMENSIONS, JudgePromptError
+from training.rewards.judge import PROJECT_PROMPT
+from training.rewards.public_judge import DIMENSIONS, JudgePromptError
 
 SCORES = dict(zip(DIMENSIONS, (4, 3, 5, 4, 2), strict=True))
 PREDICTED = "PREDICTED-SCREEN\n$ "

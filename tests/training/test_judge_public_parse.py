@@ -1,4 +1,4 @@
-"""The public AgentWorldBench judge's reading of replies (training/public_judge.py), on the reply forms its
+"""The public AgentWorldBench judge's reading of replies (rewards/public_judge.py), on the reply forms its
 evaluation code handles: reasoning blocks closed, nested, unclosed on either side; the answer tag closed,
 repeated, unclosed or missing; JSON fenced, bare, broken in the ways it repairs; scores as floats,
 fractions and out-of-range numbers. And the prompts folder's layout and its errors."""
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from schemas.records import DOMAINS
-from training.public_judge import (
+from training.rewards.public_judge import (
     DIMENSIONS,
     JudgePromptError,
     check_prompts,

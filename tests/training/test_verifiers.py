@@ -18,8 +18,8 @@ from tests.training.test_noise_floor import real_runs
 from training.fidelity import metrics
 from training.fidelity.metrics import Template, score_against
 from training.fidelity.noise_floor import volatile_template
-from training.verifiers import CHECKS, format_valid, verify
-from training.verifiers.__main__ import main as verifiers_cli
+from training.rewards.verifiers import CHECKS, format_valid, verify
+from training.rewards.verifiers.__main__ import main as verifiers_cli
 
 FIXTURE = Path(__file__).parent / "fixtures" / "real_observations.json"
 

@@ -30,7 +30,7 @@ from training.fidelity.report import MODEL_SERIES, build_report, headline_table
 from training.fidelity.report_html import write_all
 from training.fidelity.teacher_forced import EvalSettings, judge_rows, repeat_previous, teacher_forced
 from training.models import SHAPES, resolve_checkpoint
-from training.public_judge import JudgePromptError
+from training.rewards.public_judge import JudgePromptError
 
 EXAMPLES = """examples:
   # a checkpoint on this machine, the demo's recorded trajectories, 2 real replays each; the base it

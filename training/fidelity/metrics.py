@@ -8,8 +8,8 @@ the same character-class form and of a bounded length. Without a noise floor eve
 The content scored is what the public evaluator reads from a reply (`schemas.render.parse_prediction`);
 whether the reply used the `<predicted_observation>` format is its own column (`tagged`),
 `format_valid` needs both the tags and the domain's format rule, and `verified` is the rule verifiers'
-verdict on the raw reply (training/verifiers: strict extraction, format, deterministic content, no
-commentary), the binary a reward is anchored on. Format rules live in training/verifiers/formats.py,
+verdict on the raw reply (training/rewards/verifiers: strict extraction, format, deterministic content, no
+commentary), the binary a reward is anchored on. Format rules live in training/rewards/verifiers/formats.py,
 the one definition both use.
 """
 
@@ -27,11 +27,11 @@ from schemas.render import target_text
 from training.fidelity.domain_metrics import DOMAIN_METRICS, domain_scores
 from training.fidelity.shapes import shape_pattern
 from training.fidelity.template import Span, Template, match_volatile
-from training.verifiers import format_valid, verify
-from training.verifiers.terminal import looks_like_prompt
+from training.rewards.verifiers import format_valid, verify
+from training.rewards.verifiers.terminal import looks_like_prompt
 
 # Templates, the format rule and the prompt test live with their other users (template.py,
-# training/verifiers); they stay importable from here, where the metrics' callers find them.
+# training/rewards/verifiers); they stay importable from here, where the metrics' callers find them.
 __all__ = [
     "Span", "Template", "TurnScore", "aggregate", "format_valid", "line_prf", "looks_like_prompt",
     "mean_scores", "score_against", "score_turn", "shape_pattern",
@@ -50,7 +50,7 @@ class TurnScore:
     line_recall: float
     line_f1: float
     tagged: bool  # the reply held a <predicted_observation> block (the public format)
-    format_valid: bool  # tagged, and the content passes the domain's format rule (training/verifiers)
+    format_valid: bool  # tagged, and the content passes the domain's format rule (training/rewards/verifiers)
     # The rule verifiers' binary verdict on the whole reply (strict tags, format, deterministic content
     # against this template, no commentary): the RL reward's anchor.
     verified: bool

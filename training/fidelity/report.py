@@ -14,7 +14,7 @@ from pathlib import Path
 from training.fidelity.comparison import compare, comparison_table, rate_table, summary_lines
 from training.fidelity.domain_metrics import DOMAIN_METRICS
 from training.fidelity.metrics import METRICS, aggregate
-from training.judge import DIMENSIONS, summarise
+from training.rewards.judge import DIMENSIONS, summarise
 
 CEILING = "real_vs_real"
 HEADLINE_METRIC = "edit_similarity"

@@ -18,8 +18,8 @@ from schemas.render import Prediction, chat_messages, parse_prediction
 from training.backends.base import GenerationConfig, WorldModelBackend
 from training.fidelity.metrics import score_against
 from training.fidelity.noise_floor import NoiseFloor
-from training.judge import judge
-from training.public_judge import check_prompts
+from training.rewards.judge import judge
+from training.rewards.public_judge import check_prompts
 
 
 @dataclass
@@ -129,8 +129,8 @@ def judge_rows(
     prompts_dir: str | Path | None = None,
 ) -> None:
     """Add the judge's five scores (or its failure) to each row, in place. `prompts_dir`: judge the
-    public AgentWorldBench way with its prompts (training/judge.py); a domain without its prompt raises
-    JudgePromptError before any request. `max_chars`: see training.judge.judge."""
+    public AgentWorldBench way with its prompts (rewards/judge.py); a domain without its prompt raises
+    JudgePromptError before any request. `max_chars`: see training.rewards.judge.judge."""
     by_id = {t.trajectory_id: t for t in trajectories}
     if prompts_dir is not None:
         check_prompts(prompts_dir, {by_id[r["trajectory_id"]].domain for r in rows})

@@ -4,7 +4,7 @@ a prediction against it.
 Stable spans are what every real run of the turn showed: a prediction must reproduce them exactly.
 Volatile spans (timestamps, PIDs, temp names seen to differ between real runs) may hold any text up to
 a bound (`Span.max_chars`). Shared by the fidelity metrics (metrics.py: `stable_exact`, `volatile_form`)
-and the rule verifiers (training/verifiers: the deterministic-content check), so both read a template
+and the rule verifiers (training/rewards/verifiers: the deterministic-content check), so both read a template
 the same way.
 """
 

@@ -18,7 +18,7 @@ import re
 from collections import Counter
 
 from training.fidelity.template import Template, match_volatile
-from training.verifiers.verdict import Failure
+from training.rewards.verifiers.verdict import Failure
 
 # A word holding a digit: 09:51:07 gives three, 2026-12-02T07 one, 3f2a1b9c one, pid 4711 one.
 _NUMBERED_WORD = re.compile(r"[\w.-]*\d[\w.-]*")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from training.verifiers.verdict import Failure
+from training.rewards.verifiers.verdict import Failure
 
 _FLAGS = re.IGNORECASE | re.MULTILINE
 _PATTERNS: dict[str, list[re.Pattern[str]]] = {

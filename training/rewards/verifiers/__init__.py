@@ -14,19 +14,28 @@ passes when all four hold:
 
 `CHECKS` names every check a `Failure` can carry, with what it means.
 
-    from training.verifiers import verify
+    from training.rewards.verifiers import verify
     verdict = verify("terminal", reply, real_screen, template)
     reward = float(verdict.ok); why = verdict.failures
 
-`python -m training.verifiers PREDICTIONS.jsonl` checks a file of replies (see __main__.py).
+`python -m training.rewards.verifiers PREDICTIONS.jsonl` checks a file of replies (see __main__.py).
 """
 
 from __future__ import annotations
 
-from training.verifiers import commentary, deterministic, extraction, formats, search, terminal, tools, trees
-from training.verifiers.formats import format_failures, format_valid
-from training.verifiers.verdict import Failure, Verdict
-from training.verifiers.verifier import verify
+from training.rewards.verifiers import (
+    commentary,
+    deterministic,
+    extraction,
+    formats,
+    search,
+    terminal,
+    tools,
+    trees,
+)
+from training.rewards.verifiers.formats import format_failures, format_valid
+from training.rewards.verifiers.verdict import Failure, Verdict
+from training.rewards.verifiers.verifier import verify
 
 CHECKS: dict[str, str] = {
     **extraction.CHECKS,

@@ -4,7 +4,7 @@ results `[n] url` with http(s) URLs, ranked one after another. An extracted page
 from __future__ import annotations
 
 from training.fidelity.observations import parse_results
-from training.verifiers.verdict import Failure
+from training.rewards.verifiers.verdict import Failure
 
 CHECKS = {
     "search.results": "the real turn listed results and the prediction has no numbered `[n] url` result",

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class Failure:
-    check: str  # a name from CHECKS (training/verifiers/__init__.py), e.g. "extraction.unclosed"
+    check: str  # a name from CHECKS (training/rewards/verifiers/__init__.py), e.g. "extraction.unclosed"
     reason: str  # one short line a training log can show
 
     def __str__(self) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from training.fidelity.observations import is_diff, is_numbered_listing, parse_json, swe_status
 from training.fidelity.tool_metrics import result_kind
-from training.verifiers.verdict import Failure
+from training.rewards.verifiers.verdict import Failure
 
 CHECKS = {
     "mcp.json": "the real result was JSON and the prediction is not JSON",

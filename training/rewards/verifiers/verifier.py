@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from training.fidelity.template import Template
-from training.verifiers.commentary import commentary_failures
-from training.verifiers.deterministic import deterministic_failures
-from training.verifiers.extraction import extract_strict
-from training.verifiers.formats import format_failures
-from training.verifiers.verdict import Verdict
+from training.rewards.verifiers.commentary import commentary_failures
+from training.rewards.verifiers.deterministic import deterministic_failures
+from training.rewards.verifiers.extraction import extract_strict
+from training.rewards.verifiers.formats import format_failures
+from training.rewards.verifiers.verdict import Verdict
 
 
 def verify(domain: str, reply: str, reference: str, template: Template | None = None) -> Verdict:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from schemas.render import CLOSE_TAG, OPEN_TAG, extract_prediction
-from training.verifiers.verdict import Failure
+from training.rewards.verifiers.verdict import Failure
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 _LEADING_THINK = re.compile(r"\s*<think>.*?</think>", re.DOTALL)

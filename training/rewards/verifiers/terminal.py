@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from training.verifiers.verdict import Failure
+from training.rewards.verifiers.verdict import Failure
 
 # user@host:dir$ / root@box:/# / (venv) prompts / plain "$ " "# " "> " "% " prompts, as the last line.
 _PROMPT_RE = re.compile(r"^(?:\(\S+\)\s*)?(?:\S+@\S+[:\s]\S*\s?)?[$#%>]\s*$")

@@ -11,7 +11,7 @@ message is the action. So the judge sees what the model saw and nothing after it
 rendered prompt or repeating the indexing rule.
 
 With `prompts_dir` (the public Qwen-AgentWorld repository's `prompts/` folder), the request, the reading
-of the reply and the sampling follow the public evaluation instead (training/public_judge.py), so scores
+of the reply and the sampling follow the public evaluation instead (public_judge.py), so scores
 are comparable with published AgentWorldBench numbers.
 """
 
@@ -25,9 +25,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from schemas.render import split_chat, strip_think
-from training import public_judge
 from training.backends.base import GenerationConfig, WorldModelBackend
-from training.public_judge import DIMENSIONS, clip
+from training.rewards import public_judge
+from training.rewards.public_judge import DIMENSIONS, clip
 
 PROJECT_PROMPT = "project"  # JudgeResult.prompt of our own judge prompt
 RETRY_PAUSE_S = 2.0
@@ -188,7 +188,7 @@ def _public_judge(
     max_chars: int | None,
     prompts_dir: str | Path,
 ) -> JudgeResult:
-    """The public protocol: its request, its reply reading, its retries (training/public_judge.py)."""
+    """The public protocol: its request, its reply reading, its retries (training/rewards/public_judge.py)."""
     _, turns, action = _split(context)
     label = public_judge.prompt_label(prompts_dir, domain)
     messages = public_judge.messages(

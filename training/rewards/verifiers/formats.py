@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from training.verifiers.search import search_failures
-from training.verifiers.terminal import terminal_failures
-from training.verifiers.tools import mcp_failures, swe_failures
-from training.verifiers.trees import android_failures, os_failures, web_failures
-from training.verifiers.verdict import Failure
+from training.rewards.verifiers.search import search_failures
+from training.rewards.verifiers.terminal import terminal_failures
+from training.rewards.verifiers.tools import mcp_failures, swe_failures
+from training.rewards.verifiers.trees import android_failures, os_failures, web_failures
+from training.rewards.verifiers.verdict import Failure
 
 CHECKS = {"format.empty": "the observation is empty (or only whitespace)"}
 

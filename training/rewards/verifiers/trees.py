@@ -19,7 +19,7 @@ from training.fidelity.android import is_android_text
 from training.fidelity.desktop import is_desktop_text
 from training.fidelity.observations import is_tree_node, parse_web
 from training.fidelity.tree_metrics import nests_one_level_at_a_time
-from training.verifiers.verdict import Failure
+from training.rewards.verifiers.verdict import Failure
 
 CHECKS = {
     "web.header": "the real page had URL and Title header lines and the prediction lacks them",

@@ -1,6 +1,7 @@
-"""python -m training.verifiers: the rule verifiers over a predictions file, per domain.
+"""python -m training.rewards.verifiers: the rule verifiers over a predictions file, per domain.
 
-    python -m training.verifiers --data 'bench/*.jsonl' --predictions preds.jsonl [--out verdicts.jsonl]
+    python -m training.rewards.verifiers --data 'bench/*.jsonl' --predictions preds.jsonl \
+        [--out verdicts.jsonl]
 
 `--data` are the AgentWorldBench records (the reference of each is `response[turn_idx-1]`) and
 `--predictions` the rows `python -m training.agentworldbench infer` writes (`id` and the raw `reply`).
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from schemas.render import reference_observation
 from training.agentworldbench import BenchError, read_jsonl, read_records
-from training.verifiers.verifier import verify
+from training.rewards.verifiers.verifier import verify
 
 
 def verdict_rows(records: list[dict], predictions: dict[str, dict]) -> list[dict]:
@@ -60,7 +61,9 @@ def format_summary(table: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m training.verifiers", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m training.rewards.verifiers", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--data", nargs="+", required=True, help="AgentWorldBench JSONL files or globs")
     parser.add_argument("--predictions", type=Path, required=True, help="rows with `id` and `reply` (infer)")
     parser.add_argument("--out", type=Path, help="write one verdict per record here (JSONL)")

@@ -30,7 +30,7 @@ demo: setup
 		--warmup-steps 2 --eval-every 10 --eval-batches 4 --save-every 20 --resume
 	HF_HUB_OFFLINE=1 $(PY) -m training.fidelity --real $(DEMO_OUT)/raw --model $(DEMO_OUT)/model \
 		--held-out $(DEMO_OUT)/corpus --out $(DEMO_OUT)/fidelity --limit-trajectories 2 --max-turns 3 \
-		--max-new-tokens 128
+		--context-chars 6000 --max-new-tokens 128
 	@echo "fidelity report: $(DEMO_OUT)/fidelity/report.html"
 
 # The demo corpus built again on a local Flink cluster (a JobManager and two TaskManagers) and compared

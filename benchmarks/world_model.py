@@ -136,7 +136,8 @@ def run() -> dict:
     evaluate = ["training.fidelity", "--real", str(raw), "--held-out", str(corpus), "--model", str(model)]
     evaluate += ["--out", str(fidelity), "--replays", "0", "--no-closed-loop", "--no-progress"]
     evaluate += ["--limit-trajectories", str(EVAL_TRAJECTORIES), "--max-turns", str(EVAL_TURNS)]
-    evaluate += ["--max-new-tokens", "384", "--concurrency", "8"]
+    # the prompt budget of training (--seq-len tokens, about 3 characters each), not fidelity's 32,000
+    evaluate += ["--context-chars", str(3 * SEQ_LEN), "--max-new-tokens", "256", "--concurrency", "8"]
     _run(evaluate, log)
     timings["fidelity_s"] = time.monotonic() - t
     report = json.loads((fidelity / "report.json").read_text())

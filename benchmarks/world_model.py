@@ -30,7 +30,7 @@ BASE = "smollm2-135m-instruct"
 SEQ_LEN = int(os.environ.get("WM_SEQ_LEN", "2048"))
 TRAIN_STEPS = int(os.environ.get("WM_TRAIN_STEPS", "50"))
 TRAIN_LAYERS = 10
-EVAL_TRAJECTORIES = int(os.environ.get("WM_EVAL_TRAJECTORIES", "4"))  # per domain
+EVAL_TRAJECTORIES = int(os.environ.get("WM_EVAL_TRAJECTORIES", "3"))  # per domain
 EVAL_TURNS = int(os.environ.get("WM_EVAL_TURNS", "2"))
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TQDM_DISABLE": "1"}
 

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from training.fidelity.held_out import held_out_ids
+from training.fidelity.report_html import svg_comparison
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = Path(os.environ.get("WM_OUT", "out/bench/world_model"))
@@ -142,6 +143,9 @@ def run() -> dict:
     timings["fidelity_s"] = time.monotonic() - t
     report = json.loads((fidelity / "report.json").read_text())
     comparison = report["comparison"]
+    # the plot the README shows, beside the results (report.html holds it too)
+    plot = ROOT / "benchmarks" / "results" / "world_model.svg"
+    plot.write_text(svg_comparison(comparison))
     raw_counts = json.loads((raw / "summary.json").read_text()) if (raw / "summary.json").exists() else {}
     return {
         "data": {

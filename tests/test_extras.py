@@ -34,6 +34,7 @@ OURS = ("schemas", "sandboxes", "collectors", "beam_pipelines", "training")
 # Module prefix -> the extra that serves it; a module under none of them is the base install's ("").
 SERVES = {
     "schemas.chat_tokens": "corpus",
+    "schemas.base_files": "corpus",  # also the training extra's: both declare transformers and gguf
     "beam_pipelines": "corpus",
     "collectors.policies.llm": "llm",
     "training": "training",

@@ -76,7 +76,7 @@ def resolve_base(spec: str) -> str:
         return spec
     resolved = resolve_checkpoint(spec)
     if not os.path.isfile(os.path.join(resolved, "config.json")):
-        raise ValueError(f"--base {spec!r} is not a model: use {BASE_HELP}")
+        raise ValueError(f"{spec!r} is neither a checkpoint directory nor a GGUF file: use {BASE_HELP}")
     return resolved
 
 

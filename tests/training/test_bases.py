@@ -70,7 +70,7 @@ def test_conversion_is_cached_and_keeps_the_chat_template(smollm2_dir: str) -> N
     assert "<|im_start|>" in tokenizer.render([{"role": "user", "content": "hi"}])
     with pytest.raises(FileNotFoundError, match="no GGUF file"):
         resolve_base("/nonexistent/model.gguf")
-    with pytest.raises(ValueError, match="is not a model"):
+    with pytest.raises(ValueError, match="neither a checkpoint directory"):
         resolve_base(str(ROOT / "tests"))
 
 

@@ -2,8 +2,9 @@
 
     python -m beam_pipelines.build_corpus --input DIR_OR_GLOB --output OUT [options] [Beam options]
 
-Read -> Validate -> Normalise -> Redact -> Filter -> Split -> Park -> Deduplicate -> [Format -> Tokenise
--> Pack -> Write, fused per output shard], every rejected record in OUT/dead_letter/<stage>.jsonl.
+Read -> Validate -> Normalise -> Redact -> Filter -> Split -> Park -> Deduplicate -> [Format ->
+(Synthesis, with --synthesize-reasoning) -> Tokenise -> Pack -> Write, fused per output shard], every
+rejected record in OUT/dead_letter/<stage>.jsonl.
 `--help` lists the options and shows local, Dataflow and Flink command lines.
 
 Memory: everything up to Park streams record by record in one fused step; from there on only small
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 
 import apache_beam as beam
 from fsspec.core import url_to_fs
@@ -37,6 +39,7 @@ from beam_pipelines.stages.shards import BuildShards
 from beam_pipelines.stages.split import SplitTrajectories
 from beam_pipelines.stages.validate import ValidateTrajectories
 from beam_pipelines.stages.write import WriteJsonLines, WriteManifest
+from beam_pipelines.synthesis.teacher import resolve_model
 from schemas.chat_tokens import ChatTokenizer
 
 OUTPUT_DIRS = (*CORPORA, DEAD_LETTER)
@@ -78,6 +81,7 @@ def build(p: beam.Pipeline, config: CorpusConfig, manifest_config: dict) -> None
             config.seq_len,
             config.shards,
             drops=deduplicated[DROPS],
+            synthesis=config.synthesis,
         ),
     )
     dead_files = (
@@ -97,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     config, options = parse_args(argv)
     few_malloc_arenas()
     tokenizer = ChatTokenizer(config.tokenizer)  # fail before the run on a missing or broken tokenizer
+    if config.synthesis is not None:
+        config = replace(config, synthesis=resolve_model(config.synthesis))
     fs, root = url_to_fs(config.output)
     for name in OUTPUT_DIRS:
         # object stores have no directories; locally the layout exists even for an empty corpus

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_pipelines.stages.common import CORPORA
+from beam_pipelines.synthesis.settings import DEFAULT_SCORER, VLLM_HANDLER_PREFIX, SynthesisConfig
 
 EXAMPLES = """\
 examples:
@@ -33,6 +34,10 @@ examples:
       --flink_job_server_jar=beam-runners-flink-2.2-job-server-2.77.0.jar \\
       --environment_type=DOCKER --environment_config=REGISTRY/agentworld-beam-worker:latest \\
       --parallelism=16
+
+  # reasoning synthesis: a teacher (here a vLLM server) writes the reasoning of every SFT target
+  python -m beam_pipelines.build_corpus --input out/demo/raw --output out/demo/corpus-reasoning \\
+      --synthesize-reasoning http://127.0.0.1:8000/v1 --synthesis-k 3 --synthesis-concurrency 32
 """
 
 
@@ -62,18 +67,22 @@ class CorpusConfig:
     emit: tuple[str, ...]
     max_steps: int
     shards: int
+    synthesis: SynthesisConfig | None = None
 
     def manifest_view(self, tokenizer_fingerprint: dict) -> dict:
         """The settings that shape the output, without machine-specific paths (so runs compare equal)."""
         view = {
             k: v
             for k, v in asdict(self).items()
-            if k not in ("input", "output", "tokenizer", "decontaminate")
+            if k not in ("input", "output", "tokenizer", "decontaminate", "synthesis")
         }
+        # without synthesis the manifest stays as it was, so such corpora keep their bytes
+        synthesis = {"synthesis": self.synthesis.manifest_view()} if self.synthesis else {}
         return {
             **view,
             **tokenizer_fingerprint,  # training and the simulator refuse a corpus of another tokenizer
             "decontaminated": self.decontaminate is not None,
+            **synthesis,
         }
 
 
@@ -90,6 +99,80 @@ def _emit(text: str) -> tuple[str, ...]:
     if unknown:
         raise argparse.ArgumentTypeError(f"unknown corpora {sorted(unknown)}; choose from {list(CORPORA)}")
     return chosen
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _add_synthesis(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group(
+        "reasoning synthesis",
+        "Off by default. A teacher writes k candidate replies to each SFT sample's prompt; the best one "
+        "scoring at least the threshold against the real observation gives its reasoning to the target "
+        "(a <think> block before the real observation); samples without one leave the SFT corpus.",
+    )
+    g.add_argument(
+        "--synthesize-reasoning",
+        metavar="TEACHER",
+        help="an OpenAI-compatible base URL (a vLLM server: http://HOST:PORT/v1), or "
+        f"{VLLM_HANDLER_PREFIX}MODEL for Apache Beam's VLLMChatModelHandler, which starts vLLM on each "
+        "worker (GPU workers with vllm installed; vLLM is CUDA-only, so not on a CPU machine)",
+    )
+    g.add_argument("--synthesis-model", help="the teacher's model name (default: the first it serves)")
+    g.add_argument("--synthesis-k", type=_positive_int, default=3, help="candidates per sample (3)")
+    g.add_argument("--synthesis-seed", type=int, default=0, help="candidate i uses seed + i (0)")
+    g.add_argument("--synthesis-temperature", type=float, default=0.7, help="sampling temperature (0.7)")
+    g.add_argument("--synthesis-max-tokens", type=_positive_int, default=1024, help="tokens per reply (1024)")
+    g.add_argument(
+        "--synthesis-threshold", type=float, default=0.5, help="lowest score a kept candidate has (0.5)"
+    )
+    g.add_argument(
+        "--synthesis-scorer",
+        metavar="MODULE:FUNCTION",
+        default=DEFAULT_SCORER,
+        help=f"scores a candidate against the real observation (default: the project's scorer, "
+        f"{DEFAULT_SCORER}: fidelity metric, rule verifiers and the judge; needs the training extra)",
+    )
+    g.add_argument("--synthesis-judge", metavar="URL", help="an OpenAI-compatible judge the scorer adds in")
+    g.add_argument(
+        "--synthesis-concurrency", type=_positive_int, default=8, help="requests in flight per worker (8)"
+    )
+    g.add_argument("--synthesis-timeout", type=float, default=120.0, help="seconds per request (120)")
+    g.add_argument(
+        "--synthesis-retries",
+        type=int,
+        default=2,
+        help="further attempts of a failed request, with backoff (2)",
+    )
+    g.add_argument(
+        "--synthesis-cache",
+        metavar="PATH",
+        help="the teacher's replies, so a rerun repeats no request (path or URI; OUTPUT/synthesis_cache)",
+    )
+
+
+def _synthesis(args: argparse.Namespace, output: str) -> SynthesisConfig | None:
+    if args.synthesize_reasoning is None:
+        return None
+    return SynthesisConfig(
+        teacher=args.synthesize_reasoning,
+        model=args.synthesis_model,
+        k=args.synthesis_k,
+        seed=args.synthesis_seed,
+        temperature=args.synthesis_temperature,
+        max_tokens=args.synthesis_max_tokens,
+        threshold=args.synthesis_threshold,
+        scorer=args.synthesis_scorer,
+        judge=args.synthesis_judge,
+        concurrency=args.synthesis_concurrency,
+        timeout=args.synthesis_timeout,
+        retries=max(0, args.synthesis_retries),
+        cache=(args.synthesis_cache or f"{output}/synthesis_cache").rstrip("/"),
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -126,6 +209,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--shards", type=int, default=4, help="files per corpus and domain for the train split (4)"
     )
+    _add_synthesis(p)
     return p
 
 
@@ -143,9 +227,10 @@ def local_defaults(beam_args: list[str]) -> list[str]:
 
 def parse_args(argv: list[str] | None = None) -> tuple[CorpusConfig, PipelineOptions]:
     args, beam_args = parser().parse_known_args(argv)
+    output = args.output.rstrip("/")
     config = CorpusConfig(
         input=args.input,
-        output=args.output.rstrip("/"),
+        output=output,
         tokenizer=args.tokenizer,
         seq_len=args.seq_len,
         dedup_threshold=args.dedup_threshold,
@@ -154,5 +239,6 @@ def parse_args(argv: list[str] | None = None) -> tuple[CorpusConfig, PipelineOpt
         emit=args.emit,
         max_steps=args.max_steps,
         shards=args.shards,
+        synthesis=_synthesis(args, output),
     )
     return config, PipelineOptions(local_defaults(beam_args))

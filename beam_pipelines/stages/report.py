@@ -27,6 +27,7 @@ STAGE_ORDER = (
     "filter",
     "split",
     "format",
+    "synthesis",
     "tokenise",
     "pack",
     "write",
@@ -71,13 +72,46 @@ def redaction_summary(redact: dict[str, int]) -> dict[str, Any]:
     }
 
 
+SYNTHESIS_COLUMNS = ("kept", "dropped", "candidates", "cached", "requests", "failed_requests")
+
+
+def synthesis_summary(synthesis: dict[str, int]) -> dict[str, dict[str, int]]:
+    """{domain: {counter: value}} from the synthesis stage's `<domain>.<counter>` counters."""
+    by_domain: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(SYNTHESIS_COLUMNS, 0))
+    for name, value in synthesis.items():
+        domain, _, counter = name.rpartition(".")
+        by_domain[domain][counter] = value
+    return {d: by_domain[d] for d in sorted(by_domain)}
+
+
 def build_report(counters: dict[str, dict[str, int]], manifest: dict[str, Any]) -> dict[str, Any]:
-    return {
+    report = {
         "stages": counters,
         "redaction": redaction_summary(counters.get("redact", {})),
         "outputs": manifest.get("totals", {}),
         "config": manifest.get("config", {}),
     }
+    if "synthesis" in counters:  # only corpora built with synthesis carry the section
+        report["synthesis"] = synthesis_summary(counters["synthesis"])
+    return report
+
+
+def _synthesis_lines(synthesis: dict[str, dict[str, int]]) -> list[str]:
+    lines = [
+        "",
+        "## Reasoning synthesis",
+        "",
+        "| domain | kept | dropped | kept share | candidates | from cache | requests | failed requests |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for domain, c in synthesis.items():
+        samples = c["kept"] + c["dropped"]
+        share = f"{c['kept'] / samples:.1%}" if samples else "-"
+        lines.append(
+            f"| {domain} | {c['kept']:,} | {c['dropped']:,} | {share} | {c['candidates']:,} | "
+            f"{c['cached']:,} | {c['requests']:,} | {c['failed_requests']:,} |"
+        )
+    return lines
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -110,6 +144,8 @@ def render_markdown(report: dict[str, Any]) -> str:
                 f"| {kind} | {k['values']:,} | {k['chars']:,} | {k['share']:.4%} |"
                 for kind, k in redaction["by_kind"].items()
             ]
+    if report.get("synthesis"):
+        lines += _synthesis_lines(report["synthesis"])
     lines += [
         "",
         "## Outputs",

@@ -42,8 +42,10 @@ from beam_pipelines.stages.format import Formatter
 from beam_pipelines.stages.pack import WINDOW, Packer
 from beam_pipelines.stages.park import RangeReader, parked_root
 from beam_pipelines.stages.spill import SpillByKey, read_spilled
+from beam_pipelines.stages.synthesis import Synthesizer
 from beam_pipelines.stages.tokenise import tokenise_samples
 from beam_pipelines.stages.write import LinesFile, TokenFile
+from beam_pipelines.synthesis.settings import SynthesisConfig
 from schemas.chat_tokens import shared_tokenizer
 
 DEDUP = "dedup"  # the stage whose decisions are applied here
@@ -91,14 +93,28 @@ class _Shard:
 
 class _BuildShard(beam.DoFn):
     def __init__(
-        self, root: str, emit: tuple[str, ...], tokenizer: str | None, seq_len: int, shards: int, chunk: int
+        self,
+        root: str,
+        emit: tuple[str, ...],
+        tokenizer: str | None,
+        seq_len: int,
+        shards: int,
+        chunk: int,
+        synthesis: SynthesisConfig | None,
     ) -> None:
         self._root, self._emit, self._tokenizer = root, emit, tokenizer
         self._seq_len, self._shards, self._chunk = seq_len, shards, chunk
+        self._synthesis = synthesis
 
     def setup(self) -> None:
         self._formatter = Formatter(self._emit, self._tokenizer, self._seq_len, self._shards)
         self._tok = shared_tokenizer(self._tokenizer) if {SFT, CPT} & set(self._emit) else None
+        wanted = self._synthesis is not None and SFT in self._emit
+        self._synthesizer = Synthesizer(self._synthesis) if wanted else None
+
+    def teardown(self) -> None:
+        if getattr(self, "_synthesizer", None) is not None:
+            self._synthesizer.close()
 
     def process(self, element: tuple[ShardGroup, Iterable[bytes]], dropped: dict) -> Iterator[object]:
         group, locations = element
@@ -143,6 +159,11 @@ class _BuildShard(beam.DoFn):
                             shard.write_line(*out.value)
                         else:
                             yield out
+                if self._synthesizer is not None and samples[SFT]:
+                    # the chunk's SFT samples are the teacher's batch (see beam_pipelines.stages.synthesis)
+                    samples[SFT], dropped = self._synthesizer.synthesize(samples[SFT])
+                    for letter in dropped:
+                        yield beam.pvalue.TaggedOutput(dead_letter.DEAD_LETTER, letter)
                 for corpus in (CPT, SFT):
                     if samples[corpus]:
                         for doc in tokenise_samples(self._tok, samples[corpus], self._seq_len):
@@ -171,6 +192,7 @@ class BuildShards(beam.PTransform):
 
     drops: (trajectory_id, decision) pairs from `Deduplicate`; those trajectories are skipped. Records
     sharing an id within an output shard are kept once (dead letter "duplicate_id", stage dedup).
+    synthesis: when given, SFT targets get a teacher's reasoning (`beam_pipelines.stages.synthesis`).
     """
 
     def __init__(
@@ -182,9 +204,10 @@ class BuildShards(beam.PTransform):
         shards: int = 4,
         chunk: int = 64,
         drops: beam.PCollection | None = None,
+        synthesis: SynthesisConfig | None = None,
     ) -> None:
         super().__init__()
-        self._args = (root, emit, tokenizer, seq_len, shards, chunk)
+        self._args = (root, emit, tokenizer, seq_len, shards, chunk, synthesis)
         self._drops = drops
 
     def expand(self, refs):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from dataclasses import asdict, dataclass
 
@@ -108,6 +109,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("give a JSON object, e.g. '{\"top_k\": 20}'")
+    return value
+
+
 def _add_synthesis(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group(
         "reasoning synthesis",
@@ -127,6 +138,14 @@ def _add_synthesis(p: argparse.ArgumentParser) -> None:
     g.add_argument("--synthesis-seed", type=int, default=0, help="candidate i uses seed + i (0)")
     g.add_argument("--synthesis-temperature", type=float, default=0.7, help="sampling temperature (0.7)")
     g.add_argument("--synthesis-max-tokens", type=_positive_int, default=1024, help="tokens per reply (1024)")
+    g.add_argument(
+        "--synthesis-extra-body",
+        metavar="JSON",
+        type=_json_object,
+        default={},
+        help='more fields for every teacher request, e.g. \'{"chat_template_kwargs": '
+        '{"enable_thinking": true}}\' for a Qwen3 teacher on vLLM, or a llama.cpp {"grammar": ...}',
+    )
     g.add_argument(
         "--synthesis-threshold", type=float, default=0.5, help="lowest score a kept candidate has (0.5)"
     )
@@ -165,6 +184,7 @@ def _synthesis(args: argparse.Namespace, output: str) -> SynthesisConfig | None:
         seed=args.synthesis_seed,
         temperature=args.synthesis_temperature,
         max_tokens=args.synthesis_max_tokens,
+        extra_body=args.synthesis_extra_body,
         threshold=args.synthesis_threshold,
         scorer=args.synthesis_scorer,
         judge=args.synthesis_judge,

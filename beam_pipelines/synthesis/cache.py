@@ -2,9 +2,10 @@
 
 One small JSON file per sample, `ROOT/<2 hex>/<sha256>.json` = {"replies": [reply or null, ...]}, keyed
 by everything that decides the replies: the prompt messages, the teacher (URL and model), k, the seed,
-the temperature and the token limit. A null is a candidate whose request failed: it is not an answer,
-so the next run asks for it again. Files are written under a temporary name and moved into place, so a
-killed run leaves whole entries or none; on object stores the move is a copy that appears at once.
+the temperature, the token limit and any extra request fields. A null is a candidate whose request
+failed: it is not an answer, so the next run asks for it again. Files are written under a temporary
+name and moved into place, so a killed run leaves whole entries or none; on object stores the move is
+a copy that appears at once.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def cache_key(messages: Sequence[dict], config: SynthesisConfig) -> str:
         "seed": config.seed,
         "temperature": config.temperature,
         "max_tokens": config.max_tokens,
+        "extra_body": config.extra_body,
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 

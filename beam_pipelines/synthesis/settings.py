@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # The project's own scorer (training/rewards/candidates.py). A string, not an import: beam_pipelines may
 # not import training (README's package table), so the scorer is a plugin loaded on the worker.
@@ -18,6 +18,9 @@ class SynthesisConfig:
     seed: int = 0  # candidate i is sampled with seed + i
     temperature: float = 0.7
     max_tokens: int = 1024
+    # more request fields for every request, e.g. vLLM's {"chat_template_kwargs": {...}} or a llama.cpp
+    # {"grammar": ...}: they shape the replies, so the cache keys on them and the manifest records them
+    extra_body: dict = field(default_factory=dict)
     threshold: float = 0.5  # the best candidate must score at least this to be kept
     scorer: str = DEFAULT_SCORER  # MODULE:FUNCTION
     judge: str | None = None  # an OpenAI-compatible URL the scorer may use as a judge
@@ -41,6 +44,7 @@ class SynthesisConfig:
             "seed": self.seed,
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
+            "extra_body": self.extra_body,
             "threshold": self.threshold,
             "scorer": self.scorer,
             "judge": self.judge,

@@ -57,13 +57,22 @@ class OpenAITeacher:
     own retry loop (exponential backoff with jitter on timeouts, connection errors, 429 and 5xx) does
     the `retries`; its client shares one connection pool between threads."""
 
-    def __init__(self, base_url: str, model: str, *, timeout: float, retries: int) -> None:
+    def __init__(
+        self, base_url: str, model: str, *, timeout: float, retries: int, extra_body: dict | None = None
+    ) -> None:
         self.model = model
         self._client = openai.OpenAI(base_url=base_url, api_key="EMPTY", timeout=timeout, max_retries=retries)
+        self._extra_body = extra_body or None
 
     def complete(self, messages: Sequence[dict], *, seed: int, temperature: float, max_tokens: int) -> str:
         return _create(
-            self._client, self.model, messages, seed=seed, temperature=temperature, max_tokens=max_tokens
+            self._client,
+            self.model,
+            messages,
+            seed=seed,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            extra_body=self._extra_body,
         )
 
     def close(self) -> None:
@@ -75,7 +84,7 @@ class VLLMHandlerTeacher:
     (which needs a CUDA GPU and `pip install vllm`), and requests go to that server. UNRUN here: vLLM
     is CUDA-only and our machines have no GPU; the OpenAI-URL teacher is the tested path."""
 
-    def __init__(self, model: str, *, timeout: float, retries: int) -> None:
+    def __init__(self, model: str, *, timeout: float, retries: int, extra_body: dict | None = None) -> None:
         if importlib.util.find_spec("vllm") is None:
             raise TeacherError(
                 f"--synthesis-reasoning {VLLM_HANDLER_PREFIX}{model} needs vLLM on the worker: run the "
@@ -88,10 +97,17 @@ class VLLMHandlerTeacher:
         self._server = VLLMChatModelHandler(model_name=model).load_model()
         base_url = f"http://localhost:{self._server.get_server_port()}/v1"
         self._client = openai.OpenAI(base_url=base_url, api_key="EMPTY", timeout=timeout, max_retries=retries)
+        self._extra_body = extra_body or None
 
     def complete(self, messages: Sequence[dict], *, seed: int, temperature: float, max_tokens: int) -> str:
         return _create(
-            self._client, self.model, messages, seed=seed, temperature=temperature, max_tokens=max_tokens
+            self._client,
+            self.model,
+            messages,
+            seed=seed,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            extra_body=self._extra_body,
         )
 
     def close(self) -> None:
@@ -118,10 +134,18 @@ def served_model(base_url: str, timeout: float = 30.0) -> str:
 def make_teacher(config: SynthesisConfig) -> Teacher:
     if config.teacher.startswith(VLLM_HANDLER_PREFIX):
         model = config.teacher.removeprefix(VLLM_HANDLER_PREFIX)
-        return VLLMHandlerTeacher(model, timeout=config.timeout, retries=config.retries)
+        return VLLMHandlerTeacher(
+            model, timeout=config.timeout, retries=config.retries, extra_body=config.extra_body
+        )
     if config.model is None:
         raise TeacherError("an OpenAI-compatible teacher needs its model name (the launcher resolves it)")
-    return OpenAITeacher(config.teacher, config.model, timeout=config.timeout, retries=config.retries)
+    return OpenAITeacher(
+        config.teacher,
+        config.model,
+        timeout=config.timeout,
+        retries=config.retries,
+        extra_body=config.extra_body,
+    )
 
 
 def resolve_model(config: SynthesisConfig) -> SynthesisConfig:

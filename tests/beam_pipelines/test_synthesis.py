@@ -2,7 +2,11 @@
 over SmolLM2-135M-Instruct (tests/llm_server.py), whose own access log counts the requests it answered.
 
 Small on purpose (3 recorded terminal trajectories cut to 2 turns, k=2, 64 tokens per reply): the
-scores are whatever the 135M teacher earns, and the checks recompute them from the cached replies.
+scores are whatever the 135M teacher earns, and the checks recompute them from the cached replies. Left
+alone, the 135M model almost never writes the <predicted_observation> tag, so every candidate would
+score 0 and no reasoning could be kept; the builds that test keeping pass llama.cpp a grammar (through
+--synthesis-extra-body) that makes it write a sentence, then one tagged line. What the sentence and the
+line say is still the model's own, and scores vary with it.
 """
 
 from __future__ import annotations
@@ -35,6 +39,11 @@ SEQ_LEN = 1536
 K = 2
 MAX_TOKENS = 64
 IN_PROCESS = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
+GRAMMAR = r"""root ::= reason "\n<predicted_observation>\n" line "\n</predicted_observation>"
+reason ::= [A-Z] [a-z ,.]{4,40}
+line ::= [^<\n]{1,40}
+"""
+TAGGED = {"grammar": GRAMMAR}
 
 
 @pytest.fixture(scope="module")
@@ -46,11 +55,13 @@ def raw(recorded, tmp_path_factory) -> Path:
     return write_dataset(tmp_path_factory.mktemp("synthesis") / "raw", picked)
 
 
-def _build(raw: Path, out: Path, server: LLMServer, *extra: str) -> dict:
+def _build(raw: Path, out: Path, server: LLMServer, *extra: str, tagged: bool = True) -> dict:
     args = ["--input", str(raw), "--output", str(out), "--tokenizer", TOKENIZER, "--seq-len", str(SEQ_LEN)]
     args += ["--emit", SFT, "--shards", "1", "--split-ratios", "0.34,0.33,0.33"]
     args += ["--synthesize-reasoning", server.base_url, "--synthesis-k", str(K)]
     args += ["--synthesis-max-tokens", str(MAX_TOKENS), *IN_PROCESS, *extra]
+    if tagged:
+        args += ["--synthesis-extra-body", json.dumps(TAGGED)]
     before = server.chat_requests()
     assert main(args) == 0
     report = json.loads((out / "report.json").read_text())
@@ -116,7 +127,7 @@ def first(raw, llm_server, tmp_path_factory) -> tuple[Path, dict, list]:
 
 
 def _teacher(server: LLMServer) -> SynthesisConfig:
-    return SynthesisConfig(server.base_url, server.model, k=K, max_tokens=MAX_TOKENS)
+    return SynthesisConfig(server.base_url, server.model, k=K, max_tokens=MAX_TOKENS, extra_body=TAGGED)
 
 
 def test_every_candidate_is_asked_once_and_kept_as_the_scores_say(first, llm_server):
@@ -130,7 +141,7 @@ def test_every_candidate_is_asked_once_and_kept_as_the_scores_say(first, llm_ser
     expected = _expected(samples, out / "synthesis_cache", _teacher(llm_server), threshold=-1)
     targets = _targets(out)
     # threshold -1: every sample with some reasoning in a reply is kept, with its best candidate's
-    assert set(targets) == set(expected)
+    assert expected and set(targets) == set(expected)
     assert counts["kept"] == len(expected) and counts["dropped"] == len(samples) - len(expected)
     assert set(_dropped(out)) == {s.doc_id for s in samples} - set(expected)
     for doc_id, reasoning in expected.items():
@@ -150,7 +161,9 @@ def test_a_threshold_keeps_and_drops_as_the_scores_say_without_asking_again(firs
         for s in samples
         if (replies := ReplyCache(str(cache), K).get(cache_key(s.messages, teacher)))
     )
-    middle = best[len(best) // 2]  # some samples' best candidates pass, some do not
+    distinct = sorted(set(best))
+    assert len(distinct) > 1, f"the teacher's best candidates all scored {distinct}"
+    middle = distinct[len(distinct) // 2]  # some samples' best candidates pass, some do not
     for threshold in (middle, 1.01):
         run = tmp_path / f"t{threshold}"
         report = _build(
@@ -159,6 +172,8 @@ def test_a_threshold_keeps_and_drops_as_the_scores_say_without_asking_again(firs
         assert report["requests_answered"] == 0 and report["synthesis"]["terminal"]["requests"] == 0
         expected = _expected(samples, cache, teacher, threshold)
         assert set(_targets(run)) == set(expected) <= set(everything)
+        if threshold == middle:
+            assert 0 < len(expected) < len(samples)
         assert set(_dropped(run)) == {s.doc_id for s in samples} - set(expected)
         for doc_id, detail in _dropped(run).items():
             assert detail.startswith("best score"), (doc_id, detail)
@@ -194,18 +209,22 @@ def test_a_resumed_run_asks_only_for_what_the_cache_lacks(first, raw, llm_server
 
 
 def test_replies_without_the_tag_score_nothing_and_give_no_reasoning(raw, llm_server, tmp_path):
-    # 6 tokens cannot reach the closing tag: every reply is one without it
-    out = tmp_path / "short"
-    report = _build(raw, out, llm_server, "--synthesis-max-tokens", "6", "--synthesis-threshold", "-1")
+    # the model as it is, without the grammar, in 16 tokens: replies that never close the tag
+    out = tmp_path / "untagged"
+    report = _build(
+        raw, out, llm_server, "--synthesis-max-tokens", "16", "--synthesis-threshold", "-1", tagged=False
+    )
     samples = _samples(raw)
-    teacher = replace(_teacher(llm_server), max_tokens=6)
+    teacher = replace(_teacher(llm_server), max_tokens=16, extra_body={})
     cache = ReplyCache(str(out / "synthesis_cache"), K)
-    for s in samples:
-        for reply in cache.get(cache_key(s.messages, teacher)):
-            assert reply is not None and CLOSE_TAG not in reply
-            scored = score(s.domain, list(s.messages), real_observation(s.text), reply)
-            assert scored == {"score": 0.0, "verified": False, "fidelity": 0.0, "judge": None}
-    # nothing passes with reasoning unless a cut reply still closed a think block before the tag
+    replies = [(s, r) for s in samples for r in cache.get(cache_key(s.messages, teacher))]
+    assert len(replies) == K * len(samples) and all(r is not None for _, r in replies)
+    untagged = [(s, r) for s, r in replies if CLOSE_TAG not in r]
+    assert untagged
+    for s, reply in untagged:
+        scored = score(s.domain, list(s.messages), real_observation(s.text), reply)
+        assert scored == {"score": 0.0, "verified": False, "fidelity": 0.0, "judge": None}
+        assert reasoning_of(reply) == ""  # so it can never give a target its reasoning
     assert set(_targets(out)) == set(_expected(samples, out / "synthesis_cache", teacher, -1))
     assert report["synthesis"]["terminal"]["failed_requests"] == 0
 

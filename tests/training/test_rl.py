@@ -1,0 +1,112 @@
+"""GSPO on CPU through TRL: a few steps of SmolLM2-135M on an RL corpus the real pipeline built, rewarded
+by the rule verifiers and a real judge (llama.cpp's server); the components are logged per step, the
+run resumes, and its checkpoint serves the simulated sandbox."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sandboxes.checks import check_sandbox
+from sandboxes.terminal import command_action
+from schemas.records import Task
+from tests.llm_server import LLMServer, llm_server_fixture  # noqa: F401 (registers `llm_server`)
+from tests.training.conftest import OFFLINE, ROOT, TERMINAL_RUN
+from training.backends import make_backend
+from training.backends.base import GenerationConfig
+from training.rl.samples import one_turn_per_trajectory, read_records
+from training.simulator import SimulatedSandbox
+
+BASE = "smollm2-135m-instruct"
+
+
+@pytest.fixture(scope="module")
+def rl_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("rl") / "corpus"
+    command = [sys.executable, "-m", "beam_pipelines.build_corpus", "--input", str(TERMINAL_RUN)]
+    command += ["--output", str(out), "--tokenizer", BASE, "--seq-len", "2048", "--emit", "rl"]
+    command += ["--split-ratios", "1,0,0"]
+    done = subprocess.run(command, cwd=ROOT, env=OFFLINE, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def rl(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "training.rl", *args],
+        cwd=ROOT,
+        env=OFFLINE,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_one_turn_per_trajectory_is_a_seeded_choice(rl_corpus: Path) -> None:
+    records = list(read_records(str(rl_corpus), "train"))
+    trajectories = {r["trajectory_id"] for r in records}
+    first = one_turn_per_trajectory(records, seed=0)
+    assert len(first) == len(trajectories) < len(records)
+    assert [s.sample_id for s in one_turn_per_trajectory(records, seed=0)] == [s.sample_id for s in first]
+    others = [one_turn_per_trajectory(records, seed=s) for s in range(1, 6)]
+    assert any([s.sample_id for s in o] != [s.sample_id for s in first] for o in others)
+    short = one_turn_per_trajectory(records, fits=lambda messages: len(messages) <= 3)
+    assert short and all(len(s.prompt) <= 3 for s in short)
+    assert one_turn_per_trajectory(records, fits=lambda messages: False) == []
+
+
+def test_a_missing_corpus_and_a_hybrid_without_judge_are_clear_errors(
+    rl_corpus: Path, tmp_path: Path
+) -> None:
+    done = rl("--corpus", str(tmp_path), "--base", BASE, "--out", str(tmp_path / "run"), "--reward", "rules")
+    assert done.returncode == 2 and "build_corpus --emit rl" in done.stderr
+    done = rl("--corpus", str(rl_corpus), "--base", BASE, "--out", str(tmp_path / "run"))
+    assert done.returncode == 2 and "--judge-url" in done.stderr
+
+
+@pytest.mark.llm
+def test_a_short_gspo_run_logs_its_reward_resumes_and_serves_the_simulator(
+    rl_corpus: Path, tmp_path: Path, llm_server: LLMServer
+) -> None:
+    run = tmp_path / "run"
+    common = [
+        "--corpus",
+        str(rl_corpus),
+        "--base",
+        BASE,
+        "--out",
+        str(run),
+        "--judge-url",
+        llm_server.base_url,
+    ]
+    common += ["--num-generations", "2", "--max-completion-tokens", "24", "--max-prompt-tokens", "512"]
+    common += ["--train-layers", "2", "--save-steps", "1", "--lr", "1e-5", "--temperature", "1.0"]
+    first = rl(*common, "--max-steps", "2")
+    assert first.returncode == 0, first.stderr[-4000:]
+    resumed = rl(*common, "--max-steps", "3", "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert "GSPO: 3 steps" in resumed.stdout
+
+    steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    logged = [s for s in steps if "reward" in s]
+    assert [s["step"] for s in logged] == [1, 2, 3], (
+        "each step once: the resumed run drops nothing, repeats nothing"
+    )
+    for s in logged:
+        assert {"rewards/judge/mean", "rewards/rules/mean", "guarded", "kl"} <= set(s), sorted(s)
+        assert 0.0 <= s["rewards/rules/mean"] <= 1.0
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["resumed_from"].endswith("checkpoint-2") and summary["steps"] == 3
+    assert summary["config"]["reward"] == "hybrid" and summary["generation"] == "transformers"
+
+    final = run / "final"
+    assert json.loads((final / "base.json").read_text())["base"] == BASE
+    assert (final / "corpus.json").is_file()
+    backend = make_backend(str(final))  # refuses a checkpoint whose tokenizer differs from its corpus's
+    sim = SimulatedSandbox(backend, generation=GenerationConfig(max_new_tokens=8))
+    check_sandbox(sim, Task(id="t1"), [command_action("echo hi")])
+    backend.close()

@@ -3,8 +3,10 @@
 1. Data: terminal, MCP and search trajectories from the project's collectors (a rerun reuses them); the
    corpus with SmolLM2's tokenizer, split by task id, the test split held out of SFT and RL alike.
 2. SFT of SmolLM2-135M-Instruct (top 10 layers), the starting checkpoint.
-3. GSPO (`training.rl`, rules-only reward: no judge endpoint in the benchmark) for RL_STEPS steps from
-   the SFT checkpoint, on one turn per training trajectory.
+3. GSPO (`training.rl`) for RL_STEPS steps from the SFT checkpoint, on one turn per training
+   trajectory, with the hybrid reward (judge : rules = 9 : 1); the judge is SmolLM2-135M behind
+   llama.cpp's server (the tests' server): weak, but real, and the guard makes its part pay only for
+   replies that pass strict extraction and carry no commentary.
 4. `training.fidelity` teacher-forced on the held-out trajectories: the RL checkpoint (model) and the
    SFT checkpoint (base), with paired bootstrap CIs of the main metric and of the verifier pass rate,
    in the fidelity report's comparison view beside the real-vs-real ceiling. Decoding is greedy, so two
@@ -22,6 +24,7 @@ import time
 from pathlib import Path
 
 from benchmarks.world_model import BASE, COLLECT, _run
+from tests.llm_server import serve_llm
 from training.fidelity.bootstrap import paired_difference
 from training.fidelity.comparison import find_difference
 
@@ -79,11 +82,13 @@ def run() -> dict:
     train += ["--max-steps", str(SFT_STEPS), "--batch-size", "1", "--grad-accum", "2", "--lr", "3e-4"]
     train += ["--warmup-steps", "4", "--eval-every", "1000", "--save-every", "1000", "--resume"]
     timed("sft_s", train, sft / "summary.json")
-    gspo = ["training.rl", "--corpus", str(corpus), "--base", str(sft), "--out", str(rl), "--reward", "rules"]
+    gspo = ["training.rl", "--corpus", str(corpus), "--base", str(sft), "--out", str(rl)]
     gspo += ["--max-steps", str(RL_STEPS), "--num-generations", "4", "--max-prompt-tokens", "640"]
     gspo += ["--max-completion-tokens", "128", "--train-layers", "10", "--lr", "1e-5", "--beta", "0.01"]
     gspo += ["--save-steps", "10", "--resume"]
-    timed("rl_s", gspo, rl / "summary.json")
+    if not (rl / "summary.json").exists():
+        with serve_llm() as judge:
+            timed("rl_s", [*gspo, "--judge-url", judge.base_url, "--judge-max-chars", "1200"])
     evaluate = [
         "training.fidelity",
         "--real",

@@ -82,9 +82,11 @@ def hybrid_score(
     action_text: str,
     context: Sequence[dict],
     judge_backend: WorldModelBackend | None = None,
+    judge_max_chars: int | None = None,
 ) -> HybridScore:
     """Score one reply to the world-model prompt `context` whose real answer was `reference`. Without a
-    `judge_backend` only the rules are scored (`judge` is None)."""
+    `judge_backend` only the rules are scored (`judge` is None). `judge_max_chars` cuts each text the judge
+    is shown (the judge's own default when None): a small judge's context is short."""
     verdict = verify(domain, reply, reference)
     guarded = guard_failures(verdict.failures, verdict.content, reference, action_text)
     rules = 0.0 if guarded else float(verdict.ok)
@@ -93,7 +95,12 @@ def hybrid_score(
     if judge_backend is None:
         return HybridScore(rules, None, (), verdict.failures)
     result = judge(
-        judge_backend, domain=domain, context=context, reference=reference, prediction=verdict.content
+        judge_backend,
+        domain=domain,
+        context=context,
+        reference=reference,
+        prediction=verdict.content,
+        max_chars=judge_max_chars,
     )
     mean = sample_score(result.percent)
     return HybridScore(

@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--judge-url", help="OpenAI-compatible endpoint of the judge (vLLM, SGLang, llama.cpp)")
     p.add_argument("--judge-model", help="model name at --judge-url (default: the first served)")
+    p.add_argument(
+        "--judge-max-chars", type=int, help="cut each text the judge is shown to this (small judges)"
+    )
     p.add_argument("--judge-weight", type=float, default=d.judge_weight, help="weight of the judge's score")
     p.add_argument("--rules-weight", type=float, default=d.rules_weight, help="weight of the rule verdict")
     for name, kind, text in [

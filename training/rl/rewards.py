@@ -29,7 +29,11 @@ class HybridRewards:
     judge backend, the rules-only reward."""
 
     def __init__(
-        self, weights: RewardWeights, judge_backend: WorldModelBackend | None = None, concurrency: int = 8
+        self,
+        weights: RewardWeights,
+        judge_backend: WorldModelBackend | None = None,
+        concurrency: int = 8,
+        judge_max_chars: int | None = None,
     ) -> None:
         if weights.judge > 0 and judge_backend is None:
             raise ValueError(
@@ -37,6 +41,7 @@ class HybridRewards:
             )
         self.weights = weights
         self._judge = judge_backend
+        self._judge_max_chars = judge_max_chars
         self._pool = ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="reward")
         self._batch: tuple = ()
         self._scores: list[HybridScore] = []
@@ -55,7 +60,9 @@ class HybridRewards:
             work = zip(
                 columns["domain"], texts, columns["reference"], columns["action_text"], prompts, strict=True
             )
-            self._scores = list(self._pool.map(lambda args: hybrid_score(*args, self._judge), work))
+            self._scores = list(
+                self._pool.map(lambda args: hybrid_score(*args, self._judge, self._judge_max_chars), work)
+            )
             self._batch = key
             log_metric = columns.get("log_metric")
             if log_metric is not None:

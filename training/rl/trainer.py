@@ -42,6 +42,7 @@ class RLConfig:
     reward: Literal["hybrid", "rules"] = "hybrid"
     judge_url: str | None = None
     judge_model: str | None = None
+    judge_max_chars: int | None = None  # None: the judge's default cut of each text it is shown
     judge_weight: float = 0.9
     rules_weight: float = 0.1
     max_steps: int = 30
@@ -176,8 +177,12 @@ def train(cfg: RLConfig) -> dict:
             )
         judge_backend = make_backend(cfg.judge_url, model=cfg.judge_model)
     rewards = HybridRewards(
-        cfg.weights(), judge_backend, concurrency=cfg.num_generations * cfg.prompts_per_step
+        cfg.weights(),
+        judge_backend,
+        concurrency=cfg.num_generations * cfg.prompts_per_step,
+        judge_max_chars=cfg.judge_max_chars,
     )
+
     vllm = use_vllm(cfg.generation)
     args = GRPOConfig(
         output_dir=cfg.out,

@@ -40,7 +40,8 @@ EPISODES = {"terminal": "80", "mcp": "30", "search": "30"}
 def collect(raw: Path, log: Path) -> None:
     for domain, command in COLLECT:
         if domain in DOMAINS and not (raw / f"domain={domain}").is_dir():
-            command = [*command[:-1], EPISODES[domain]]  # the episode count is the last argument
+            at = command.index("--episodes") + 1
+            command = [*command[:at], EPISODES[domain], *command[at + 1 :]]
             extra = ["--max-steps", "8"] if "--max-steps" not in command else []
             _run([*command, *extra, "--out", str(raw)], log)
 

@@ -125,7 +125,7 @@ def _corpus(data: str, stage: str) -> str:
     return f"{data.rstrip('/')}/{stage}" if fs.isdir(f"{root.rstrip('/')}/{stage}") else data
 
 
-def _keep_metrics_until(path: str, step: int) -> None:
+def keep_metrics_until(path: str, step: int) -> None:
     """On resume, drop records of steps after the checkpoint: they are about to be run again."""
     if os.path.exists(path):
         with open(path) as f:
@@ -178,7 +178,7 @@ def train(cfg: TrainConfig) -> dict:
     os.makedirs(cfg.out, exist_ok=True)
     metrics_path = os.path.join(cfg.out, "metrics.jsonl")
     if d.main:
-        _keep_metrics_until(metrics_path, step)
+        keep_metrics_until(metrics_path, step)
     log = open(metrics_path, "a") if d.main else None  # noqa: SIM115
     bar = tqdm(total=cfg.max_steps, initial=step, desc=cfg.stage, disable=not d.main, dynamic_ncols=True)
     first, last, val_loss, tokens_seen, saved = None, None, None, 0, resume_from

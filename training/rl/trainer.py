@@ -128,15 +128,6 @@ def finish_checkpoint(folder: str, tokenizer_folder: str, files: dict[str, dict]
             json.dump(content, f, indent=2)
 
 
-def _keep_metrics_until(path: str, step: int) -> None:
-    """On resume, drop the records of steps after the checkpoint: they are about to run again."""
-    if os.path.exists(path):
-        with open(path) as f:
-            kept = [line for line in f if line.strip() and json.loads(line)["step"] <= step]
-        with open(path, "w") as f:
-            f.writelines(kept)
-
-
 def train(cfg: RLConfig) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -144,7 +135,7 @@ def train(cfg: RLConfig) -> dict:
     from trl import GRPOConfig, GRPOTrainer
 
     from training.backends import make_backend
-    from training.loop import freeze_below
+    from training.loop import freeze_below, keep_metrics_until
 
     resolved = resolve_base(cfg.base)
     if resolved in SHAPES:
@@ -161,7 +152,7 @@ def train(cfg: RLConfig) -> dict:
     resume_from = get_last_checkpoint(cfg.out) if cfg.resume and os.path.isdir(cfg.out) else None
     metrics_path = os.path.join(cfg.out, METRICS)
     if resume_from:
-        _keep_metrics_until(metrics_path, int(resume_from.rsplit("-", 1)[1]))
+        keep_metrics_until(metrics_path, int(resume_from.rsplit("-", 1)[1]))
     elif os.path.exists(metrics_path):
         os.remove(metrics_path)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
@@ -71,15 +71,25 @@ def real_observation(target: str) -> str:
 
 
 @dataclass
-class _Pending:
-    """One sample's candidates on their way: cached replies, then the requests' answers."""
+class _Prompt:
+    """One distinct prompt of a chunk: its k replies, cached ones first, then the requests' answers.
+    Samples with the same prompt (first turns of one task, often) share it: asked once, cached once."""
 
-    sample: Sample
-    reference: str
     key: str
+    messages: tuple[dict, ...]
+    domain: str
     replies: Replies
     asked: int = 0  # requests still in flight
     fresh: bool = False  # a request answered: the cache entry needs writing
+
+
+@dataclass
+class _Pending:
+    """One sample: its prompt's candidates, scored against its own real observation."""
+
+    sample: Sample
+    reference: str
+    prompt: _Prompt
     scores: dict[int, dict] = field(default_factory=dict)
 
 
@@ -105,27 +115,37 @@ class Synthesizer:
     def synthesize(self, samples: list[Sample]) -> tuple[list[Sample], list[DeadLetter]]:
         """The samples that kept a teacher's reasoning (in their order), and a dead letter for each other."""
         counts: Counter[str] = Counter()
-        pending = [self._pending(s) for s in samples]
-        futures = self._ask(pending, counts)
-        for p in pending:  # scored while the requests run
-            for i, reply in enumerate(p.replies):
+        prompts: dict[str, _Prompt] = {}
+        pending: list[_Pending] = []
+        for sample in samples:
+            messages = sample.messages or ()
+            key = cache_key(messages, self._config)
+            if key not in prompts:
+                prompts[key] = _Prompt(key, messages, sample.domain, self._cache.get(key))
+            pending.append(_Pending(sample, real_observation(sample.text), prompts[key]))
+        futures = self._ask(list(prompts.values()), counts)
+        sharing: dict[str, list[_Pending]] = defaultdict(list)
+        for p in pending:  # the cached candidates are scored while the requests run
+            sharing[p.prompt.key].append(p)
+            for i, reply in enumerate(p.prompt.replies):
                 if reply is not None:
                     counts[f"{p.sample.domain}.cached"] += 1
                     p.scores[i] = self._score(p, reply)
         errors: Counter[str] = Counter()
         for future in as_completed(futures):
-            p, i = futures[future]
-            p.asked -= 1
+            prompt, i = futures[future]
+            prompt.asked -= 1
             try:
-                p.replies[i] = future.result()
+                reply = future.result()
             except Exception as exc:  # the teacher's failure is this candidate's, never the pipeline's
                 errors[f"{type(exc).__name__}: {exc}"[:200]] += 1
-                counts[f"{p.sample.domain}.failed_requests"] += 1
+                counts[f"{prompt.domain}.failed_requests"] += 1
             else:
-                p.fresh = True
-                p.scores[i] = self._score(p, p.replies[i])
-            if p.asked == 0 and p.fresh:
-                self._cache.put(p.key, p.replies)
+                prompt.replies[i], prompt.fresh = reply, True
+                for p in sharing[prompt.key]:
+                    p.scores[i] = self._score(p, reply)
+            if prompt.asked == 0 and prompt.fresh:
+                self._cache.put(prompt.key, prompt.replies)
         if errors:
             log.warning(
                 "synthesis: %d requests failed after retries, e.g. %s",
@@ -137,26 +157,22 @@ class Synthesizer:
             dead_letter.count(STAGE, name, n)
         return kept, dead
 
-    def _pending(self, sample: Sample) -> _Pending:
-        key = cache_key(sample.messages or (), self._config)
-        return _Pending(sample, real_observation(sample.text), key, self._cache.get(key))
-
-    def _ask(self, pending: list[_Pending], counts: Counter[str]) -> dict[Future, tuple[_Pending, int]]:
+    def _ask(self, prompts: list[_Prompt], counts: Counter[str]) -> dict[Future, tuple[_Prompt, int]]:
         c = self._config
-        futures: dict[Future, tuple[_Pending, int]] = {}
-        for p in pending:
-            for i, reply in enumerate(p.replies):
+        futures: dict[Future, tuple[_Prompt, int]] = {}
+        for prompt in prompts:
+            for i, reply in enumerate(prompt.replies):
                 if reply is None:
                     future = self._pool.submit(
                         self._teacher.complete,
-                        p.sample.messages or (),
+                        prompt.messages,
                         seed=c.seed + i,
                         temperature=c.temperature,
                         max_tokens=c.max_tokens,
                     )
-                    futures[future] = (p, i)
-                    p.asked += 1
-                    counts[f"{p.sample.domain}.requests"] += 1
+                    futures[future] = (prompt, i)
+                    prompt.asked += 1
+                    counts[f"{prompt.domain}.requests"] += 1
         return futures
 
     def _score(self, p: _Pending, reply: str) -> dict:
@@ -170,7 +186,8 @@ class Synthesizer:
         dead: list[DeadLetter] = []
         for p in pending:
             domain = p.sample.domain
-            candidates = [Candidate(i, p.replies[i], score) for i, score in sorted(p.scores.items())]  # type: ignore[arg-type]
+            replies = p.prompt.replies
+            candidates = [Candidate(i, replies[i], score) for i, score in sorted(p.scores.items())]  # type: ignore[arg-type]
             counts[f"{domain}.candidates"] += len(candidates)
             best = choose(candidates, self._config.threshold)
             if best is not None:
@@ -179,12 +196,17 @@ class Synthesizer:
                 kept.append(replace(p.sample, text=text))
                 continue
             counts[f"{domain}.dropped"] += 1
-            top = max((c.value for c in candidates), default=None)
-            detail = (
-                f"best score {top:.3f} of {len(candidates)} scored candidates (k={self._config.k}), "
-                f"threshold {self._config.threshold}, or no reasoning in any passing candidate"
-                if top is not None
-                else f"no candidate of {self._config.k} was answered: every request failed"
-            )
-            dead.append(DeadLetter(STAGE, "no_candidate_passed", detail, "", p.sample.doc_id))
+            dead.append(DeadLetter(STAGE, "no_candidate_passed", self._why(candidates), "", p.sample.doc_id))
         return kept, dead
+
+    def _why(self, candidates: list[Candidate]) -> str:
+        k, threshold = self._config.k, self._config.threshold
+        if not candidates:
+            return f"no candidate of {k} was answered: every request failed"
+        top = max(c.value for c in candidates)
+        why = (
+            f"below the threshold {threshold}"
+            if top < threshold
+            else "but no passing candidate has reasoning"
+        )
+        return f"best score {top:.3f} of {len(candidates)} answered candidates (k={k}) {why}"

@@ -80,21 +80,26 @@ class OpenAITeacher:
 
 
 class VLLMHandlerTeacher:
-    """Apache Beam's `VLLMChatModelHandler`: its `load_model` starts a vLLM OpenAI server on this worker
-    (which needs a CUDA GPU and `pip install vllm`), and requests go to that server. UNRUN here: vLLM
-    is CUDA-only and our machines have no GPU; the OpenAI-URL teacher is the tested path."""
+    """Apache Beam's `VLLMChatModelHandler`: its `load_model` starts a vLLM OpenAI server on the worker
+    (which needs a CUDA GPU and `pip install vllm`), and requests go to that server through the same
+    client, timeouts and retries as an OpenAI-URL teacher. The server is shared by every process and
+    DoFn instance of the machine the way RunInference shares it (`MultiProcessShared`, one per model),
+    so a GPU holds one vLLM server, not one per worker thread. UNRUN here: vLLM is CUDA-only and our
+    machines have no GPU; the OpenAI-URL teacher is the tested path."""
 
     def __init__(self, model: str, *, timeout: float, retries: int, extra_body: dict | None = None) -> None:
         if importlib.util.find_spec("vllm") is None:
             raise TeacherError(
-                f"--synthesis-reasoning {VLLM_HANDLER_PREFIX}{model} needs vLLM on the worker: run the "
+                f"--synthesize-reasoning {VLLM_HANDLER_PREFIX}{model} needs vLLM on the worker: run the "
                 "pipeline on GPU workers with `pip install vllm`, or start a vLLM server yourself and "
                 "pass its URL (http://HOST:PORT/v1) as the teacher"
             )
         from apache_beam.ml.inference.vllm_inference import VLLMChatModelHandler
+        from apache_beam.utils.multi_process_shared import MultiProcessShared
 
         self.model = model
-        self._server = VLLMChatModelHandler(model_name=model).load_model()
+        load = VLLMChatModelHandler(model_name=model).load_model
+        self._server = MultiProcessShared(load, tag=f"agentworld-synthesis-vllm-{model}").acquire()
         base_url = f"http://localhost:{self._server.get_server_port()}/v1"
         self._client = openai.OpenAI(base_url=base_url, api_key="EMPTY", timeout=timeout, max_retries=retries)
         self._extra_body = extra_body or None

@@ -24,7 +24,7 @@ from beam_pipelines.stages.common import SFT
 from beam_pipelines.stages.format import Formatter
 from beam_pipelines.stages.normalise import normalise_trajectory
 from beam_pipelines.stages.redact import redact_all, secret_finder
-from beam_pipelines.stages.synthesis import real_observation
+from beam_pipelines.stages.synthesis import Synthesizer, real_observation
 from beam_pipelines.synthesis.cache import ReplyCache, cache_key
 from beam_pipelines.synthesis.selection import reasoning_of
 from beam_pipelines.synthesis.settings import SynthesisConfig
@@ -252,3 +252,17 @@ def test_a_teacher_that_times_out_fails_candidates_not_the_build(raw, tmp_path):
     assert all("every request failed" in d for d in _dropped(out).values())
     assert not list((out / "synthesis_cache").rglob("*.json"))  # a failure is not an answer
     assert _targets(out) == {}
+
+
+def test_samples_that_share_a_prompt_share_its_requests(raw, llm_server, tmp_path):
+    sample = _samples(raw)[0]
+    twin = replace(sample, doc_id="twin:1")  # another trajectory's first turn, the same prompt
+    synthesizer = Synthesizer(replace(_teacher(llm_server), cache=str(tmp_path / "cache"), threshold=-1))
+    before = llm_server.chat_requests()
+    try:
+        kept, dead = synthesizer.synthesize([sample, twin])
+    finally:
+        synthesizer.close()
+    assert llm_server.chat_requests() - before == K
+    assert len(list((tmp_path / "cache").rglob("*.json"))) == 1
+    assert len(kept) + len(dead) == 2 and len({s.text for s in kept}) <= 1

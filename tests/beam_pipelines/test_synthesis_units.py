@@ -13,6 +13,7 @@ from beam_pipelines.stages.synthesis import load_scorer, real_observation
 from beam_pipelines.synthesis.cache import ReplyCache, cache_key
 from beam_pipelines.synthesis.selection import Candidate, choose, reasoning_of
 from beam_pipelines.synthesis.settings import DEFAULT_SCORER, SynthesisConfig
+from beam_pipelines.synthesis.teacher import TeacherError, make_teacher
 from schemas.records import Observation
 from schemas.render import target_text
 
@@ -121,3 +122,10 @@ def test_the_real_observation_comes_back_out_of_a_target():
     assert real_observation(target_text(Observation("terminal_screen", text))) == text
     with pytest.raises(ValueError):
         real_observation(target_text(Observation("terminal_screen", text), "because"))
+
+
+def test_the_vllm_handler_teacher_says_what_it_needs_where_vllm_is_missing():
+    config = SynthesisConfig("vllm-handler:Qwen/Qwen3-8B", cache="unused")
+    assert config.teacher_id == "vllm-handler:Qwen/Qwen3-8B"
+    with pytest.raises(TeacherError, match="pip install vllm"):
+        make_teacher(config)

@@ -79,7 +79,7 @@ class OpenAITeacher:
         self._client.close()
 
 
-class VLLMHandlerTeacher:
+class VLLMHandlerTeacher(OpenAITeacher):
     """Apache Beam's `VLLMChatModelHandler`: its `load_model` starts a vLLM OpenAI server on the worker
     (which needs a CUDA GPU and `pip install vllm`), and requests go to that server through the same
     client, timeouts and retries as an OpenAI-URL teacher. The server is shared by every process and
@@ -97,26 +97,10 @@ class VLLMHandlerTeacher:
         from apache_beam.ml.inference.vllm_inference import VLLMChatModelHandler
         from apache_beam.utils.multi_process_shared import MultiProcessShared
 
-        self.model = model
         load = VLLMChatModelHandler(model_name=model).load_model
         self._server = MultiProcessShared(load, tag=f"agentworld-synthesis-vllm-{model}").acquire()
         base_url = f"http://localhost:{self._server.get_server_port()}/v1"
-        self._client = openai.OpenAI(base_url=base_url, api_key="EMPTY", timeout=timeout, max_retries=retries)
-        self._extra_body = extra_body or None
-
-    def complete(self, messages: Sequence[dict], *, seed: int, temperature: float, max_tokens: int) -> str:
-        return _create(
-            self._client,
-            self.model,
-            messages,
-            seed=seed,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            extra_body=self._extra_body,
-        )
-
-    def close(self) -> None:
-        self._client.close()
+        super().__init__(base_url, model, timeout=timeout, retries=retries, extra_body=extra_body)
 
 
 def served_model(base_url: str, timeout: float = 30.0) -> str:

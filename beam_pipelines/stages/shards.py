@@ -161,8 +161,8 @@ class _BuildShard(beam.DoFn):
                             yield out
                 if self._synthesizer is not None and samples[SFT]:
                     # the chunk's SFT samples are the teacher's batch (see beam_pipelines.stages.synthesis)
-                    samples[SFT], dropped = self._synthesizer.synthesize(samples[SFT])
-                    for letter in dropped:
+                    samples[SFT], rejected = self._synthesizer.synthesize(samples[SFT])
+                    for letter in rejected:
                         yield beam.pvalue.TaggedOutput(dead_letter.DEAD_LETTER, letter)
                 for corpus in (CPT, SFT):
                     if samples[corpus]:

@@ -200,6 +200,9 @@ RENDERERS = {
         r
     ),
     "corpus_runners": lambda r: __import__("benchmarks.corpus_runners").corpus_runners.markdown_lines(r),
+    "synthesis_throughput": lambda r: __import__(
+        "benchmarks.synthesis_throughput", fromlist=["_"]
+    ).markdown_lines(r),
 }
 
 

@@ -50,7 +50,11 @@ def pooled_verified(turns: Path, a: str, b: str) -> dict:
     """a - b in verifier pass rate over every held-out turn of every domain, clustered by trajectory."""
     rows = [json.loads(line) for line in turns.read_text().splitlines() if line.strip()]
     passed = {
-        name: {(r["trajectory_id"], r["turn_idx"]): float(r["verified"]) for r in rows if r["series"] == name}
+        name: {
+            (r["trajectory_id"], r["turn_idx"]): float(r["verified"])
+            for r in rows
+            if r["system"] == name and r["mode"] == "teacher_forced"
+        }
         for name in (a, b)
     }
     rate = {n: sum(v.values()) / len(v) for n, v in passed.items() if v}
@@ -134,3 +138,35 @@ def fidelity_targets(comparison: dict) -> dict:
             "lower": bool(d and d["ci_high"] is not None and d["ci_high"] < 0),
         }
     return out
+
+
+def markdown_lines(r: dict) -> list[str]:
+    from training.fidelity.comparison import comparison_table, difference_text, rate_table
+
+    def md(header: list[str], body: list[list[str]]) -> list[str]:
+        rows = [header, ["---"] * len(header), *body]
+        return ["| " + " | ".join(row) + " |" for row in rows]
+
+    rl, v, s = r["rl"], r["verified_rl_minus_sft"], r["settings"]
+    parts = ", ".join(f"{k.split('/')[1]} {x:.3f}" for k, x in rl["components_last_third"].items())
+    lowered = [d for d, f in r["fidelity_rl_minus_sft"].items() if f["lower"]]
+    return [
+        f"GSPO (hybrid reward, judge : rules = 9 : 1, the judge SmolLM2-135M on llama.cpp) for {rl['steps']} "
+        f"steps on {rl['prompts']} prompts ({rl['elapsed_s']:.0f} s on 2 cores) from an SFT of "
+        f"SmolLM2-135M-Instruct ({s['sft_steps']} steps, top 10 layers), domains {', '.join(s['domains'])}. "
+        f"Mean reward {rl['reward_first_third']:.3f} in the first third of the steps, "
+        f"{rl['reward_last_third']:.3f} in the last ({parts}).",
+        "",
+        f"Verifier pass rate on the held-out turns ({v['turns']} turns, {v['trajectories']} trajectories): "
+        f"RL {v['rates']['model']:.0%}, SFT {v['rates']['base']:.0%}, RL - SFT {difference_text(v)} "
+        "(target: above 0).",
+        "",
+        "Fidelity report comparison (model = RL, base = SFT; * the 95% CI excludes 0):",
+        "",
+        *md(*comparison_table(r["comparison"])),
+        "",
+        *md(*rate_table(r["comparison"])),
+        "",
+        "RL lowers the main metric beyond the evaluation noise (greedy decoding: 0) in: "
+        f"{', '.join(lowered) or 'no domain'} (target: none).",
+    ]

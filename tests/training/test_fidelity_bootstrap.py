@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 
 from training.fidelity.bootstrap import paired_difference
-from training.fidelity.comparison import compare, comparison_table, find_difference, main_score, summary_lines
+from training.fidelity.comparison import (
+    compare,
+    comparison_table,
+    find_difference,
+    main_score,
+    rate_table,
+    summary_lines,
+)
 
 
 def series(
@@ -132,6 +139,14 @@ def test_comparison_per_domain_main_metric_ceiling_and_rates() -> None:
     assert "model - base (95% CI)" in header and "base - repeat_previous (95% CI)" in header
     web_row = body[[r[0] for r in body].index("web")]
     assert web_row[header.index("model - base (95% CI)")].startswith("+0.200 [+0.200, +0.200]*")
+    # the verifier pass rate gets its own paired interval; a system without verdicts pairs with nothing
+    passed = find_difference(web_entry, "model", "base", "verified_differences")
+    assert passed["difference"] == 1.0 and passed["excludes_zero"]
+    assert find_difference(web_entry, "model", "repeat_previous", "verified_differences") is None
+    header, body = rate_table(out)
+    web_row = body[[r[0] for r in body].index("web")]
+    assert web_row[header.index("model - base verified (95% CI)")].startswith("+1.000 [+1.000, +1.000]*")
+    assert web_row[header.index("model - repeat_previous verified (95% CI)")] == "-"
 
 
 def test_a_turn_without_its_domain_metric_falls_back_to_edit_similarity() -> None:

@@ -96,26 +96,22 @@ def _dataset(cfg: RLConfig, tokenizer) -> tuple:
     return Dataset.from_list([s.row() for s in samples]), samples
 
 
-class _Lineage:
-    """A TrainerCallback (built lazily: transformers is imported only when training) that makes every
+def _callback(cfg: RLConfig, tokenizer_folder: str, files: dict[str, dict]):
+    """A TrainerCallback (made here: transformers is imported only when training) that makes every
     saved checkpoint loadable by the simulator, and writes each logged step to metrics.jsonl."""
+    from transformers import TrainerCallback
 
-    @staticmethod
-    def make(cfg: RLConfig, tokenizer_folder: str, files: dict[str, dict]):
-        from transformers import TrainerCallback
+    class Lineage(TrainerCallback):
+        def on_save(self, args, state, control, **kwargs):
+            folder = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
+            finish_checkpoint(folder, tokenizer_folder, files)
 
-        class Callback(TrainerCallback):
-            def on_save(self, args, state, control, **kwargs):
-                finish_checkpoint(
-                    os.path.join(args.output_dir, f"checkpoint-{state.global_step}"), tokenizer_folder, files
-                )
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and state.is_world_process_zero:
+                with open(os.path.join(cfg.out, METRICS), "a") as f:
+                    f.write(json.dumps({"step": state.global_step, **logs}) + "\n")
 
-            def on_log(self, args, state, control, logs=None, **kwargs):
-                if logs and state.is_world_process_zero:
-                    with open(os.path.join(cfg.out, METRICS), "a") as f:
-                        f.write(json.dumps({"step": state.global_step, **logs}) + "\n")
-
-        return Callback()
+    return Lineage()
 
 
 def finish_checkpoint(folder: str, tokenizer_folder: str, files: dict[str, dict]) -> None:
@@ -214,7 +210,7 @@ def train(cfg: RLConfig) -> dict:
         args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
-        callbacks=[_Lineage.make(cfg, tok_folder, files)],
+        callbacks=[_callback(cfg, tok_folder, files)],
     )
     started = time.monotonic()
     try:

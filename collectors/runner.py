@@ -49,7 +49,17 @@ from sandboxes.containment import reap_tmpdirs
 from schemas import StorageError, TrajectoryWriter, ValidationError, cleanup_temporaries, finished_ids
 from schemas.invalid_actions import INVALID, invalid_action_error, invalid_action_observation
 from schemas.lock import DatasetLock
-from schemas.records import Action, Environment, Observation, Outcome, Provenance, Step, Task, Trajectory
+from schemas.records import (
+    Action,
+    Environment,
+    Observation,
+    Outcome,
+    Provenance,
+    Step,
+    Task,
+    Trajectory,
+    Verification,
+)
 from schemas.records import Policy as PolicyRecord
 
 log = logging.getLogger(__name__)
@@ -275,6 +285,8 @@ class Fleet:
             environment = Environment(name=config.domain, backend="unknown")
         if healthy:
             outcome, healthy = self._loop(sandbox, policy, task, initial, max_steps, slot, steps)
+        if outcome.status in ("completed", "truncated"):
+            healthy = self._verify(sandbox, task, steps, outcome) and healthy
         if outcome.status == "error":
             healthy = False  # the episode broke off somewhere unknown: do not trust the sandbox again
         if outcome.status == "aborted" and not steps:
@@ -337,6 +349,27 @@ class Fleet:
             if result.done:
                 return Outcome("completed"), True
         return Outcome("truncated"), True
+
+    @staticmethod
+    def _verify(sandbox: Sandbox, task: Task, steps: list[Step], outcome: Outcome) -> bool:
+        """Run the task's verifier on the end state, into `outcome`; False if the sandbox broke.
+
+        A verifier that cannot run leaves the reward None with its error recorded: an unknown reward
+        is not a zero. The episode's data stays as it was either way."""
+        clock = time.monotonic()
+        healthy = True
+        try:
+            verification = sandbox.verify(task, steps)
+        except Exception as exc:
+            healthy = not isinstance(exc, SandboxCrashedError)
+            kind = str(task.verifier.get("kind", ""))
+            verification = Verification(verifier=kind, error=f"{type(exc).__name__}: {exc}")
+            log.warning("task %s: verifier %r could not run: %s", task.id, kind, exc)
+        if verification is not None:
+            verification.elapsed_s = time.monotonic() - clock
+            outcome.reward = verification.reward
+            outcome.verification = verification
+        return healthy
 
     @staticmethod
     def _apply(sandbox: Sandbox, action: Action) -> StepResult:

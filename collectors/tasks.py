@@ -5,7 +5,8 @@ One JSON object per line::
     {"id": "grep-errors", "instruction": "Count ERROR lines in app.log",
      "setup": ["mkdir -p logs", "printf 'ERROR x\\n' > logs/app.log"],
      "actions": [{"command": "grep -c ERROR logs/app.log"}],
-     "max_steps": 10, "category": "text", "metadata": {...}}
+     "max_steps": 10, "category": "text", "metadata": {...},
+     "verifier": {"kind": "command", "command": "test -f logs/count.txt"}}
 
 Only `id` is required. A scripted action is `{"command": str, "timeout"?: number}`,
 `{"keystrokes": [...]}` or `{"kind": str, "arguments": {...}}`. A malformed line is reported as a
@@ -46,7 +47,7 @@ class TaskLoadError:
         return f"{self.path}:{self.line}: {self.reason}"
 
 
-_KNOWN_KEYS = {"id", "instruction", "setup", "actions", "max_steps", "category", "metadata"}
+_KNOWN_KEYS = {"id", "instruction", "setup", "actions", "max_steps", "category", "metadata", "verifier"}
 
 
 def _check_action(action: Any, n: int) -> None:
@@ -99,13 +100,21 @@ def parse_task(obj: Any) -> TaskSpec:
         if not isinstance(category, str):
             raise ValueError("'category' must be a string")
         metadata = {**metadata, "category": category}
+    verifier = obj.get("verifier", {})
+    if not isinstance(verifier, dict) or (verifier and not isinstance(verifier.get("kind"), str)):
+        raise ValueError("'verifier' must be an object with a string 'kind' (\"none\" says there is none)")
     actions = obj.get("actions", [])
     if not isinstance(actions, list):
         raise ValueError("'actions' must be a list")
     for n, action in enumerate(actions):
         _check_action(action, n)
     task = Task(
-        id=task_id, instruction=instruction, setup=list(setup), max_steps=max_steps, metadata=metadata
+        id=task_id,
+        instruction=instruction,
+        setup=list(setup),
+        max_steps=max_steps,
+        metadata=metadata,
+        verifier=dict(verifier),
     )
     return TaskSpec(task=task, actions=list(actions))
 

@@ -10,7 +10,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.records import Action, Environment, Observation, Task
+from schemas.records import Action, Environment, Observation, Step, Task, Verification
 
 
 class SandboxError(RuntimeError):
@@ -31,6 +31,10 @@ class SandboxCrashedError(SandboxError):
     def __init__(self, message: str = "", result: StepResult | None = None) -> None:
         super().__init__(message)
         self.result = result
+
+
+class VerifierError(SandboxError):
+    """A task's verifier could not run (an unknown kind, a missing check); the reward is unknown."""
 
 
 class InvalidActionError(SandboxError, ValueError):
@@ -72,6 +76,19 @@ class Sandbox(ABC):
     @abstractmethod
     def describe(self) -> Environment:
         """Name, backend, image and config, recorded in each trajectory's `environment`."""
+
+    def verify(self, task: Task, steps: list[Step]) -> Verification | None:
+        """Check the end state the episode left against `task.verifier`, in this same sandbox.
+
+        Called once after the last step, before the next reset. None when the task has no verifier
+        (`{}` or kind "none"). A domain overrides this for the kinds it knows and calls
+        `super().verify` for the rest, which refuses them with a VerifierError.
+        """
+        kind = task.verifier.get("kind", "none") if task.verifier else "none"
+        if kind == "none":
+            return None
+        name = self.domain or type(self).__name__
+        raise VerifierError(f"the {name} sandbox has no verifier of kind {kind!r}")
 
     def __enter__(self) -> Sandbox:
         self.start()

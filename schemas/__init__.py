@@ -18,6 +18,7 @@ from schemas.records import (
     Task,
     ToolDefinition,
     Trajectory,
+    Verification,
 )
 from schemas.storage import TrajectoryWriter, cleanup_temporaries, finished_ids, read_trajectories
 from schemas.validation import ValidationError, validate, validate_row
@@ -40,6 +41,7 @@ __all__ = [
     "Task",
     "ToolDefinition",
     "Trajectory",
+    "Verification",
     "TrajectoryWriter",
     "ValidationError",
     "cleanup_temporaries",

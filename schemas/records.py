@@ -12,7 +12,8 @@ from datetime import datetime
 from typing import Any
 
 # 2: Environment.tools (tool definitions) added; version 1 files read with no tools.
-SCHEMA_VERSION = 2
+# 3: Task.verifier, Outcome.reward and Outcome.verification added; older files read with none.
+SCHEMA_VERSION = 3
 
 DOMAINS = ("terminal", "swe", "search", "mcp", "web", "os", "android")
 OUTCOMES = ("completed", "truncated", "error", "aborted")
@@ -91,6 +92,8 @@ class Task:
     setup: list[str] = field(default_factory=list)
     max_steps: int = 0  # 0: the collector's default
     metadata: dict[str, Any] = field(default_factory=dict)
+    # How the end state is checked: {"kind": ..., ...}, read by the sandbox's `verify`; {} is none.
+    verifier: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -100,10 +103,24 @@ class Policy:
 
 
 @dataclass
+class Verification:
+    """What a task's verifier found in the sandbox after the episode (schema version 3)."""
+
+    verifier: str  # the verifier's kind: "command", "swe_tests", "harbor", "site_state", ...
+    reward: float | None = None  # in [0, 1]; None when the verifier itself could not run (`error`)
+    output: str = ""  # the verifier's own output (a test log, a check's stdout), capped
+    details: dict[str, Any] = field(default_factory=dict)  # per-check results, partial credit
+    elapsed_s: float = 0.0
+    error: str = ""
+
+
+@dataclass
 class Outcome:
     status: str  # one of OUTCOMES
     error: str = ""
     error_kind: str = ""
+    reward: float | None = None  # the task reward: the verifier's, or None when none was run
+    verification: Verification | None = None
 
 
 @dataclass

@@ -123,6 +123,7 @@ def _semantic_problems(t: Trajectory) -> list[tuple[str, str]]:
     if t.outcome.status not in OUTCOMES:
         problems.append(("outcome.status", f"{t.outcome.status!r} is not one of {', '.join(OUTCOMES)}"))
     problems += _tool_problems(t)
+    problems += _reward_problems(t)
     problems += _observation_problems(t.initial_observation, "initial_observation")
     for position, step in enumerate(t.steps):
         path = f"steps[{position}]"
@@ -131,6 +132,20 @@ def _semantic_problems(t: Trajectory) -> list[tuple[str, str]]:
         if step.latency_s < 0:
             problems.append((f"{path}.latency_s", f"must be >= 0, got {step.latency_s}"))
         problems += _observation_problems(step.observation, f"{path}.observation")
+    return problems
+
+
+def _reward_problems(t: Trajectory) -> list[tuple[str, str]]:
+    problems = []
+    verification = t.outcome.verification
+    rewards = [("outcome.reward", t.outcome.reward)]
+    if verification is not None:
+        rewards.append(("outcome.verification.reward", verification.reward))
+        if t.outcome.reward != verification.reward:
+            problems.append(("outcome.reward", "differs from outcome.verification.reward"))
+    for path, value in rewards:
+        if value is not None and not 0.0 <= value <= 1.0:
+            problems.append((path, f"must be in [0, 1], got {value}"))
     return problems
 
 

@@ -17,7 +17,14 @@ from playwright.sync_api import BrowserContext, Page
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-from sandboxes.base import Sandbox, SandboxClosedError, SandboxCrashedError, SandboxError, StepResult
+from sandboxes.base import (
+    Sandbox,
+    SandboxClosedError,
+    SandboxCrashedError,
+    SandboxError,
+    StepResult,
+    VerifierError,
+)
 from sandboxes.checks import process_exists
 from sandboxes.containment import sandbox_tmpdir
 from sandboxes.http_server import LocalHTTPServer
@@ -31,7 +38,8 @@ from sandboxes.web.page_events import PageEvents
 from sandboxes.web.proxy import RefusingProxy
 from sandboxes.web.settle import MUTATION_STAMP, NetworkActivity, Settled, settle, stop_loading
 from sandboxes.web.sites import start_sites_server
-from schemas.records import Action, Environment, Observation, Task
+from sandboxes.web.verify import VERIFIER_KINDS, verify_web
+from schemas.records import Action, Environment, Observation, Step, Task, Verification
 
 TAB_KINDS = ("new_tab", "tab_focus", "tab_close")
 # How long the start page of an episode may take to answer. Longer than the settle bound on
@@ -223,6 +231,22 @@ class WebSandbox(Sandbox):
         return StepResult(
             observation, done=action.kind == "report_infeasible", info=self._info(settled, events)
         )
+
+    def verify(self, task: Task, steps: list[Step]) -> Verification | None:
+        """`site_state` (the shop's server-side state for this episode's session cookie) and
+        `page_url` (where the episode ended); see sandboxes.web.verify."""
+        if task.verifier.get("kind") not in VERIFIER_KINDS:
+            return super().verify(task, steps)
+        self._require()
+        if self._context is None:
+            raise VerifierError("the web sandbox has no episode to verify: reset it first")
+        port = self.config.sites_port if self.config.sites_port is not None else self._server_port()
+        with self._crash_guard():
+            return verify_web(task.verifier, list(self._context.cookies()), port, self._page().url)
+
+    def _server_port(self) -> int:
+        assert self._server is not None
+        return self._server.port
 
     @staticmethod
     def _info(settled: Settled, events: dict[str, list[dict]]) -> dict:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from sandboxes.http_server import Request, Response
 from sandboxes.web.sites import shop_pages as pages
+from sandboxes.web.sites.shop_api import state_response
 from sandboxes.web.sites.shop_data import (
     ACCOUNTS,
     CATEGORIES,
@@ -70,6 +71,8 @@ class ShopApp:
         if path == "/static/shop.js":
             return Response(200, pages.SCRIPT, "text/javascript; charset=utf-8")
         post = request.method == "POST"
+        if path == "/api/state" and not post:
+            return state_response(session)
         handlers: dict[str, Callable[[Request, Session], Response]] = {
             "/": self.home,
             "/products": self.products,
@@ -205,6 +208,7 @@ class ShopApp:
             form.get("shipping", "standard"),
             form["name"],
             f"{form['address']}, {form['city']} {form['postcode']}, {form['country']}",
+            fields={key: form[key] for key in ("email", "address", "city", "postcode", "country")},
         )
         session.next_order += 1
         session.orders.append(order)
@@ -222,6 +226,8 @@ class ShopApp:
             errors["email"] = "Enter an email address like name@example.com"
         if len(form.get("message", "")) < 10:
             errors["message"] = "Write a message of at least 10 characters"
+        if not errors:
+            session.messages.append({key: form.get(key, "") for key in ("email", "topic", "message")})
         return self.page("Contact us", pages.contact(form, errors, not errors), session)
 
 

@@ -1,0 +1,3 @@
+#!/bin/bash
+name="$2"
+echo "Hello, $name"

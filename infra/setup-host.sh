@@ -12,9 +12,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # chromium: the web sandbox's browser; python3-doc, manpages and mandoc: real documents for the embedded
-# web site and search index
+# web site and search index; nano, bc and file: the terminal suite's tools under bwrap (the host's)
 APT_PACKAGES=(docker.io bubblewrap tmux debootstrap procps chromium python3-doc manpages man-db mandoc
-    git nodejs python3-pytest)
+    git nodejs python3-pytest nano bc file)
 # The OS domain's desktops (Xvfb, AT-SPI and real applications, driven by the system python3 that has
 # pyatspi), its remote machines (a real sshd in the tests) and its virtual machines (QEMU).
 # Java and Maven: the local Flink cluster and its test job (Go comes with the machine: Debian's is too old).

@@ -59,19 +59,39 @@ def validate_dataset(args: argparse.Namespace) -> int:
 
 
 def dataset_stats(args: argparse.Namespace) -> int:
+    """Per domain: trajectories, steps, outcomes and task rewards. `verified` counts trajectories
+    whose verifier gave a reward, `unverified` those whose task has no verifier (or predates
+    them), `verifier errors` those whose verifier could not run."""
     trajectories: Counter[str] = Counter()
     steps: Counter[str] = Counter()
     outcomes: Counter[tuple[str, str]] = Counter()
+    rewards: dict[str, list[float]] = {}
+    unverified: Counter[str] = Counter()
+    verifier_errors: Counter[str] = Counter()
     for row in read_rows(args.path):
         domain = str(row.get("domain"))
         trajectories[domain] += 1
         steps[domain] += len(row.get("steps") or [])
-        outcomes[(domain, str((row.get("outcome") or {}).get("status")))] += 1
-    print(f"{'domain':<10} {'trajectories':>12} {'steps':>10}  outcomes")
+        outcome = row.get("outcome") or {}
+        outcomes[(domain, str(outcome.get("status")))] += 1
+        if outcome.get("reward") is not None:
+            rewards.setdefault(domain, []).append(float(outcome["reward"]))
+        elif outcome.get("verification"):
+            verifier_errors[domain] += 1
+        else:
+            unverified[domain] += 1
+    header = f"{'domain':<10} {'trajectories':>12} {'steps':>10} {'verified':>9} {'reward':>7}"
+    print(f"{header} {'unverified':>10} {'verifier errors':>15}  outcomes")
     for domain in sorted(trajectories):
         per_outcome = ", ".join(f"{status}={n}" for (d, status), n in sorted(outcomes.items()) if d == domain)
-        print(f"{domain:<10} {trajectories[domain]:>12} {steps[domain]:>10}  {per_outcome}")
-    print(f"{'total':<10} {sum(trajectories.values()):>12} {sum(steps.values()):>10}")
+        got = rewards.get(domain, [])
+        mean = f"{sum(got) / len(got):.3f}" if got else "-"
+        counts = f"{trajectories[domain]:>12} {steps[domain]:>10} {len(got):>9} {mean:>7}"
+        print(f"{domain:<10} {counts} {unverified[domain]:>10} {verifier_errors[domain]:>15}  {per_outcome}")
+    every = [r for got in rewards.values() for r in got]
+    mean = f"{sum(every) / len(every):.3f}" if every else "-"
+    totals = f"{sum(trajectories.values()):>12} {sum(steps.values()):>10} {len(every):>9} {mean:>7}"
+    print(f"{'total':<10} {totals} {sum(unverified.values()):>10} {sum(verifier_errors.values()):>15}")
     return 0
 
 
@@ -90,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser("validate", help="validate every trajectory; exit 1 if any is invalid")
     check.add_argument("path")
     check.set_defaults(run=validate_dataset)
-    stats = commands.add_parser("stats", help="trajectories, steps and outcomes per domain")
+    stats = commands.add_parser("stats", help="trajectories, steps, outcomes and task rewards per domain")
     stats.add_argument("path")
     stats.set_defaults(run=dataset_stats)
     return parser

@@ -2,7 +2,9 @@
 
 Deterministic: rerunning rewrites `tasks.jsonl` byte for byte, so the JSONL diff is the review.
 Each task names the workspaces its setup builds (see workspaces.py) and carries a short scripted
-solution that the `scripted` policy plays.
+solution that the `scripted` policy plays (the oracle). A task that leaves a checkable end state has
+check commands (`CHECKS`, a "command" verifier: the share of checks that pass is the reward); the
+others ask to show or report something, whose answer is on the screen, and say so.
 """
 
 from __future__ import annotations
@@ -284,7 +286,56 @@ TASKS: list[tuple[str, str, tuple[str, ...], str, list[dict[str, Any]]]] = [
      [keys(('less notes/ideas.md', 0.1), ('Enter', 1.0)), keys(('h', 0.5)), keys(('q', 0.5)),
       keys(('q', 0.5))]),
 ]
+
+# Check commands, run in the episode's environment from the home directory after the last step. Not
+# /tmp: under bwrap each shell has its own. Several checks give partial credit.
+CHECKS: dict[str, list[str]] = {
+    'nav-hidden': ['test -f notes/.config'],
+    'files-create-notes': ['test "$(wc -l < notes.txt)" -eq 3'],
+    'files-append': ["grep -qx 'water plants' notes/todo.txt", "grep -qx 'buy milk' notes/todo.txt"],
+    'files-copy-backup': ['cmp webapp/config.ini webapp/config.ini.bak'],
+    'files-rename': ['test -f notes/ideas-2024.md', 'test ! -e notes/ideas.md'],
+    'files-mkdir-tree': ['test -d tool/src', 'test -d tool/tests', 'test -d tool/docs'],
+    'files-remove-logs': ['test ! -e logs/old', 'test -f logs/access.log'],
+    'files-edit-sed': ["grep -q '^port = 9090$' webapp/config.ini",
+                       "! grep -q 'port = 8080' webapp/config.ini"],
+    'files-touch-many': ['for i in 1 2 3 4 5; do test -f report-$i.txt || exit 1; done'],
+    'files-chmod-script': ['test -x scripts/backup.sh'],
+    'files-tar': ["tar tzf notes.tar.gz | grep -qx 'notes/todo.txt'"],
+    'files-gzip': ['gzip -t logs/access.log.gz', 'zcat logs/access.log.gz | cmp - logs/access.log'],
+    'files-symlink': ['test -L current.log',
+                      'test "$(readlink -f current.log)" = "$(readlink -f logs/access.log)"'],
+    'text-dedupe-todo': ['test -z "$(sort notes/todo.txt | uniq -d)"',
+                         'test "$(head -1 notes/todo.txt)" = "buy milk"',
+                         "grep -qx 'fix bike' notes/todo.txt"],
+    'text-sed-replace': ["grep -qx 'repair bike' notes/todo.txt", "! grep -q 'fix bike' notes/todo.txt"],
+    'git-commit-notes': ['git -C repo ls-files --error-unmatch NOTES.txt',
+                         'test -z "$(git -C repo status --porcelain NOTES.txt)"'],
+    'git-branches': ['test "$(git -C repo branch --show-current)" = feature/report'],
+    'git-diff': ["grep -q \"'pears': 9\" repo/stock.py"],
+    'git-merge': ['git -C repo merge-base --is-ancestor feature/report HEAD',
+                  'test "$(git -C repo branch --show-current)" = main'],
+    'git-restore': ['git -C repo diff --quiet -- stock.py'],
+    'git-init-new': ['git -C notes rev-parse -q --verify HEAD',
+                     'test -z "$(git -C notes status --porcelain)"'],
+    'git-stash': ['test -z "$(git -C repo status --porcelain --untracked-files=no)"',
+                  'test -n "$(git -C repo stash list)"'],
+    'git-tag': ['test "$(git -C repo rev-parse v0.1^{commit})" = "$(git -C repo rev-parse HEAD)"'],
+    'py-syntax-error': ['python3 scripts/broken.py'],
+    'pipe-and-or': ['test -d build'],
+    'int-vim-edit': ['test "$(wc -l < notes/todo.txt)" -eq 6', 'test -n "$(tail -1 notes/todo.txt)"'],
+    'int-vim-quit': ["head -1 webapp/src/app.py | grep -qx 'from utils import slugify'"],
+    'int-nano-create': ['grep -qx eggs shopping.txt', 'grep -qx bread shopping.txt'],
+    'int-cat-stdin': ['test "$(cat typed.txt)" = "$(printf \'hello\\nworld\')"'],
+}
+NO_END_STATE = "the task asks to show or report something: the answer is on the screen, not in the end state"
 # fmt: on
+
+
+def verifier_for(task_id: str) -> dict[str, Any]:
+    if task_id in CHECKS:
+        return {"kind": "command", "checks": CHECKS[task_id]}
+    return {"kind": "none", "reason": NO_END_STATE}
 
 
 def build() -> list[dict[str, Any]]:
@@ -298,6 +349,7 @@ def build() -> list[dict[str, Any]]:
                 "setup": setup_for(*workspaces),
                 "actions": actions,
                 "metadata": {"workspaces": list(workspaces)},
+                "verifier": verifier_for(task_id),
             }
         )
     return rows
@@ -308,6 +360,8 @@ def main() -> None:
     ids = [row["id"] for row in rows]
     if len(ids) != len(set(ids)):
         raise SystemExit("duplicate task ids in TASKS")
+    if unknown := sorted(set(CHECKS) - set(ids)):
+        raise SystemExit(f"CHECKS names unknown task ids: {unknown}")
     OUT.write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in rows), encoding="utf-8")
     print(f"wrote {len(rows)} tasks to {OUT}")
 

@@ -30,6 +30,10 @@ SHELL_ENV = {"LANG": "C.UTF-8", "TERM": "xterm-256color"}
 BWRAP_HOST_UID = 65534
 
 
+def _bash(script: str, args: tuple[str, ...]) -> list[str]:
+    return ["bash", "--noprofile", "--norc", "-c", script, "bash", *args]
+
+
 class Instance:
     """One isolated environment; subclasses fill in how it is made and torn down."""
 
@@ -41,6 +45,12 @@ class Instance:
         self.workdir = tmpdir
 
     def shell_argv(self) -> list[str]:
+        raise NotImplementedError
+
+    def exec_argv(self, script: str, *args: str) -> list[str]:
+        """argv that runs `bash -c script` (with `args` as $1...) in this environment, beside the
+        pane's shell, as the agent user in its home: how a task's verifier reads the end state
+        without typing into the agent's terminal, whatever the agent left running there."""
         raise NotImplementedError
 
     def crash_reason(self) -> str:
@@ -84,6 +94,10 @@ class DockerInstance(Instance):
         env = [a for k, v in SHELL_ENV.items() for a in ("-e", f"{k}={v}")]
         shell = ["bash", "--noprofile", "--rcfile", RC_IN_SANDBOX, "-i"]
         return ["docker", "exec", "-it", "-u", "agent", *env, self.container_id, *shell]
+
+    def exec_argv(self, script: str, *args: str) -> list[str]:
+        env = [a for k, v in SHELL_ENV.items() for a in ("-e", f"{k}={v}")]
+        return ["docker", "exec", "-u", "agent", *env, self.container_id, *_bash(script, args)]
 
     def crash_reason(self) -> str:
         # The exec'd shell dies a moment before the engine marks a killed container as exited.
@@ -137,6 +151,14 @@ class BwrapInstance(Instance):
             raise SandboxError("bwrap sandbox: prlimit not found (apt-get install util-linux)")
 
     def shell_argv(self) -> list[str]:
+        return self._argv(["bash", "--noprofile", "--rcfile", RC_IN_SANDBOX, "-i"])
+
+    def exec_argv(self, script: str, *args: str) -> list[str]:
+        # A second namespace over the same private home and limits: it sees the files, not the
+        # pane's processes.
+        return self._argv(_bash(script, args))
+
+    def _argv(self, shell: list[str]) -> list[str]:
         argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         # Host /tmp, /run (docker.sock and friends) and homes stay out of sight.
         argv += ["--tmpfs", "/tmp", "--tmpfs", "/run", "--tmpfs", "/home", "--bind", self.home, "/home/agent"]
@@ -155,7 +177,7 @@ class BwrapInstance(Instance):
             cfg = self.cfg
             argv += ["prlimit", f"--as={parse_memory(cfg.memory)}", f"--nproc={cfg.pids_limit}"]
             argv += [f"--cpu={cfg.cpu_seconds}", "--"]
-        argv += ["bash", "--noprofile", "--rcfile", RC_IN_SANDBOX, "-i"]
+        argv += shell
         if os.geteuid() == 0:
             argv = [
                 "setpriv",
@@ -189,6 +211,10 @@ class LocalInstance(Instance):
     def shell_argv(self) -> list[str]:
         env = [f"{k}={v}" for k, v in SHELL_ENV.items()]
         return ["env", f"HOME={self.workdir}", *env, "bash", "--noprofile", "--rcfile", self.rc_path, "-i"]
+
+    def exec_argv(self, script: str, *args: str) -> list[str]:
+        env = [f"{k}={v}" for k, v in SHELL_ENV.items()]
+        return ["env", f"HOME={self.workdir}", *env, *_bash(f'cd "$HOME" && {script}', args)]
 
 
 def make_instance(cfg: Backend, tmpdir: str, rc_path: str, box: ProcessBox | None = None) -> Instance:

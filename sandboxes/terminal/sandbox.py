@@ -31,7 +31,9 @@ from sandboxes.terminal.config import Backend, BwrapBackend, DockerBackend, Loca
 from sandboxes.terminal.control import TmuxError, TmuxSession, quote
 from sandboxes.terminal.reaper import tmux_socket_path
 from sandboxes.terminal.shell import SHELL_RC, ShellStream
-from schemas.records import Action, Attachment, Environment, Observation, Task
+from sandboxes.terminal.verify import COMMAND as COMMAND_VERIFIER
+from sandboxes.terminal.verify import run_checks
+from schemas.records import Action, Attachment, Environment, Observation, Step, Task, Verification
 
 log = logging.getLogger(__name__)
 
@@ -252,6 +254,13 @@ class TerminalSandbox(Sandbox):
             config["cpu_seconds"] = getattr(backend, "cpu_seconds", None)
         image = backend.image if isinstance(backend, DockerBackend) else ""
         return Environment(name="terminal", backend=backend.kind, image=image, config=config)
+
+    def verify(self, task: Task, steps: list[Step]) -> Verification | None:
+        if task.verifier.get("kind") != COMMAND_VERIFIER:
+            return super().verify(task, steps)
+        live = self._require_live()
+        assert live.instance is not None
+        return run_checks(live.instance, task.verifier)
 
     def resources(self) -> list[str]:
         """What this sandbox holds now: "pid:<n>", "container:<id>" and "path:<dir>" strings."""

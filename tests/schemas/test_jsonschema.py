@@ -9,7 +9,7 @@ from schemas.__main__ import main
 from schemas.arrow import TRAJECTORY_SCHEMA
 from schemas.codec import from_row, to_row
 from schemas.jsonschema import to_json, trajectory_json_schema
-from schemas.records import SCHEMA_VERSION
+from schemas.records import SCHEMA_VERSION, Verification
 from schemas.storage import TrajectoryWriter
 from tests.schemas.factories import rich_trajectory, small_trajectory
 
@@ -68,18 +68,25 @@ def test_cli_exports_the_schema(tmp_path, capsys):
 
 
 def test_cli_validate_and_stats(tmp_path, capsys):
+    rewarded = small_trajectory("a")
+    rewarded.outcome.reward = 0.5
+    rewarded.outcome.verification = Verification(verifier="command", reward=0.5)
+    broken_verifier = small_trajectory("d", domain="web")
+    broken_verifier.outcome.verification = Verification(verifier="site_state", error="site is down")
     with TrajectoryWriter(str(tmp_path / "good")) as writer:
-        writer.write(small_trajectory("a"))
+        writer.write(rewarded)
         writer.write(small_trajectory("b", status="error"))
         writer.write(small_trajectory("c", domain="web"))
+        writer.write(broken_verifier)
     assert main(["validate", str(tmp_path / "good")]) == 0
-    assert "2 files (0 unreadable), 3 trajectories: 3 valid, 0 invalid" in capsys.readouterr().out
+    assert "2 files (0 unreadable), 4 trajectories: 4 valid, 0 invalid" in capsys.readouterr().out
 
     assert main(["stats", str(tmp_path / "good")]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1].split() == ["terminal", "2", "2", "completed=1,", "error=1"]
-    assert lines[2].split() == ["web", "1", "1", "completed=1"]
-    assert lines[3].split() == ["total", "3", "3"]
+    # domain, trajectories, steps, verified, mean reward, unverified, verifier errors, outcomes
+    assert lines[1].split() == ["terminal", "2", "2", "1", "0.500", "1", "0", "completed=1,", "error=1"]
+    assert lines[2].split() == ["web", "2", "2", "0", "-", "1", "1", "completed=2"]
+    assert lines[3].split() == ["total", "4", "4", "1", "0.500", "2", "1"]
 
     invalid = small_trajectory("bad-domain")
     invalid.domain = "cooking"

@@ -1,5 +1,7 @@
 """Record SWE trajectories: `python -m collectors.swe --sandboxes N --episodes M --out DIR`;
-`python -m collectors.swe prepare ...` downloads and builds the repositories (see its --help)."""
+`python -m collectors.swe prepare ...` downloads and builds the repositories (see its --help);
+`--swebench FILE` runs SWE-bench instances of local repositories, `--export-swebench OUT` writes the
+embedded tasks as such instances."""
 
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ from collectors.cli import (
 from collectors.swe import prepare
 from collectors.swe.explorer import SweExplorer
 from collectors.swe.suite import templates_for
+from collectors.swe.swebench import default_repos_dir, load_swebench
+from collectors.swe.swebench_export import export
 from collectors.tasks import TaskSpec
 from sandboxes.base import SandboxError
 from sandboxes.swe import SweConfig, SweSandbox, bash_action, make_config, parse_action
@@ -44,13 +48,22 @@ EPILOG = """examples:
   # or {"metadata": {"template": "/path/to/a/git/repository", "test_command": [...]}}
   python -m collectors.swe --tasks my_tasks.jsonl --out data/swe-mine
 
+  # SWE-bench instances of repositories on this machine (DIR/owner__name, or `repo` a path); the
+  # scripted policy applies each gold patch (the oracle): every reward should be 1
+  python -m collectors.swe --swebench instances.jsonl --swebench-repos DIR --policy scripted \\
+      --out data/swe-bench
+
+  # the embedded tasks as SWE-bench instances, their repositories as mirrors in out/swe-bench-repos
+  python -m collectors.swe --export-swebench out/swe-bench.jsonl
+
   # an LLM agent behind an OpenAI-compatible server (vLLM, llama.cpp)
   python -m collectors.swe --policy llm --llm-base-url http://localhost:8000/v1 \\
       --llm-model Qwen/Qwen3-8B --episodes 100 --sandboxes 4 --out data/swe-llm
 
 bash runs under bwrap (default when it works) or docker, without network; --backend local runs
 it on this machine and only when asked. Rerunning the same command resumes: committed episodes are
-skipped. One collector per --out.
+skipped. One collector per --out. After each episode the task's verifier runs in the same sandbox:
+the failing tests must pass and the passing ones still pass (outcome.reward 1.0, else 0.0).
 """
 
 
@@ -70,9 +83,62 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     group.add_argument(
         "--cache-dir", metavar="DIR", help="prepared repositories (default: $AGENTWORLD_CACHE_DIR/swe)"
     )
+    bench = parser.add_argument_group("SWE-bench instances")
+    bench.add_argument(
+        "--swebench", metavar="FILE", help="run these SWE-bench instances (JSONL) as the tasks"
+    )
+    bench.add_argument(
+        "--swebench-repos", metavar="DIR",
+        help="where their repositories are: DIR/owner__name (default: FILE's folder/<FILE stem>-repos)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.swebench and args.tasks:
+        parser.error("--swebench and --tasks are two task sources; give one")
     validate_counts(parser, args)
     return args
+
+
+def swebench_tasks(args: argparse.Namespace, cache_dir: Path) -> list[TaskSpec]:
+    """The usable instances of --swebench; each unusable one is named on stderr and skipped."""
+    path = Path(args.swebench)
+    repos = Path(args.swebench_repos) if args.swebench_repos else default_repos_dir(path)
+    try:
+        tasks, errors = load_swebench(path, repos, cache_dir)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot read --swebench {path}: {exc}") from exc
+    for error in errors:
+        print(f"skipping SWE-bench instance {error}", file=sys.stderr)
+    if not tasks:
+        raise CliError(f"no usable SWE-bench instances in {path}")
+    if args.episodes is None:
+        args.episodes = len(tasks)  # each instance once, as with --tasks
+    return tasks
+
+
+def export_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m collectors.swe --export-swebench",
+        description="Write SWE tasks (default: the embedded suite) as SWE-bench instances, their "
+        "repositories as bare git mirrors in <OUT stem>-repos next to OUT.",
+    )
+    parser.add_argument("--export-swebench", required=True, metavar="OUT", help="instances file (JSONL)")
+    parser.add_argument("--tasks", metavar="FILE", help="JSONL task file (default: the embedded suite)")
+    parser.add_argument("--cache-dir", metavar="DIR", help="prepared repositories")
+    args = parser.parse_args(argv)
+    cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+    out = Path(args.export_swebench)
+
+    def run() -> int:
+        tasks = load_task_specs(args, "swe")
+        errors = export(tasks, out, default_repos_dir(out), cache_dir)
+        for error in errors:
+            print(f"not exported: {error}", file=sys.stderr)
+        print(
+            f"wrote {len(tasks) - len(errors)} instances to {out}; repositories in {default_repos_dir(out)}"
+        )
+        return 1 if errors else 0
+
+    return main_guard(run)
 
 
 def used_tasks(tasks: list[TaskSpec], episodes: int) -> list[TaskSpec]:
@@ -122,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["prepare"]:
         return prepare.main(argv[1:])
+    if any(arg == "--export-swebench" or arg.startswith("--export-swebench=") for arg in argv):
+        return export_main(argv)
     args = parse_args(argv)
 
     def run() -> int:
@@ -135,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                 config = make_config(args.backend, cache_dir=cache_dir)
             except (ValueError, SandboxError) as exc:
                 raise CliError(f"--backend {args.backend}: {exc}") from exc
-            tasks = load_task_specs(args, "swe")
+            tasks = swebench_tasks(args, cache_dir) if args.swebench else load_task_specs(args, "swe")
             policy = policy_factory(args, tasks, parse_action=parse_action, explorer=SweExplorer)
             episodes = default_episodes(args, policy[1], policy[2])
 

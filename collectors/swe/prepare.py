@@ -13,6 +13,7 @@ from pathlib import Path
 
 from collectors.swe.suite import build_task
 from collectors.tasks import embedded_tasks
+from sandboxes.swe.mutation import Mutation
 from sandboxes.swe.mutation_tests import run_tests
 from sandboxes.swe.repos import (
     RepoError,
@@ -20,6 +21,7 @@ from sandboxes.swe.repos import (
     default_cache_dir,
     embedded_suite,
     prepare_repo,
+    spec_for,
     task_template,
 )
 
@@ -32,6 +34,10 @@ EPILOG = """examples:
 
   # regenerate the embedded task file: 2 seeds per repository (each seed runs the tests a few times)
   python -m collectors.swe prepare --all --seeds 2 --write-tasks collectors/swe/tasks.jsonl
+
+  # rebuild a task file's lines from the mutations they record (same bugs on every machine), with
+  # their verifiers' FAIL_TO_PASS / PASS_TO_PASS recomputed from two runs of each suite
+  python -m collectors.swe prepare --rewrite collectors/swe/tasks.jsonl
 
 The cache is $AGENTWORLD_CACHE_DIR/swe (else ~/.cache/agentworld/swe); entries are built once and
 reused, so a rerun is quick. Exit status 1 when any repository failed.
@@ -52,6 +58,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, default=0, metavar="N", help="also build seeds 0..N-1 of each")
     parser.add_argument("--jobs", "-j", type=int, default=4, metavar="N", help="repositories at a time (4)")
     parser.add_argument("--write-tasks", metavar="FILE", help="write the task lines of those seeds here")
+    parser.add_argument(
+        "--rewrite", metavar="FILE", help="rebuild FILE's task lines from the mutations they record"
+    )
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
@@ -147,9 +156,32 @@ def _repositories(specs: list[RepoSpec], args: argparse.Namespace, cache_dir: Pa
     return failed
 
 
+def _rewrite(path: Path, cache_dir: Path, jobs: int) -> int:
+    """Rebuild every line of the task file at `path` from the mutation it records, in its order;
+    the number that failed (the file is left as it was then)."""
+    old = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    new: dict[int, dict] = {}
+
+    def work(index: int) -> str:
+        metadata = old[index]["metadata"]
+        spec = spec_for(metadata)
+        new[index] = build_task(spec, metadata["seed"], cache_dir, Mutation(**metadata["mutation"]))
+        verifier = new[index]["verifier"]
+        return f"; {len(verifier['FAIL_TO_PASS'])} failing, {len(verifier['PASS_TO_PASS'])} passing"
+
+    failed = _run_all([line["id"] for line in old], work, jobs)
+    if not failed:
+        text = "".join(json.dumps(new[index], ensure_ascii=False) + "\n" for index in range(len(old)))
+        path.write_text(text, encoding="utf-8")
+        print(f"rewrote {len(old)} tasks in {path}")
+    return failed
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+    if args.rewrite:
+        return 1 if _rewrite(Path(args.rewrite), cache_dir, args.jobs) else 0
     try:
         specs = _selected(args)
     except RepoError as exc:

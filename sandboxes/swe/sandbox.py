@@ -25,7 +25,8 @@ from sandboxes.swe.backends import Runner, make_runner
 from sandboxes.swe.config import REPO_IN_SANDBOX, SweConfig
 from sandboxes.swe.files import ToolError, ToolOutput, Workspace, bound
 from sandboxes.swe.process import render
-from schemas.records import Action, Environment, Observation, Task
+from sandboxes.swe.verify import SWE_TESTS, run_swe_tests
+from schemas.records import Action, Environment, Observation, Step, Task, Verification
 
 FORMAT = "swe_tool_result"
 # How long close() waits for the workspaces of earlier episodes to be removed.
@@ -82,6 +83,7 @@ class SweSandbox(Sandbox):
         self._runner: Runner | None = None
         self._files: Workspace | None = None
         self._task: Task | None = None
+        self._template: Path | None = None
         self._cleanups: list[threading.Thread] = []
         _OPEN.add(self)
 
@@ -116,7 +118,7 @@ class SweSandbox(Sandbox):
             self._teardown()
             raise
         self._files = Workspace(workspace, (runner.where,), runner.owner, self.config.max_file_bytes)
-        self._task = task
+        self._task, self._template = task, template
         return Observation(format=FORMAT, text=self._initial_text(task), data={"tool": "", "error": ""})
 
     def _initial_text(self, task: Task) -> str:
@@ -173,6 +175,15 @@ class SweSandbox(Sandbox):
         if parsed.kind == EDIT:
             data["diff"] = out.diff
         return StepResult(Observation(format=FORMAT, text=out.text, data=data))
+
+    def verify(self, task: Task, steps: list[Step]) -> Verification | None:
+        """The `swe_tests` verifier (sandboxes/swe/verify.py) on this episode's workspace."""
+        if task.verifier.get("kind") != SWE_TESTS:
+            return super().verify(task, steps)
+        runner, files = self._live()
+        self._check_workspace(files)
+        assert self._template is not None  # set by every reset that made a workspace
+        return run_swe_tests(runner, files.root, self._template, task.verifier)
 
     def close(self) -> None:
         self._teardown()

@@ -12,6 +12,9 @@ from typing import NamedTuple
 SFT, CPT, RL, AGENTWORLDBENCH = "sft", "cpt", "rl", "agentworldbench"
 CORPORA = (SFT, CPT, RL, AGENTWORLDBENCH)
 EVAL_SPLIT = "test"  # the split AgentWorldBench files are made from
+# Beside the AgentWorldBench files (whose records keep exactly the public fields): one line per
+# trajectory with its task and task reward, under agentworldbench/tasks/.
+AGENTWORLDBENCH_TASKS = "agentworldbench_tasks"
 
 ShardKey = tuple[str, str, str, int, int]  # corpus, split, domain, shard, shard count
 ShardGroup = tuple[str, str, int, int]  # split, domain, shard, shard count

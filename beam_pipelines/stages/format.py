@@ -16,6 +16,7 @@ from apache_beam.pvalue import TaggedOutput
 from beam_pipelines import dead_letter
 from beam_pipelines.stages.common import (
     AGENTWORLDBENCH,
+    AGENTWORLDBENCH_TASKS,
     CPT,
     EVAL_SPLIT,
     RL,
@@ -73,6 +74,8 @@ class Formatter:
             path = f"{AGENTWORLDBENCH}/{t.domain}_{EVAL_SPLIT}.jsonl"
             for record in records:
                 yield TaggedOutput(AGENTWORLDBENCH, (path, record))
+            tasks_path = f"{AGENTWORLDBENCH}/tasks/{t.domain}_{EVAL_SPLIT}.jsonl"
+            yield TaggedOutput(AGENTWORLDBENCH_TASKS, (tasks_path, _task_record(t)))
         if self._tok is not None:
             yield from self._prompts(split, t, records)
 
@@ -115,6 +118,25 @@ class Formatter:
                 yield TaggedOutput(RL, (rl_path, _rl_record(record, messages, step, t, split, echo)))
 
 
+def _task_reward(t: Trajectory) -> dict:
+    """The trajectory's task reward and which verifier gave it (None and "" when none ran)."""
+    verification = t.outcome.verification
+    return {"task_reward": t.outcome.reward, "task_verifier": verification.verifier if verification else ""}
+
+
+def _task_record(t: Trajectory) -> dict:
+    """The AgentWorldBench metadata of one trajectory: its records are ids `<trajectory_id>:<turn>`."""
+    return {
+        "trajectory_id": t.trajectory_id,
+        "task": t.domain,
+        "task_id": t.task.id,
+        "instruction": t.task.instruction,
+        "total_turns": len(t.steps),
+        "outcome": t.outcome.status,
+        **_task_reward(t),
+    }
+
+
 def _rl_record(record: dict, messages: list[dict], step, t: Trajectory, split: str, echo: bool) -> dict:
     """An RL prompt with what a verifier needs to score a predicted observation against the real one."""
     return {
@@ -131,4 +153,6 @@ def _rl_record(record: dict, messages: list[dict], step, t: Trajectory, split: s
         "reference_data": step.observation.data,
         "action": {"kind": step.action.kind, "arguments": step.action.arguments, "text": step.action.text},
         "echo": echo,
+        # the episode's own task reward: the outcome a trajectory-level RL reward can use
+        **_task_reward(t),
     }

@@ -28,6 +28,7 @@ from beam_pipelines.dead_letter import DeadLetter, count
 from beam_pipelines.memory import release_free_memory
 from beam_pipelines.stages.common import (
     AGENTWORLDBENCH,
+    AGENTWORLDBENCH_TASKS,
     CPT,
     RL,
     SFT,
@@ -155,7 +156,7 @@ class _BuildShard(beam.DoFn):
                     for out in self._formatter.format(split, t):
                         if out.tag in samples:
                             samples[out.tag].append(out.value)
-                        elif out.tag in (RL, AGENTWORLDBENCH):
+                        elif out.tag in (RL, AGENTWORLDBENCH, AGENTWORLDBENCH_TASKS):
                             shard.write_line(*out.value)
                         else:
                             yield out

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import copy
 from collections import defaultdict
 
 from beam_pipelines.dead_letter import DEAD_LETTER
-from beam_pipelines.stages.common import AGENTWORLDBENCH, CORPORA, CPT, RL, SFT
+from beam_pipelines.stages.common import AGENTWORLDBENCH, AGENTWORLDBENCH_TASKS, CORPORA, CPT, RL, SFT
 from beam_pipelines.stages.format import Formatter
 from schemas.chat_tokens import ChatTokenizer
+from schemas.records import Verification
 from schemas.render import AGENTWORLDBENCH_FIELDS, cpt_document, is_echo_turn, record_messages, target_text
 
 
@@ -74,3 +76,20 @@ def test_a_prompt_that_cannot_fit_goes_to_the_dead_letter(recorded):
     assert target_text(t.steps[0].observation)
     dead = _format([("train", t)], emit=(SFT,), seq_len=64)[DEAD_LETTER]
     assert [(d.stage, d.reason) for d in dead] == [("format", "prompt_over_seq_len")] * len(t.steps)
+
+
+def test_task_rewards_reach_the_rl_prompts_and_the_agentworldbench_task_lines(recorded):
+    rewarded, plain = copy.deepcopy(recorded[0]), recorded[1]
+    rewarded.outcome.reward = 0.5
+    rewarded.outcome.verification = Verification(verifier="command", reward=0.5)
+    out = _format([("test", rewarded), ("test", plain)])
+    by_trajectory = {record["trajectory_id"]: record for _, record in out[RL]}
+    first = by_trajectory[rewarded.trajectory_id]
+    assert (first["task_reward"], first["task_verifier"]) == (0.5, "command")
+    assert by_trajectory[plain.trajectory_id]["task_reward"] is None
+    lines = {record["trajectory_id"]: (path, record) for path, record in out[AGENTWORLDBENCH_TASKS]}
+    path, record = lines[rewarded.trajectory_id]
+    assert path == "agentworldbench/tasks/terminal_test.jsonl"
+    assert record["task_reward"] == 0.5 and record["task_id"] == rewarded.task.id
+    assert record["total_turns"] == len(rewarded.steps)
+    assert lines[plain.trajectory_id][1]["task_verifier"] == ""

@@ -17,6 +17,7 @@ from collectors.cli import (
     run_cli,
     validate_counts,
 )
+from collectors.terminal.harbor import run_harbor
 from sandboxes.base import SandboxError
 from sandboxes.terminal import TerminalConfig, TerminalSandbox, make_backend, parse_action
 from sandboxes.terminal.backends import bwrap_limits
@@ -32,6 +33,10 @@ EPILOG = """examples:
 
   # replay a recorded dataset's actions in fresh sandboxes (sim-vs-real comparison)
   python -m collectors.terminal --policy replay --replay-from data/terminal --out data/replayed
+
+  # Harbor task folders (Terminal-Bench 2's format): oracle-validated, then the policy, rewarded
+  python -m collectors.terminal --harbor-tasks collectors/terminal/harbor_tasks --map-base-images \\
+      --policy explorer --episodes 2 --out data/harbor
 
   # an LLM agent behind an OpenAI-compatible server (vLLM, llama.cpp)
   python -m collectors.terminal --policy llm --llm-base-url http://localhost:8000/v1 \\
@@ -78,8 +83,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--cpu-seconds", type=int, default=600, metavar="SEC",
         help="bwrap with rlimits: CPU time per process before the kernel kills it (600)",
     )  # fmt: skip
+    harbor = parser.add_argument_group("Harbor task folders (see collectors/terminal/harbor.py)")
+    harbor.add_argument(
+        "--harbor-tasks", metavar="DIR",
+        help="run the Harbor task folders in DIR (or the one folder DIR): each validated by its"
+        " solution/solve.sh, then --episodes (1) of --policy each, rewarded by its tests/test.sh",
+    )  # fmt: skip
+    harbor.add_argument(
+        "--map-base-images", action="store_true",
+        help="build a task whose FROM image is not here on the local terminal image (ubuntu, debian,"
+        " python, buildpack-deps, bash -> agentworld/terminal:3)",
+    )  # fmt: skip
+    harbor.add_argument(
+        "--allow-network", action="store_true",
+        help="give network to the Harbor tasks whose task.toml asks for it (none otherwise)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     validate_counts(parser, args)
+    if args.harbor_tasks and (args.tasks or args.shard or args.backend != "docker"):
+        parser.error(
+            "--harbor-tasks runs each task in its own docker image: no --tasks or --shard, --backend docker"
+        )
     return args
 
 
@@ -144,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
                     f" {reaped['process_boxes']} process boxes left behind by a collector that died",
                     file=sys.stderr,
                 )
+            if args.harbor_tasks:
+                return run_harbor(args, lock)
             tasks = load_task_specs(args, "terminal")
             explorer = {"command_timeout": min(10.0, args.command_timeout)}
             policy = policy_factory(args, tasks, parse_action=parse_action, explorer_options=explorer)

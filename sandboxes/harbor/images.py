@@ -15,8 +15,9 @@ none`), so a Dockerfile that installs packages from the internet fails with the 
 Then a thin layer makes the image fit the terminal sandbox, which opens its shell as the user named
 `agent`: that name is made an alias of the task's agent user (task.toml's `agent.user`, else the
 image's `USER`, else root, as Harbor runs the agent), and `environment.workdir`, when set, becomes
-the working directory. Images are tagged `agentworld/harbor-<task>:<hash>`, the hash covering the
-environment folder, the resolved base images and the layer, so an unchanged task is never rebuilt.
+the working directory; the image's own user stays its default (the verifier's). Images are tagged
+`agentworld/harbor-<task>:<hash>`, the hash covering the environment folder, the resolved base
+images and the layer, so an unchanged task is never rebuilt.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ MAPPED_BASE = "agentworld/terminal:3"
 BASE_IMAGE_MAP = dict.fromkeys(("ubuntu", "debian", "python", "buildpack-deps", "bash"), MAPPED_BASE)
 MAP_FLAG = "--map-base-images"
 # Bumped when the fitting layer changes: its images get new tags.
-LAYER_VERSION = "1"
+LAYER_VERSION = "2"
 _FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE)
 
 
@@ -44,6 +45,7 @@ class BuiltImage:
     tag: str
     sources: dict[str, str]  # each FROM image of the Dockerfile -> the image it was built from
     cached: bool
+    user: str  # the image's own user (its USER, else root): the verifier's, unless task.toml says
 
 
 def image_present(image: str) -> bool:
@@ -119,7 +121,7 @@ def image_tag(task: HarborTask, sources: dict[str, str]) -> str:
     return f"agentworld/harbor-{name}:{digest.hexdigest()[:16]}"
 
 
-def _fitting_layer(base: str, agent_user: str, workdir: str | None) -> str:
+def _fitting_layer(base: str, image_user: str, agent_user: str, workdir: str | None) -> str:
     """The layer that lets the sandbox open its shell as `agent` = the task's agent user."""
     check = (
         "command -v bash >/dev/null || { echo 'the terminal sandbox needs bash in the image' >&2; exit 1; }"
@@ -133,6 +135,7 @@ def _fitting_layer(base: str, agent_user: str, workdir: str | None) -> str:
     lines = [f"FROM {base}", "USER root", f"ARG AGENT_USER={agent_user}", f"RUN {check}; {alias}"]
     if workdir:
         lines.append(f"WORKDIR {workdir}")
+    lines.append(f"USER {image_user}")
     return "\n".join(lines) + "\n"
 
 
@@ -171,13 +174,14 @@ def build_image(task: HarborTask, map_base_images: bool) -> BuiltImage:
     resolved, sources = resolve_dockerfile(text, map_base_images)
     tag = image_tag(task, sources)
     if image_present(tag):
-        return BuiltImage(tag, sources, cached=True)
+        return BuiltImage(tag, sources, cached=True, user=_image_user(tag))
     timeout = float(env.get("build_timeout_sec") or 600.0)
     context = Path(task.paths["environment_dir"])
     if not context.is_dir():
         context = Path(tempfile.mkdtemp(prefix="harbor-context-"))
     env_tag = f"{tag}-env"
     _docker_build(resolved, context, env_tag, timeout)
-    user = str(task.agent.get("user") or _image_user(env_tag))
-    _docker_build(_fitting_layer(env_tag, user, env.get("workdir")), context, tag, timeout)
-    return BuiltImage(tag, sources, cached=False)
+    user = _image_user(env_tag)
+    agent_user = str(task.agent.get("user") or user)
+    _docker_build(_fitting_layer(env_tag, user, agent_user, env.get("workdir")), context, tag, timeout)
+    return BuiltImage(tag, sources, cached=False, user=user)

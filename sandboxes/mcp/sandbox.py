@@ -30,6 +30,7 @@ from sandboxes.base import (
     SandboxCrashedError,
     SandboxError,
     StepResult,
+    VerifierError,
 )
 from sandboxes.checks import process_exists
 from sandboxes.containment import sandbox_tmpdir
@@ -52,8 +53,9 @@ from sandboxes.mcp.isolation import ServerJail
 from sandboxes.mcp.seeds import seed_workdir, start_site
 from sandboxes.mcp.server_exit import KILL_WAIT_S, STOP_GRACE_S, exit_status, stop_server
 from sandboxes.mcp.server_output import ServerOutput
+from sandboxes.mcp.verify import VERIFIER_KINDS, graph_of, verify_mcp
 from sandboxes.terminal.config import BwrapBackend, LocalBackend
-from schemas.records import Action, Environment, Observation, Task
+from schemas.records import Action, Environment, Observation, Step, Task, Verification
 
 log = logging.getLogger(__name__)
 # How long a failed call waits for the dying server's exit status and last stderr.
@@ -231,6 +233,20 @@ class McpSandbox(Sandbox):
                 raise self._failed_call(name, "exited during the call") from None
             return self._result(error_observation(entry.name, name, "invalid_result", str(exc)))
         return self._result(result_observation(entry.name, name, result))
+
+    def verify(self, task: Task, steps: list[Step]) -> Verification | None:
+        """`files`, `git_repo` (the server's workdir, read on the host side) and `memory_graph` (the
+        graph, asked of the server's own read_graph, unrecorded); see sandboxes.mcp.verify."""
+        if task.verifier.get("kind") not in VERIFIER_KINDS:
+            return super().verify(task, steps)
+        if self._jail is None or self._entry is None:
+            raise VerifierError("no MCP server ran an episode here: nothing to verify")
+        return verify_mcp(task.verifier, self._jail.workdir, self._read_graph)
+
+    def _read_graph(self) -> dict[str, Any]:
+        if self._connection is None or self._entry is None or not self._server_alive():
+            raise VerifierError("memory_graph: the server is no longer running")
+        return graph_of(self._connection.call_tool("read_graph", {}, self._entry.call_timeout_s))
 
     def _result(self, observation: Observation) -> StepResult:
         """The step's result, with what the server wrote outside the protocol since the last step."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandboxes.base import Sandbox, StepResult
-from schemas.records import Action, Attachment, Environment, Observation, Task
+from schemas.records import Action, Attachment, Environment, Observation, Step, Task, Verification
 
 # Realistic failures per domain; {command} is the program the action ran, {action} the action text.
 DEFAULT_ERRORS = {
@@ -157,6 +157,9 @@ class PerturbedSandbox(Sandbox):
     @property
     def alive(self) -> bool:
         return self.inner.alive
+
+    def verify(self, task: Task, steps: list[Step]) -> Verification | None:
+        return self.inner.verify(task, steps)  # perturbations touch what the agent sees, not the state
 
     def describe(self) -> Environment:
         env = self.inner.describe()

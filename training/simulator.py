@@ -37,6 +37,7 @@ from schemas.records import (
     Task,
     ToolDefinition,
     Trajectory,
+    Verification,
 )
 from schemas.render import chat_messages, extract_prediction, strip_think
 from training.backends.base import GenerationConfig, WorldModelBackend
@@ -216,6 +217,11 @@ class SimulatedSandbox(Sandbox):
     @property
     def alive(self) -> bool:
         return self._started and not self._closed
+
+    def verify(self, task: Task, steps: list[Step]) -> Verification | None:
+        """None: a world model has no real state for a task's verifier to check, so a simulated
+        episode has no task reward (None, not a zero)."""
+        return None
 
     def describe(self) -> Environment:
         config = {

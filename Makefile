@@ -9,12 +9,15 @@ DEMO_BASE ?= smollm2-135m-instruct
 
 setup:
 	bash infra/setup-host.sh
+	bash sandboxes/harbor/make_venv.sh
 
 # The whole loop on embedded defaults, on a CPU: collect real terminal, web, search, MCP and SWE trajectories,
 # build the corpus with the base's tokenizer, fine-tune SmolLM2-135M-Instruct's top layers for about 8
 # minutes, and measure it against real sandboxes beside its base and repeat-previous-observation.
 demo: setup
 	$(PY) -m collectors.terminal --sandboxes 4 --episodes 32 --max-steps 12 --out $(DEMO_OUT)/raw
+	$(PY) -m collectors.terminal --harbor-tasks collectors/terminal/harbor_tasks --map-base-images \
+		--max-steps 6 --out $(DEMO_OUT)/harbor
 	$(PY) -m collectors.web --browsers 2 --episodes 6 --max-steps 8 --out $(DEMO_OUT)/raw
 	$(PY) -m collectors.search --workers 2 --episodes 10 --max-steps 8 --max-page-chars 4000 \
 		--out $(DEMO_OUT)/raw

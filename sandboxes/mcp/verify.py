@@ -1,17 +1,21 @@
 """Task verifiers of the MCP domain: what the episode left in the server's state.
 
-Every listed condition is one check, and the reward is the share of checks that pass (partial
-credit: a to-do list that gained its line but lost another scores 4 of 5, say).
+Every listed condition is one check, and the reward is the share of checks that pass, times the
+share of the `keep` checks that pass: `keep` holds, in the same form, what must stay as the reset
+left it (the rest of a file, the main branch), which doing nothing also satisfies, so it can only
+take credit away. A to-do list that gained its line but lost one of three others scores 2/3; one
+left as it was scores 0.
 
 - `files` (filesystem server): files of the server's private workdir, read on the host side,
-      {"kind": "files", "files": {"data/total.txt": {"number": 6},
-                                  "notes/todo.txt": {"lines_include": ["water the plants"]}}}
+      {"kind": "files", "files": {"notes/todo.txt": {"lines_include": ["water the plants"]}},
+       "keep": {"files": {"notes/todo.txt": {"lines_include": ["buy milk"]}}}}
   A file's conditions: "exists" (true/false), "equals" (the text, outer whitespace dropped),
   "number" (the text is one number equal to it), "contains" and "lines_include" (lists: each
   substring, each whole line, is a check). A missing file fails every condition but `exists: false`.
 - `git_repo` (git server): the repository in the workdir, read with git on the host side,
-      {"kind": "git_repo", "branches": ["feature/mul"], "commit_counts": {"main": 3},
-       "files": {"feature/mul:calc.py": {"contains": ["def mul"]}}, "clean": true}
+      {"kind": "git_repo", "branches": ["feature/mul"], "commit_counts": {"feature/mul": 4},
+       "files": {"feature/mul:calc.py": {"contains": ["def mul"]}}, "clean": true,
+       "keep": {"commit_counts": {"main": 3}}}
   `files` keys are `<revision>:<path>` and take a file's conditions; `clean`: no change, staged
   or not, to a tracked file.
 - `memory_graph` (memory server): the knowledge graph, read through the server's own `read_graph`
@@ -205,28 +209,40 @@ def graph_of(result: Any) -> dict[str, Any]:
         raise VerifierError(f"memory_graph: read_graph answered no JSON graph: {result.content}") from exc
 
 
+def _checks(verifier: dict[str, Any], workdir: Path, read_graph: Callable[[], dict[str, Any]]) -> list[Check]:
+    kind = verifier["kind"]
+    if kind == "files":
+        return files_checks(verifier, workdir)
+    if kind == "git_repo":
+        return git_checks(verifier, workdir)
+    return memory_checks(verifier, read_graph())
+
+
+def _share(checks: list[Check]) -> float:
+    return sum(ok for _, ok, _ in checks) / len(checks) if checks else 1.0
+
+
 def verify_mcp(
     verifier: dict[str, Any], workdir: Path, read_graph: Callable[[], dict[str, Any]]
 ) -> Verification:
     """Run a `files`, `git_repo` or `memory_graph` verifier on the server's end state."""
     kind = verifier["kind"]
-    if kind == "files":
-        checks = files_checks(verifier, workdir)
-    elif kind == "git_repo":
-        checks = git_checks(verifier, workdir)
-    else:
-        checks = memory_checks(verifier, read_graph())
-    if not checks:
+    keep = verifier.get("keep", {})
+    if not isinstance(keep, dict):
+        raise VerifierError(f"{kind}: 'keep' must be an object of checks, got {keep!r}")
+    goal = _checks({k: v for k, v in verifier.items() if k != "keep"}, workdir, read_graph)
+    kept = _checks({"kind": kind, **keep}, workdir, read_graph) if keep else []
+    if not goal:
         raise VerifierError(f"{kind}: the verifier lists no checks")
-    passed = sum(ok for _, ok, _ in checks)
-    lines = [f"{'PASS' if ok else 'FAIL'} {what}: {found}" for what, ok, found in checks]
+    lines = [f"{'PASS' if ok else 'FAIL'} {what}: {found}" for what, ok, found in goal]
+    lines += [f"{'PASS' if ok else 'FAIL'} keep: {what}: {found}" for what, ok, found in kept]
     return Verification(
         verifier=kind,
-        reward=passed / len(checks),
+        reward=_share(goal) * _share(kept),
         output="\n".join(lines)[-OUTPUT_LIMIT:],
         details={
-            "passed": passed,
-            "checks": len(checks),
-            "failed": [what for what, ok, _ in checks if not ok],
+            "goal": f"{sum(ok for _, ok, _ in goal)}/{len(goal)}",
+            "keep": f"{sum(ok for _, ok, _ in kept)}/{len(kept)}",
+            "failed": [what for what, ok, _ in goal + kept if not ok],
         },
     )

@@ -1,5 +1,6 @@
 """The search domain: `web_search` and `web_extractor` over an embedded tantivy index of real offline
-documents (served over loopback HTTP) or over HTTP search backends (SearXNG, any JSON API)."""
+documents (served over loopback HTTP) or over HTTP search backends (SearXNG, any JSON API), and
+`answer`, the agent's final answer, which a task's "answer" verifier checks."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from pathlib import Path
 from sandboxes.domains import DomainSpec
 from sandboxes.search.actions import (
     ACTION_KINDS,
+    ACTION_SCHEMA,
     ACTION_SPACE,
+    ANSWER,
     WEB_EXTRACTOR,
     WEB_SEARCH,
     extract_action,
@@ -62,6 +65,8 @@ DOMAIN = DomainSpec(
 
 __all__ = [
     "ACTION_KINDS",
+    "ACTION_SCHEMA",
+    "ANSWER",
     "DOMAIN",
     "WEB_EXTRACTOR",
     "WEB_SEARCH",

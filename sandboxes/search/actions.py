@@ -2,9 +2,11 @@
 
     web_search     {"query": str, "num_results"?: int (1..50, default 10), "page"?: int (1-based)}
     web_extractor  {"url": str (http or https)}
+    answer         {"text": str}: the agent's final answer; it ends the episode
 
 `parse_action` validates and fills the canonical `text` a world model is shown, e.g.
-`web_search(query='asyncio gather', page=2)` or `web_extractor(url='http://...')`.
+`web_search(query='asyncio gather', page=2)`, `web_extractor(url='http://...')` or
+`answer(text='python -m venv')`.
 """
 
 from __future__ import annotations
@@ -17,27 +19,68 @@ from schemas.records import Action
 
 WEB_SEARCH = "web_search"
 WEB_EXTRACTOR = "web_extractor"
-ACTION_KINDS = (WEB_SEARCH, WEB_EXTRACTOR)
+ANSWER = "answer"
+ACTION_KINDS = (WEB_SEARCH, WEB_EXTRACTOR, ANSWER)
 DEFAULT_NUM_RESULTS = 10
 MAX_NUM_RESULTS = 50
 MAX_PAGE = 100
 MAX_QUERY_CHARS = 1000
 MAX_URL_CHARS = 4000
+MAX_ANSWER_CHARS = 4000
 
 ACTION_SPACE = """\
-You use a web search engine through two tools. Each turn, reply with exactly one JSON object:
+You use a web search engine through two tools, then give your answer. Each turn, reply with exactly
+one JSON object:
 
 {"action": "web_search", "query": "<words to search for>"}
     Optional: "num_results" (1-50, default 10) and "page" (1-based, default 1).
     Returns numbered results: [n] url, then title, snippet and date where known.
 {"action": "web_extractor", "url": "<http(s) url from a result>"}
     Returns the page's main text as Markdown, or the error the fetch met (e.g. 404 Not Found).
+{"action": "answer", "text": "<your final answer, short>"}
+    Records your final answer to the task and ends the episode.
 
 Examples:
 {"action": "web_search", "query": "asyncio gather return_exceptions"}
 {"action": "web_search", "query": "asyncio gather return_exceptions", "page": 2}
 {"action": "web_extractor", "url": "http://docs.python.agentworld.test/3.11/library/asyncio-task.html"}
+{"action": "answer", "text": "asyncio.gather(..., return_exceptions=True)"}
 """
+
+# The reply an LLM agent writes (the generic `{"action": <kind>, ...arguments}` form).
+ACTION_SCHEMA: dict[str, Any] = {
+    "oneOf": [
+        {
+            "type": "object",
+            "properties": {
+                "action": {"const": WEB_SEARCH},
+                "query": {"type": "string", "maxLength": MAX_QUERY_CHARS},
+                "num_results": {"type": "integer", "minimum": 1, "maximum": MAX_NUM_RESULTS},
+                "page": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE},
+            },
+            "required": ["action", "query"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "action": {"const": WEB_EXTRACTOR},
+                "url": {"type": "string", "minLength": 1, "maxLength": MAX_URL_CHARS},
+            },
+            "required": ["action", "url"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "action": {"const": ANSWER},
+                "text": {"type": "string", "minLength": 1, "maxLength": MAX_ANSWER_CHARS},
+            },
+            "required": ["action", "text"],
+            "additionalProperties": False,
+        },
+    ]
+}
 
 
 def _integer(arguments: dict[str, Any], name: str, default: int, upper: int) -> int:
@@ -89,6 +132,18 @@ def _extractor(arguments: dict[str, Any]) -> Action:
     return Action(kind=WEB_EXTRACTOR, arguments={"url": url}, text=f"web_extractor(url={url!r})")
 
 
+def _answer(arguments: dict[str, Any]) -> Action:
+    extra = set(arguments) - {"text"}
+    if extra:
+        raise InvalidActionError(f"answer: unknown argument(s) {sorted(extra)}")
+    text = arguments.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidActionError(f"answer needs a non-empty 'text' string, got {text!r}")
+    if len(text) > MAX_ANSWER_CHARS:
+        raise InvalidActionError(f"answer: text is longer than {MAX_ANSWER_CHARS} characters")
+    return Action(kind=ANSWER, arguments={"text": text}, text=f"answer(text={text!r})")
+
+
 def parse_action(kind: str, arguments: dict[str, Any]) -> Action:
     """Validate a search action's shape; raise InvalidActionError with the reason if malformed."""
     if not isinstance(arguments, dict):
@@ -97,6 +152,8 @@ def parse_action(kind: str, arguments: dict[str, Any]) -> Action:
         return _search(arguments)
     if kind == WEB_EXTRACTOR:
         return _extractor(arguments)
+    if kind == ANSWER:
+        return _answer(arguments)
     raise InvalidActionError(f"unknown search action kind {kind!r}; expected one of {list(ACTION_KINDS)}")
 
 

@@ -18,7 +18,7 @@ from sandboxes.base import (
     StepResult,
 )
 from sandboxes.http_server import LocalHTTPServer, static_app
-from sandboxes.search.actions import DEFAULT_NUM_RESULTS, WEB_EXTRACTOR, WEB_SEARCH, parse_action
+from sandboxes.search.actions import ANSWER, DEFAULT_NUM_RESULTS, WEB_EXTRACTOR, WEB_SEARCH, parse_action
 from sandboxes.search.build import SITE_SUBDIR, load_manifest
 from sandboxes.search.config import (
     JsonApiBackend,
@@ -31,9 +31,12 @@ from sandboxes.search.engines import SearchEngine, TantivyEngine
 from sandboxes.search.http_engines import JsonApiEngine, SearxngEngine
 from sandboxes.search.pages import PageFetcher
 from sandboxes.search.render import SEARCH_RESULTS, empty_query_observation, search_observation
-from schemas.records import Action, Environment, Observation, Task
+from sandboxes.search.verify import KIND as ANSWER_VERIFIER
+from sandboxes.search.verify import verify_answer
+from schemas.records import Action, Environment, Observation, Step, Task, Verification
 
 INITIAL_TEXT = "A web search engine is ready. No search has been made yet."
+ANSWER_RECORDED = "Answer recorded."
 
 
 class SearchSandbox(Sandbox):
@@ -97,7 +100,19 @@ class SearchSandbox(Sandbox):
             return StepResult(self._fetcher.fetch(checked.arguments["url"]))
         if checked.kind == WEB_SEARCH:
             return StepResult(self._search(checked.arguments))
+        if checked.kind == ANSWER:
+            # `verify` reads the answer back from the recorded step; the engine has nothing to do. The
+            # domain's own format, so a simulator predicting this line needs no special case.
+            ack = Observation(
+                format=SEARCH_RESULTS, text=ANSWER_RECORDED, data={"answer": checked.arguments["text"]}
+            )
+            return StepResult(ack, done=True)
         raise InvalidActionError(f"unknown search action kind {checked.kind!r}")
+
+    def verify(self, task: Task, steps: list[Step]) -> Verification | None:
+        if task.verifier.get("kind") == ANSWER_VERIFIER:
+            return verify_answer(task.verifier, steps)
+        return super().verify(task, steps)
 
     def _search(self, arguments: dict[str, Any]) -> Observation:
         query = arguments["query"]

@@ -77,7 +77,9 @@ DOMAIN_PROMPTS: dict[str, DomainPrompt] = {
         ),
         actions=(
             "`web_search(query='...')`, with `num_results=N` (1-50, default 10) and `page=P` (1-based) "
-            "shown when not the default, to search; `web_extractor(url='...')` to read a page."
+            "shown when not the default, to search; `web_extractor(url='...')` to read a page; "
+            "`answer(text='...')` to give the final answer, answered `Answer recorded.`, which ends the "
+            "episode."
         ),
     ),
     "mcp": DomainPrompt(

@@ -1,0 +1,212 @@
+"""Task rewards in every domain: the oracle's against the explorer's, and what verification costs.
+
+Per domain, the embedded tasks that have a verifier are run twice through the domain's own collector
+CLI on real sandboxes: once with `--policy scripted` (each task's own actions: the oracle) and once
+with `--policy explorer` (the default policy, bounded to EXPLORER_STEPS steps). The Harbor task
+folders of the terminal domain run the same way through `--harbor-tasks` (their oracle is
+`solution/solve.sh`). Every figure is read back from the written trajectories: `outcome.reward`, and
+`outcome.verification.elapsed_s` against the episode's wall time (provenance finished - started).
+
+Targets (issue "Tasks that verify themselves"): the oracle reaches reward 1 on at least 95% of the
+tasks that have a verifier, in every domain (failures named); verification costs at most 10% of the
+episode's wall time, median per domain (over both policies' episodes).
+
+    python -m benchmarks.run task_rewards      # about 15 minutes on 2 cores
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from collectors.tasks import embedded_tasks
+from schemas import read_trajectories
+from schemas.records import Trajectory
+
+ROOT = Path(__file__).resolve().parents[1]
+ORACLE_TARGET = 0.95
+VERIFY_SHARE_TARGET = 0.10
+EXPLORER_STEPS = 8
+HARBOR_TASKS = ROOT / "collectors" / "terminal" / "harbor_tasks"
+
+# domain -> (collector package, its fleet arguments on this machine)
+DOMAINS: dict[str, tuple[str, list[str]]] = {
+    "terminal": ("terminal", ["--backend", "bwrap", "--sandboxes", "2"]),
+    "swe": ("swe", ["--sandboxes", "2"]),
+    "web": ("web", ["--browsers", "2"]),
+    "search": ("search", ["--workers", "2"]),
+    "mcp": ("mcp", ["--workers", "2"]),
+    "os": ("desktop", ["--displays", "2"]),
+    "android": ("android", ["--fake-driver", "--emulators", "2"]),
+}
+
+
+def _verifiable(package: str) -> tuple[list[dict], int]:
+    """The embedded tasks with a verifier, as JSONL rows, and how many say they have none."""
+    rows, without = [], 0
+    for spec in embedded_tasks(package):
+        task = spec.task
+        if task.verifier.get("kind", "none") == "none":
+            without += 1
+            continue
+        row = {"id": task.id, "instruction": task.instruction, "setup": task.setup, "actions": spec.actions}
+        row.update(max_steps=task.max_steps, metadata=task.metadata, verifier=task.verifier)
+        rows.append(row)
+    return rows, without
+
+
+def _collect(package: str, args: list[str], out: Path) -> float:
+    argv = [sys.executable, "-m", f"collectors.{package}", *args, "--out", str(out), "--no-progress"]
+    started = time.monotonic()
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[2:])} exited {done.returncode}:\n{done.stderr[-3000:]}")
+    return time.monotonic() - started
+
+
+def _wall_s(t: Trajectory) -> float:
+    return (t.provenance.finished_at - t.provenance.started_at).total_seconds()
+
+
+def summarise(trajectories: list[Trajectory]) -> dict:
+    """Rewards and verification cost of one policy's episodes."""
+    verified = [t for t in trajectories if t.outcome.verification is not None]
+    rewards = [t.outcome.reward for t in verified if t.outcome.reward is not None]
+    shares = [t.outcome.verification.elapsed_s / _wall_s(t) for t in verified if _wall_s(t) > 0]
+    failures = [
+        {
+            "task": t.task.id,
+            "status": t.outcome.status,
+            "reward": t.outcome.reward,
+            "why": (t.outcome.verification.error if t.outcome.verification else t.outcome.error)
+            or (t.outcome.verification.output[-300:] if t.outcome.verification else "no verification ran"),
+        }
+        for t in trajectories
+        if t.outcome.reward != 1.0
+    ]
+    return {
+        "episodes": len(trajectories),
+        "verified": len(rewards),
+        "verifier_errors": len(verified) - len(rewards),
+        "reward_1": sum(r == 1.0 for r in rewards),
+        "share_reward_1": sum(r == 1.0 for r in rewards) / len(trajectories) if trajectories else 0.0,
+        "mean_reward": statistics.fmean(rewards) if rewards else None,
+        "verify_s_median": statistics.median(t.outcome.verification.elapsed_s for t in verified)
+        if verified
+        else None,
+        "episode_s_median": statistics.median(map(_wall_s, trajectories)) if trajectories else None,
+        "verify_share_median": statistics.median(shares) if shares else None,
+        "failures": failures,
+        "_shares": shares,
+    }
+
+
+def _domain(name: str, package: str, args: list[str], work: Path) -> dict:
+    rows, without = _verifiable(package)
+    tasks = work / f"{name}.jsonl"
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result: dict = {"tasks_with_verifier": len(rows), "tasks_without_verifier": without}
+    for policy, extra in (("oracle", ["--policy", "scripted"]), ("explorer", ["--policy", "explorer"])):
+        out = work / f"{name}-{policy}"
+        steps = ["--max-steps", str(EXPLORER_STEPS)] if policy == "explorer" else []
+        seconds = _collect(package, [*args, "--tasks", str(tasks), *extra, *steps], out)
+        result[policy] = {**summarise(list(read_trajectories(str(out)))), "run_s": seconds}
+    return result
+
+
+def _harbor(work: Path) -> dict:
+    folders = sorted(p for p in HARBOR_TASKS.iterdir() if (p / "task.toml").exists())
+    result: dict = {"tasks_with_verifier": len(folders), "tasks_without_verifier": 0}
+    for policy, extra in (("oracle", ["--policy", "scripted"]), ("explorer", ["--policy", "explorer"])):
+        out = work / f"harbor-{policy}"
+        args = ["--harbor-tasks", str(HARBOR_TASKS), "--map-base-images", *extra]
+        if policy == "explorer":
+            args += ["--max-steps", str(EXPLORER_STEPS)]
+        seconds = _collect("terminal", args, out)
+        result[policy] = {**summarise(list(read_trajectories(str(out)))), "run_s": seconds}
+    return result
+
+
+def run() -> dict:
+    work = Path(tempfile.mkdtemp(prefix="task-rewards-bench-"))
+    domains: dict[str, dict] = {}
+    for name, (package, args) in DOMAINS.items():
+        try:
+            domains[name] = _domain(name, package, args, work)
+        except Exception as exc:  # one domain's failure is a result, not the end of the benchmark
+            domains[name] = {"error": f"{type(exc).__name__}: {exc}"[-2000:]}
+    try:
+        domains["terminal-harbor"] = _harbor(work)
+    except Exception as exc:
+        domains["terminal-harbor"] = {"error": f"{type(exc).__name__}: {exc}"[-2000:]}
+    for result in domains.values():
+        if "error" in result:
+            continue
+        oracle, explorer = result["oracle"], result["explorer"]
+        shares = oracle.pop("_shares") + explorer.pop("_shares")
+        result["verify_share_median"] = statistics.median(shares) if shares else None
+        result["oracle_target_met"] = oracle["share_reward_1"] >= ORACLE_TARGET
+        result["verify_share_target_met"] = shares != [] and statistics.median(shares) <= VERIFY_SHARE_TARGET
+    return {
+        "targets": {"oracle_share_reward_1": ORACLE_TARGET, "verify_share_median": VERIFY_SHARE_TARGET},
+        "explorer_max_steps": EXPLORER_STEPS,
+        "domains": domains,
+        "cpus": os.cpu_count(),
+    }
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def _num(x: float | None, fmt: str = ".2f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def _verdict(r: dict) -> str:
+    oracle = "met" if r["oracle_target_met"] else "NOT met"
+    cost = "met" if r["verify_share_target_met"] else "NOT met"
+    return f"oracle {oracle}, cost {cost}"
+
+
+def markdown_lines(result: dict) -> list[str]:
+    steps = result["explorer_max_steps"]
+    lines = [
+        f"Oracle = each task's own scripted actions; explorer = the default policy, {steps} steps at most. "
+        "Targets: oracle reward 1 on >= 95% of the tasks with a verifier; verification <= 10% of the "
+        "episode's wall time (median over both policies' episodes).",
+        "",
+        "| domain | tasks with / without verifier | oracle reward 1 | explorer mean reward "
+        "| explorer reward 1 | verify s (median) | episode s (oracle / explorer) | verify share | targets |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    failures = []
+    for name, r in result["domains"].items():
+        if "error" in r:
+            lines.append(f"| {name} | error: {r['error'][:200]} | | | | | | | |")
+            continue
+        o, e = r["oracle"], r["explorer"]
+        cells = [
+            name,
+            f"{r['tasks_with_verifier']} / {r['tasks_without_verifier']}",
+            f"{o['reward_1']}/{o['episodes']} ({_pct(o['share_reward_1'])})",
+            _num(e["mean_reward"]),
+            f"{e['reward_1']}/{e['episodes']}",
+            _num(o["verify_s_median"], ".3f"),
+            f"{_num(o['episode_s_median'])} / {_num(e['episode_s_median'])}",
+            _pct(r["verify_share_median"]),
+            _verdict(r),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+        for f in o["failures"]:
+            failures.append(
+                f"- {name}: `{f['task']}` reward {f['reward']} ({f['status']}): {f['why'][:200]!r}"
+            )
+    lines += ["", "Oracle failures:" if failures else "Oracle failures: none.", *failures]
+    return lines

@@ -15,6 +15,7 @@ from tests.sandboxes.harbor.folders import write_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.tmux]
 
+EMBEDDED = Path(__file__).resolve().parents[2] / "collectors" / "terminal" / "harbor_tasks"
 BROKEN_EXIT = "#!/bin/bash\necho 'cannot find the checker'\nexit 3\n"
 BROKEN_GARBAGE = "#!/bin/bash\nmkdir -p /logs/verifier\necho 'all good!' > /logs/verifier/reward.txt\n"
 
@@ -73,3 +74,15 @@ def test_unmapped_base_image_is_refused_naming_the_flag(
     assert "base image ubuntu:24.04 is not present locally" in captured.out
     assert "pass --map-base-images" in captured.out
     assert not list((tmp_path / "out").rglob("*.parquet"))
+
+
+def test_embedded_harbor_tasks_pass_their_oracles(
+    tmp_path: Path, terminal_image: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--no-progress", "--harbor-tasks", str(EMBEDDED), "--map-base-images", "--episodes", "0"]
+    code = main([*argv, "--out", str(tmp_path / "out")])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    found = list(read_trajectories(str(tmp_path / "out")))
+    assert sorted(t.task.id for t in found) == ["fix-config#oracle", "run-script#oracle", "word-count#oracle"]
+    assert all(t.outcome.reward == 1.0 for t in found), printed

@@ -12,8 +12,9 @@ from collectors.policies import make_policy
 from collectors.runner import FleetConfig, run_fleet
 from collectors.tasks import TaskSpec
 from collectors.terminal.harbor import harbor_spec, sandbox_config
+from sandboxes.checks import check_sandbox
 from sandboxes.harbor import HarborSandbox, build_image, load_tasks, task_folders
-from sandboxes.terminal import parse_action
+from sandboxes.terminal import command_action, parse_action
 from schemas import read_trajectories
 from tests.sandboxes.harbor.folders import PARTIAL_SOLVE, PARTIAL_TEST, write_task
 
@@ -68,3 +69,12 @@ def test_oracle_nothing_and_half_the_job(tmp_path: Path, terminal_image: str) ->
     assert timed.steps[0].observation.data["timed_out"] and timed.steps[0].latency_s < 10
     assert found["oracle"].environment.config["memory"] == "384m"
     assert found["oracle"].environment.image == image.tag
+
+
+def test_harbor_sandbox_keeps_the_sandbox_contract(tmp_path: Path, terminal_image: str) -> None:
+    write_task(tmp_path / "tasks", "checked")
+    [task], _ = load_tasks(task_folders(tmp_path / "tasks"))
+    image = build_image(task, map_base_images=True)
+    spec = harbor_spec(task, image, oracle=True, with_solution=True)
+    config, _ = sandbox_config(task, image, CLI)
+    check_sandbox(HarborSandbox(config), spec.task, [command_action("ls /solution && whoami")])

@@ -19,11 +19,21 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from sandboxes.base import Sandbox, SandboxClosedError, SandboxCrashedError, SandboxError, StepResult
+from sandboxes.base import (
+    Sandbox,
+    SandboxClosedError,
+    SandboxCrashedError,
+    SandboxError,
+    StepResult,
+    VerifierError,
+)
 from sandboxes.desktop.actions import parse_action
 from sandboxes.desktop.config import APPLICATIONS, DesktopConfig
 from sandboxes.desktop.transport import Channel, Transport
-from schemas.records import Action, Attachment, Environment, Observation, Task
+from sandboxes.desktop.tree_text import parse_tree
+from sandboxes.desktop.verify import KIND as STATE_VERIFIER
+from sandboxes.desktop.verify import evaluate, file_paths, needs_tree, parse_checks
+from schemas.records import Action, Attachment, Environment, Observation, Step, Task, Verification
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +45,9 @@ GUEST_FILES = tuple(
 OBSERVATION_FORMAT = "desktop_a11y_tree"
 # Beyond an operation's own bounds (actions, settling, app start), time for the reply to travel.
 REPLY_MARGIN_S = 30.0
+# What a verifier reads: the whole tree (no agent sees it, so no cut) and a file's head.
+VERIFY_MAX_NODES = 5000
+VERIFY_MAX_FILE_BYTES = 65536
 
 
 class DesktopSandbox(Sandbox):
@@ -188,7 +201,28 @@ class DesktopSandbox(Sandbox):
         request = {"op": "observe", "settle": settle}
         return self._observation(self._request(request, self.config.settle_timeout + REPLY_MARGIN_S))
 
-    def _request(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def verify(self, task: Task, steps: list[Step]) -> Verification | None:
+        """A `desktop_state` verifier's checks on the desktop as the episode left it: the tree read
+        once (the last step already waited for it to settle), the files read through the guest."""
+        if task.verifier.get("kind") != STATE_VERIFIER:
+            return super().verify(task, steps)
+        checks = parse_checks(task.verifier)
+        if self._closed or self._channel is None:
+            raise SandboxClosedError("desktop sandbox is not started or was closed")
+        tree = None
+        if needs_tree(checks):
+            request = {"op": "observe", "settle": False, "screenshot": False, "max_nodes": VERIFY_MAX_NODES}
+            tree = parse_tree(self._request(request, self.config.settle_timeout + REPLY_MARGIN_S)["tree"])
+        files: dict[str, Any] = {}
+        if paths := file_paths(checks):
+            request = {"op": "read_files", "paths": paths, "max_bytes": VERIFY_MAX_FILE_BYTES}
+            # A refused read (a path outside the home) is the verifier's fault, not a broken desktop.
+            files = self._request(request, REPLY_MARGIN_S, refused=VerifierError)["files"]
+        return evaluate(checks, tree, files)
+
+    def _request(
+        self, request: dict[str, Any], timeout: float, refused: type[SandboxError] = SandboxCrashedError
+    ) -> dict[str, Any]:
         channel = self._channel
         if channel is None or not channel.alive():
             raise SandboxCrashedError("the desktop guest is gone")
@@ -202,7 +236,7 @@ class DesktopSandbox(Sandbox):
             channel.kill()
             raise SandboxCrashedError(f"the desktop guest sent a malformed reply: {exc}") from exc
         if not reply.get("ok"):
-            raise SandboxCrashedError(f"the desktop guest refused the request: {reply.get('error')}")
+            raise refused(f"the desktop guest refused the request: {reply.get('error')}")
         return reply
 
     def _observation(self, reply: dict[str, Any]) -> Observation:

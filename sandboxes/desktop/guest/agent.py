@@ -20,6 +20,9 @@ Protocol (one JSON object per line): first `{"ok": true, "ready": {...}}`, then 
 answered by
 {"ok": true, "tree", "nodes", "truncated", "focused", "screenshot_png_b64", "error"}. An action that
 fails the way an agent would see it is still ok with `error` set; ok: false means protocol misuse.
+A task's verifier reads files of the home directory with {"op": "read_files", "paths": [...],
+"max_bytes": N}, answered {"ok": true, "files": {path: {"exists": bool, "text": str, "size": int}}}
+(text decoded as UTF-8 with replacement, its first max_bytes bytes).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from session import APPS, ActionError, Session
 
 def _handle(session: Session, gui: PyAutoGui, request: dict[str, Any]) -> dict[str, Any]:
     op = request.get("op")
+    if op == "read_files":
+        return _read_files(session.home, request)
     max_nodes = request.get("max_nodes", session.args.max_nodes)
     shot = request.get("screenshot", session.args.screenshot)
     if not isinstance(max_nodes, int) or max_nodes < 1 or not isinstance(shot, bool):
@@ -61,7 +66,31 @@ def _handle(session: Session, gui: PyAutoGui, request: dict[str, Any]) -> dict[s
         if not isinstance(settle, bool):
             return {"ok": False, "error": "settle must be a bool"}
         return session.observe(max_nodes, shot, "", settle)
-    return {"ok": False, "error": f"unknown op {op!r}; expected reset, act, observe or shutdown"}
+    return {"ok": False, "error": f"unknown op {op!r}; expected reset, act, observe, read_files or shutdown"}
+
+
+def _read_files(home: str, request: dict[str, Any]) -> dict[str, Any]:
+    paths, max_bytes = request.get("paths"), request.get("max_bytes", 65536)
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        return {"ok": False, "error": "read_files needs 'paths' (a list of strings)"}
+    if not isinstance(max_bytes, int) or max_bytes < 0:
+        return {"ok": False, "error": "max_bytes must be a non-negative int"}
+    files = {}
+    for rel in paths:
+        path = os.path.normpath(os.path.join(home, rel))
+        if not path.startswith(home + os.sep):
+            return {"ok": False, "error": f"file {rel!r} is outside the home directory"}
+        try:
+            with open(path, "rb") as f:
+                head = f.read(max_bytes)
+                size = os.fstat(f.fileno()).st_size
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            files[rel] = {"exists": False, "text": "", "size": 0}
+            continue
+        except OSError as exc:  # unreadable: the verifier says so instead of guessing
+            return {"ok": False, "error": f"file {rel!r} cannot be read: {exc}"}
+        files[rel] = {"exists": True, "text": head.decode("utf-8", "replace"), "size": size}
+    return {"ok": True, "files": files}
 
 
 def _log_tail(workdir: str, chars: int = 2000) -> str:

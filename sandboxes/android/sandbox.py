@@ -10,6 +10,7 @@ is a new session on the task's app XML.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import subprocess
 import tempfile
@@ -28,9 +29,21 @@ from sandboxes.android.execute import ActionFailed, ActionRunner, server_message
 from sandboxes.android.observe import observe
 from sandboxes.android.server import AppiumServer
 from sandboxes.android.tree import Screen
-from sandboxes.base import Sandbox, SandboxClosedError, SandboxCrashedError, SandboxError, StepResult
-from schemas.records import Action, Environment, Observation, Task
+from sandboxes.android.tree_text import parse_tree
+from sandboxes.android.verify import KIND as STATE_VERIFIER
+from sandboxes.android.verify import evaluate
+from sandboxes.base import (
+    Sandbox,
+    SandboxClosedError,
+    SandboxCrashedError,
+    SandboxError,
+    StepResult,
+    VerifierError,
+)
+from schemas.records import Action, Environment, Observation, Step, Task, Verification
 
+# A verifier reads the whole tree: no agent sees it, so nothing is cut.
+VERIFY_MAX_NODES = 5000
 # Server answers that mean the session is gone (deleted, timed out, or its driver died).
 _DEAD_SESSION = ("invalid session id", "session is either terminated", "not started", "no such session")
 
@@ -156,6 +169,31 @@ class AndroidSandbox(Sandbox):
                     raise
                 error = f"{action.kind} failed: {server_message(exc)}"
             return StepResult(self._observe(error))
+
+    def verify(self, task: Task, steps: list[Step]) -> Verification | None:
+        """An `android_state` verifier's checks on the screen the episode left (its tree read again,
+        without a screenshot) and, on a real device, its device checks (sandboxes/android/verify.py)."""
+        if task.verifier.get("kind") != STATE_VERIFIER:
+            return super().verify(task, steps)
+        self._require_started()
+        if self._driver is None or self._crashed:
+            raise SandboxClosedError("no live Appium session to verify")
+        config = dataclasses.replace(self.config, screenshots=False, max_nodes=VERIFY_MAX_NODES)
+        with _CrashGuard(self):
+            observation, _ = observe(self._driver, config, "", self._typed)
+            return evaluate(task.verifier, parse_tree(observation.text), not self.config.fake, self._shell)
+
+    def _shell(self, command: str) -> str:
+        """One `adb shell` command on the device through the session (real devices only: UiAutomator2's
+        `mobile: shell`, which our Appium server allows; a server that does not refuses it)."""
+        assert self._driver is not None
+        try:
+            output = self._driver.execute_script("mobile: shell", {"command": "sh", "args": ["-c", command]})
+        except WebDriverException as exc:
+            if _session_dead(exc):
+                raise
+            raise VerifierError(f"adb shell {command!r} failed: {server_message(exc)}") from None
+        return output if isinstance(output, str) else str(output)
 
     # -- internals -------------------------------------------------------------------------------
 

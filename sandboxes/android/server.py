@@ -119,6 +119,10 @@ class AppiumServer:
             self.log_level,
             "--log-no-colors",
             "--log-timestamp",
+            # Task verifiers read a real device's state with `mobile: shell` (adb shell on the
+            # device, never the host); no other insecure feature, and only for UiAutomator2.
+            "--allow-insecure",
+            "uiautomator2:adb_shell",
         ]
         env = {**os.environ, "APPIUM_HOME": str(self.appium_home)}
         with open(self.log_path, "ab") as log:

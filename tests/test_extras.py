@@ -51,8 +51,9 @@ SERVES = {
     "sandboxes.android": "android",
     "collectors.android": "android",
 }
-# Runs on the desktop's own python3 with its system packages (pyatspi is not on PyPI), not ours.
-GUEST = "sandboxes.desktop.guest"
+# Run on other interpreters than ours: the desktop guest on the desktop's own python3 with its system
+# packages (pyatspi is not on PyPI), the Harbor task loader on .venv-harbor's Python 3.12 (harbor needs it).
+GUESTS = ("sandboxes.desktop.guest", "sandboxes.harbor.load_task")
 BROUGHT_BY_THE_HOST = {"vllm"}  # CUDA-only: supported where a GPU host installs it, never required
 # Extras that serve no module of ours: an fsspec protocol each.
 PROTOCOLS = {"s3": "s3", "gcs": "gs"}
@@ -91,7 +92,7 @@ def declared(pyproject: Mapping) -> dict[str, set[str]]:
 
 def owner(module: str) -> str | None:
     """The extra that serves `module` ("" for the base), None for the desktop guest's code."""
-    if module == GUEST or module.startswith(GUEST + "."):
+    if any(module == guest or module.startswith(guest + ".") for guest in GUESTS):
         return None
     prefixes = [p for p in SERVES if module == p or module.startswith(p + ".")]
     return SERVES[max(prefixes, key=len)] if prefixes else ""

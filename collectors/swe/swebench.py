@@ -24,7 +24,7 @@ from typing import Any
 
 from collectors.tasks import TaskSpec
 from sandboxes.swe.mutation import MutationError, git
-from sandboxes.swe.verify import SWE_TESTS, test_files, verifier_command
+from sandboxes.swe.verify import SWE_TESTS, node_files, verifier_command
 from schemas.records import Task
 
 FIELDS = ("instance_id", "repo", "base_commit", "patch", "test_patch", "FAIL_TO_PASS", "PASS_TO_PASS")
@@ -139,7 +139,7 @@ def gold_actions(patch: str) -> list[dict[str, Any]]:
 def instance_task(instance: dict[str, Any], template: Path) -> TaskSpec:
     """The task of a checked instance whose repository is checked out at `template`."""
     f2p, p2p = instance["FAIL_TO_PASS"], instance["PASS_TO_PASS"]
-    command = instance.get("test_command") or [*DEFAULT_TEST_COMMAND, *test_files(f2p + p2p)]
+    command = instance.get("test_command") or [*DEFAULT_TEST_COMMAND, *node_files(f2p + p2p)]
     verifier = {
         "kind": SWE_TESTS,
         "test_command": verifier_command(command),

@@ -5,10 +5,10 @@ The task's verifier carries the test ids (SWE-bench's FAIL_TO_PASS and PASS_TO_P
 ids), the command that runs them, and optionally a `test_patch` (SWE-bench's added tests). One
 command in the sandbox's own isolation puts the test files back as the task's base commit has them
 (an agent that edits or deletes a test does not pass by it), applies the test patch, and runs the
-tests with pytest's short summary (`-rfEpxX`), whose `PASSED <node id>` lines are read back. Reward
-1.0 when every FAIL_TO_PASS and PASS_TO_PASS test passes (PASSED or XFAIL, as SWE-bench counts them),
-else 0.0; the fraction passing is in the details. A test that does not appear in the summary
-(deleted, not collected, a collection error) did not pass.
+tests with a fixed hash seed and pytest's short summary (`-rfEpxX`), whose `PASSED <node id>` lines
+are read back. Reward 1.0 when every FAIL_TO_PASS and PASS_TO_PASS test passes (PASSED or XFAIL, as
+SWE-bench counts them), else 0.0; the fraction passing is in the details. A test that does not
+appear in the summary (deleted, not collected, a collection error) did not pass.
 
 Verifier shape: {"kind": "swe_tests", "test_command": [...], "FAIL_TO_PASS": [...],
 "PASS_TO_PASS": [...], "timeout_s"?: float, "test_patch"?: str}.
@@ -64,7 +64,7 @@ def parse_summary(output: str) -> dict[str, str]:
     return results
 
 
-def test_files(node_ids: Iterable[str]) -> list[str]:
+def node_files(node_ids: Iterable[str]) -> list[str]:
     """The files a set of pytest node ids live in."""
     return sorted({node.split("::", 1)[0] for node in node_ids if node})
 
@@ -123,7 +123,9 @@ def _setup_script(base: str, template: Path, files: list[str], patch_name: str) 
     git = "git -c safe.directory='*' -c core.hooksPath=/dev/null"
     in_base = [name for name in files if (template / name).is_file()]
     added = [name for name in files if name not in in_base]
-    lines = []
+    # The hash seed the task's test ids were computed under (sandboxes/swe/mutation_tests.py): tests
+    # parametrized over a set get ids in the set's order.
+    lines = ["export PYTHONHASHSEED=0"]
     if in_base:
         quoted = shlex.join(in_base)
         lines.append(f"{git} checkout -q {base} -- {quoted} >&2 || exit {RESTORE_FAILED}")
@@ -169,7 +171,7 @@ def run_swe_tests(runner: Runner, root: str, template: Path, verifier: dict[str,
         raise VerifierError("the swe_tests verifier lists no tests (FAIL_TO_PASS, PASS_TO_PASS)")
     test_patch = verifier.get("test_patch") or ""
     timeout = float(verifier.get("timeout_s", DEFAULT_TIMEOUT_S))
-    files = sorted({*test_files(fail_to_pass + pass_to_pass), *patch_files(test_patch)})
+    files = sorted({*node_files(fail_to_pass + pass_to_pass), *patch_files(test_patch)})
     base = base_commit(template)
     with _workspace_dir(root) as root_fd:
         patch_name = _write_patch(root_fd, test_patch, runner.owner) if test_patch else ""

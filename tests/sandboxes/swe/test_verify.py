@@ -1,0 +1,148 @@
+"""The `swe_tests` verifier through the real runner: an embedded task (webcolors, the fastest suite)
+in the real SWE sandbox under bwrap, its verifier's tests run there after the episode. The oracle
+(the task's scripted fix) scores 1; no fix, a fix that breaks a passing test, and a "fix" that edits
+the failing tests instead of the source all score 0."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+
+import pytest
+
+from collectors.policies.scripted import ScriptedPolicy
+from collectors.runner import FleetConfig, run_fleet
+from collectors.tasks import TaskSpec, embedded_tasks
+from sandboxes.swe import SweSandbox, make_config, parse_action
+from sandboxes.swe.repos import default_cache_dir
+from sandboxes.swe.verify import node_files, parse_summary, patch_files, score, verifier_command
+from schemas import read_trajectories
+from schemas.records import Trajectory
+
+TASK = "webcolors-0"
+# A passing test's code path, broken (normalize_hex no longer lowercases).
+BREAK_PASSING = {
+    "command": "str_replace",
+    "path": "src/webcolors/normalization.py",
+    "old_str": '    return f"#{hex_digits.lower()}"',
+    "new_str": '    return f"#{hex_digits}"',
+}
+# Every assertion of the failing tests' file made true: what restoring the test files undoes.
+CHEAT = "sed -i 's/^\\( *\\)assert /\\1assert True or /' tests/test_html5.py"
+
+
+def variant(new_id: str, actions: list[dict]) -> TaskSpec:
+    spec = copy.deepcopy(next(s for s in embedded_tasks("swe") if s.id == TASK))
+    spec.task.id = new_id
+    spec.actions = actions
+    return spec
+
+
+def run(out: Path, specs: list[TaskSpec]) -> dict[str, Trajectory]:
+    if shutil.which("bwrap") is None:
+        pytest.fail("bwrap is not installed (apt-get install bubblewrap)")
+    config = make_config("bwrap", cache_dir=default_cache_dir())
+    summary = run_fleet(
+        FleetConfig(
+            domain="swe",
+            sandbox_factory=lambda: SweSandbox(config),
+            policy_factory=lambda: ScriptedPolicy(specs, parse_action),
+            tasks=specs,
+            out=str(out),
+            sandboxes=1,
+            episodes=len(specs),
+            max_steps=10,
+            progress=False,
+            handle_signals=False,
+        )
+    )
+    assert summary.outcomes == {"completed": len(specs)}, summary.outcomes
+    return {t.task.id: t for t in read_trajectories(str(out), validate=True)}
+
+
+def test_oracle_scores_one_and_wrong_end_states_score_zero(tmp_path: Path) -> None:
+    oracle = next(s for s in embedded_tasks("swe") if s.id == TASK)
+    run_tests, fix, _ = oracle.actions
+    specs = [
+        oracle,
+        variant("no-fix", [run_tests]),
+        variant("breaks-a-passing-test", [fix, {"kind": "edit", "arguments": BREAK_PASSING}]),
+        variant("edits-the-tests", [{"kind": "bash", "arguments": {"command": CHEAT}}, run_tests]),
+    ]
+    found = run(tmp_path / "out", specs)
+    verifier = oracle.task.verifier
+    n_f2p, n_p2p = len(verifier["FAIL_TO_PASS"]), len(verifier["PASS_TO_PASS"])
+
+    good = found[TASK].outcome
+    assert good.reward == 1.0 and good.verification is not None
+    assert good.verification.verifier == "swe_tests" and good.verification.error == ""
+    assert set(good.verification.details["FAIL_TO_PASS"].values()) == {"PASSED"}
+    assert good.verification.details["PASS_TO_PASS_not_passing"] == {}
+    assert good.verification.details["fraction_passing"] == 1.0
+    assert f"{n_f2p + n_p2p} passed" in good.verification.output
+    assert 0 < good.verification.elapsed_s < 60
+
+    unfixed = found["no-fix"].outcome.verification
+    assert found["no-fix"].outcome.reward == 0.0 and unfixed is not None
+    assert set(unfixed.details["FAIL_TO_PASS"].values()) == {"FAILED"}
+    assert unfixed.details["passed"] == n_p2p and unfixed.details["total"] == n_f2p + n_p2p
+
+    broken = found["breaks-a-passing-test"].outcome.verification
+    assert found["breaks-a-passing-test"].outcome.reward == 0.0 and broken is not None
+    assert set(broken.details["FAIL_TO_PASS"].values()) == {"PASSED"}
+    lowercase = "tests/test_normalization.py::NormalizationTests::test_normalize_hex"
+    assert lowercase in broken.details["PASS_TO_PASS_not_passing"]
+    assert 0 < broken.details["fraction_passing"] < 1
+
+    # The cheat made the agent's own test run pass, but the verifier ran the task's tests.
+    cheat = found["edits-the-tests"]
+    assert cheat.steps[-1].observation.data["exit_status"] == 0
+    assert cheat.outcome.reward == 0.0 and cheat.outcome.verification is not None
+    assert set(cheat.outcome.verification.details["FAIL_TO_PASS"].values()) == {"FAILED"}
+
+
+def test_every_embedded_task_has_a_swe_tests_verifier() -> None:
+    for spec in embedded_tasks("swe"):
+        verifier = spec.task.verifier
+        assert verifier["kind"] == "swe_tests", spec.id
+        assert verifier["FAIL_TO_PASS"], spec.id
+        assert not set(verifier["FAIL_TO_PASS"]) & set(verifier["PASS_TO_PASS"]), spec.id
+        assert "-x" not in verifier["test_command"] and "-rfEpxX" in verifier["test_command"]
+
+
+SUMMARY = """\
+F.x
+=========================== short test summary info ============================
+PASSED tests/test_a.py::test_one
+PASSED tests/test_a.py::test_param[a - b]
+XFAIL tests/test_a.py::test_known - not yet
+FAILED tests/test_a.py::TestB::test_two - AssertionError: assert 1 == 2
+ERROR tests/test_c.py - ImportError: no module
+1 failed, 2 passed, 1 xfailed, 1 error in 0.12s
+"""
+
+
+def test_summary_parsing_and_scoring() -> None:
+    results = parse_summary(SUMMARY)
+    assert results == {
+        "tests/test_a.py::test_one": "PASSED",
+        "tests/test_a.py::test_param[a": "PASSED",  # " - " inside an id is cut: a documented limit
+        "tests/test_a.py::test_known": "XFAIL",
+        "tests/test_a.py::TestB::test_two": "FAILED",
+        "tests/test_c.py": "ERROR",
+    }
+    reward, details = score(results, ["tests/test_a.py::test_one"], ["tests/test_a.py::test_known"])
+    assert reward == 1.0 and details["fraction_passing"] == 1.0
+    reward, details = score(results, ["tests/test_a.py::TestB::test_two"], ["tests/test_c.py::test_x"])
+    assert reward == 0.0 and details["passed"] == 0
+    assert details["PASS_TO_PASS_not_passing"] == {"tests/test_c.py::test_x": "missing"}
+    reward, details = score(results, ["tests/test_a.py::test_one", "tests/test_a.py::TestB::test_two"], [])
+    assert reward == 0.0 and details["fraction_passing"] == 0.5
+    assert verifier_command(["python3", "-m", "pytest", "-x", "tests"]) == verifier_command(
+        verifier_command(["python3", "-m", "pytest", "tests"])
+    )
+    assert node_files(["a/t.py::x", "a/t.py::y[1]", "b.py::z"]) == ["a/t.py", "b.py"]
+    patch = "diff --git a/t/x.py b/t/x.py\n--- a/t/x.py\n+++ b/t/x.py\n@@\ndiff --git a/n.py b/n.py\n"
+    patch += "new file mode 100644\n--- /dev/null\n+++ b/n.py\n"
+    assert patch_files(patch) == ["n.py", "t/x.py"]

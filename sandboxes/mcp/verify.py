@@ -53,30 +53,21 @@ def _file_checks(label: str, text: str | None, conditions: dict[str, Any]) -> li
     unknown = set(conditions) - set(FILE_CONDITIONS)
     if unknown or not conditions:
         raise VerifierError(f"{label}: conditions must be among {list(FILE_CONDITIONS)}, got {conditions!r}")
-    found = "missing" if text is None else repr(text[:200])
+    present, body = text is not None, text or ""
+    found = repr(body[:200]) if present else "missing"
+    lines = {line.strip() for line in body.splitlines()}
     checks: list[Check] = []
     if "exists" in conditions:
-        checks.append(
-            (f"{label} exists={conditions['exists']}", (text is not None) == conditions["exists"], found)
-        )
-    body = text or ""
+        checks.append((f"{label} exists={conditions['exists']}", present == conditions["exists"], found))
     if "equals" in conditions:
-        checks.append(
-            (f"{label} equals", text is not None and body.strip() == conditions["equals"].strip(), found)
-        )
+        checks.append((f"{label} equals", present and body.strip() == conditions["equals"].strip(), found))
     if "number" in conditions:
-        checks.append(
-            (
-                f"{label} is {conditions['number']}",
-                text is not None and _number(body) == conditions["number"],
-                found,
-            )
-        )
+        number = conditions["number"]
+        checks.append((f"{label} is {number}", present and _number(body) == number, found))
     for part in conditions.get("contains", []):
-        checks.append((f"{label} contains {part!r}", text is not None and part in body, found))
-    lines = {line.strip() for line in body.splitlines()}
+        checks.append((f"{label} contains {part!r}", present and part in body, found))
     for line in conditions.get("lines_include", []):
-        checks.append((f"{label} has the line {line!r}", text is not None and line.strip() in lines, found))
+        checks.append((f"{label} has the line {line!r}", present and line.strip() in lines, found))
     return checks
 
 
@@ -183,13 +174,8 @@ def memory_checks(verifier: dict[str, Any], graph: dict[str, Any]) -> list[Check
         gone = _name(name) not in entities and not any(_name(name) in (r[0], r[2]) for r in relations)
         checks.append((f"{name} is gone", gone, f"entities {names}"))
     if "entity_count" in verifier:
-        checks.append(
-            (
-                f"{verifier['entity_count']} entities",
-                len(entities) == verifier["entity_count"],
-                f"{len(entities)}",
-            )
-        )
+        count = verifier["entity_count"]
+        checks.append((f"{count} entities", len(entities) == count, f"{len(entities)}"))
     if "relation_count" in verifier:
         count = verifier["relation_count"]
         checks.append((f"{count} relations", len(relations) == count, f"{len(relations)}"))

@@ -54,13 +54,16 @@ def verifier_command(test_command: Sequence[str]) -> list[str]:
 def parse_summary(output: str) -> dict[str, str]:
     """{node id: PASSED | FAILED | ERROR | XFAIL | XPASS} from pytest's short test summary lines.
 
-    A FAILED/ERROR line reads `FAILED <node id> - <message>`; node ids hold no " - " in practice.
+    A PASSED line is the node id alone; the others may add ` - <message>` (FAILED, ERROR, and XFAIL
+    since pytest 8), so their ids are cut at the first " - " (an id holding one is then not found,
+    which counts as not passing, as those statuses do anyway).
     """
     results: dict[str, str] = {}
     for line in output.splitlines():
         found = _SUMMARY.match(line.rstrip())
         if found:
-            results[found.group(2).split(" - ", 1)[0]] = found.group(1)
+            status, rest = found.groups()
+            results[rest if status == "PASSED" else rest.split(" - ", 1)[0]] = status
     return results
 
 

@@ -127,7 +127,7 @@ def test_summary_parsing_and_scoring() -> None:
     results = parse_summary(SUMMARY)
     assert results == {
         "tests/test_a.py::test_one": "PASSED",
-        "tests/test_a.py::test_param[a": "PASSED",  # " - " inside an id is cut: a documented limit
+        "tests/test_a.py::test_param[a - b]": "PASSED",
         "tests/test_a.py::test_known": "XFAIL",
         "tests/test_a.py::TestB::test_two": "FAILED",
         "tests/test_c.py": "ERROR",

@@ -27,6 +27,12 @@ class FleetSummary:
     errors_by_kind: dict[str, int] = field(default_factory=dict)
     invalid_actions: int = 0
     sandbox_replacements: int = 0
+    # task rewards: episodes whose verifier gave one (and their mean), whose task has no verifier,
+    # and whose verifier could not run
+    verified: int = 0
+    mean_reward: float | None = None
+    unverified: int = 0
+    verifier_errors: int = 0
     reset_median_s: float | None = None
     step_latency_median_s: float | None = None
     step_latency_p95_s: float | None = None
@@ -49,6 +55,9 @@ class FleetSummary:
             "errors by kind: "
             + (", ".join(f"{k}={v}" for k, v in sorted(self.errors_by_kind.items())) or "none"),
             f"invalid actions: {self.invalid_actions}; sandboxes replaced: {self.sandbox_replacements}",
+            f"task rewards: {self.verified} verified"
+            + (f" (mean {self.mean_reward:.3f})" if self.mean_reward is not None else "")
+            + f", {self.unverified} without a verifier, {self.verifier_errors} verifier errors",
             f"reset median: {seconds(self.reset_median_s)}; step latency median: "
             f"{seconds(self.step_latency_median_s)}, p95: {seconds(self.step_latency_p95_s)}",
             f"output: {self.out}",
@@ -74,6 +83,9 @@ class FleetStats:
         self.unwritable = 0
         self.reset_s: list[float] = []
         self.step_s: list[float] = []
+        self.rewards: list[float] = []
+        self.unverified = 0
+        self.verifier_errors = 0
 
     def record(self, trajectory: Trajectory, reset_s: float | None) -> None:
         with self._lock:
@@ -81,6 +93,12 @@ class FleetStats:
             self.outcomes[trajectory.outcome.status] += 1
             if trajectory.outcome.error_kind:
                 self.errors[trajectory.outcome.error_kind] += 1
+            if trajectory.outcome.reward is not None:
+                self.rewards.append(trajectory.outcome.reward)
+            elif trajectory.outcome.verification is not None:
+                self.verifier_errors += 1
+            else:
+                self.unverified += 1
             if reset_s is not None:
                 self.reset_s.append(reset_s)
             for step in trajectory.steps:
@@ -112,6 +130,10 @@ class FleetStats:
                 errors_by_kind=dict(self.errors),
                 invalid_actions=self.invalid_actions,
                 sandbox_replacements=self.replacements,
+                verified=len(self.rewards),
+                mean_reward=round(statistics.fmean(self.rewards), 4) if self.rewards else None,
+                unverified=self.unverified,
+                verifier_errors=self.verifier_errors,
                 reset_median_s=statistics.median(self.reset_s) if self.reset_s else None,
                 step_latency_median_s=statistics.median(step_s) if step_s else None,
                 step_latency_p95_s=step_s[min(len(step_s) - 1, int(0.95 * len(step_s)))] if step_s else None,

@@ -27,14 +27,15 @@ def embedded(task_id: str, actions: list[dict] | None = None) -> dict:
     return row
 
 
-def collect(tmp_path: Path, backend: str, tasks: list[dict]) -> dict[str, object]:
+def collect(tmp_path: Path, backend: str, tasks: list[dict]) -> tuple[dict[str, object], str]:
+    """The trajectories by task id, and what the collector printed."""
     out = tmp_path / f"data-{backend}"
     path = write_tasks(tmp_path / f"tasks-{backend}.jsonl", tasks)
     done = run_collector(
         "--tasks", str(path), "--policy", "scripted", "--backend", backend, "--out", str(out)
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return {t.task.id: t for t in trajectories(out)}
+    return {t.task.id: t for t in trajectories(out)}, done.stdout + done.stderr
 
 
 def test_every_checkable_task_says_how_and_the_others_say_why_not() -> None:
@@ -67,7 +68,7 @@ def test_oracle_scores_1_and_wrong_end_states_score_0_or_partial(tmp_path: Path,
             "actions": [{"command": "true"}],
         },
     ]
-    got = collect(tmp_path, "bwrap", tasks)
+    got, printed = collect(tmp_path, "bwrap", tasks)
     oracle = got["files-mkdir-tree"].outcome
     assert oracle.reward == 1.0 and oracle.verification.verifier == "command"
     assert oracle.verification.details["passed"] == 3 and oracle.verification.elapsed_s > 0
@@ -81,13 +82,14 @@ def test_oracle_scores_1_and_wrong_end_states_score_0_or_partial(tmp_path: Path,
     assert unknown.status == "completed" and unknown.reward is None
     assert "no verifier of kind 'telepathy'" in unknown.verification.error
     assert got["no-verifier"].outcome.reward is None and got["no-verifier"].outcome.verification is None
+    assert "task rewards: 4 verified (mean 0.583), 1 without a verifier, 1 verifier errors" in printed
 
 
 @pytest.mark.docker
 def test_checks_read_the_container_and_report_each_exit_status(tmp_path: Path, terminal_image: str) -> None:
     checks = ["test -f made.txt", "grep -q hello made.txt", "exit 3", "echo 'tricky $HOME \"quotes\"'; true"]
     task = {"id": "docker-checks", "verifier": {"kind": "command", "checks": checks}}
-    got = collect(tmp_path, "docker", [{**task, "actions": [{"command": "echo hello > made.txt"}]}])
+    got, _ = collect(tmp_path, "docker", [{**task, "actions": [{"command": "echo hello > made.txt"}]}])
     verification = got["docker-checks"].outcome.verification
     assert [c["exit_code"] for c in verification.details["checks"]] == [0, 0, 3, 0]
     assert verification.reward == 0.75

@@ -2,7 +2,8 @@
 
 Per domain, the embedded tasks that have a verifier are run twice through the domain's own collector
 CLI on real sandboxes: once with `--policy scripted` (each task's own actions: the oracle) and once
-with `--policy explorer` (the default policy, bounded to EXPLORER_STEPS steps). The Harbor task
+with `--policy explorer` (the default policy, bounded to EXPLORER_STEPS steps); where the verifier
+runs a program, an LLM agent also runs the first LLM_TASKS tasks. The Harbor task
 folders of the terminal domain run the same way through `--harbor-tasks` (their oracle is
 `solution/solve.sh`). Every figure is read back from the written trajectories: `outcome.reward`, and
 `outcome.verification.elapsed_s` against the episode's wall time (provenance finished - started).
@@ -28,11 +29,19 @@ from pathlib import Path
 from collectors.tasks import embedded_tasks
 from schemas import read_trajectories
 from schemas.records import Trajectory
+from tests.llm_server import MODEL_NAME, LLMServer, serve_llm
 
 ROOT = Path(__file__).resolve().parents[1]
 ORACLE_TARGET = 0.95
 VERIFY_SHARE_TARGET = 0.10
 EXPLORER_STEPS = 8
+POLICIES = ("oracle", "explorer", "llm")
+# An LLM agent's episodes (SmolLM2-135M on llama.cpp, tests/llm_server.py) where the verifier runs a
+# program (check commands, the test suite, test.sh): what verification costs beside episodes whose
+# steps wait for a model, as in RL.
+LLM_DOMAINS = {"terminal", "swe", "terminal-harbor"}
+LLM_TASKS = 6
+LLM_STEPS = 4
 HARBOR_TASKS = ROOT / "collectors" / "terminal" / "harbor_tasks"
 
 # domain -> (collector package, its fleet arguments on this machine)
@@ -110,57 +119,80 @@ def summarise(trajectories: list[Trajectory]) -> dict:
     }
 
 
-def _domain(name: str, package: str, args: list[str], work: Path) -> dict:
+def _run_policies(name: str, package: str, args: list[str], work: Path, llm: LLMServer | None) -> dict:
+    """Oracle, explorer and (where `llm`) the LLM agent on the first LLM_TASKS tasks, each summarised.
+    Harbor runs record each task's oracle episode (`<task>#oracle`) before the policy's: those count
+    for the oracle only."""
+    harbor = "--harbor-tasks" in args
+    runs = {
+        "oracle": ["--policy", "scripted"],
+        "explorer": ["--policy", "explorer", "--max-steps", str(EXPLORER_STEPS)],
+    }
+    if llm is not None:
+        runs["llm"] = ["--policy", "llm", "--llm-base-url", llm.base_url, "--llm-model", llm.model]
+        runs["llm"] += ["--llm-max-tokens", "96", "--max-steps", str(LLM_STEPS)]
+    result: dict = {}
+    for policy, extra in runs.items():
+        out = work / f"{name}-{policy}"
+        limit = ["--episodes", str(LLM_TASKS)] if policy == "llm" and not harbor else []
+        seconds = _collect(package, [*args, *extra, *limit], out)
+        episodes = list(read_trajectories(str(out)))
+        if harbor and policy != "oracle":
+            episodes = [t for t in episodes if not t.task.id.endswith("#oracle")]
+        result[policy] = {**summarise(episodes), "run_s": seconds}
+    return result
+
+
+def _domain(name: str, package: str, args: list[str], work: Path, llm: LLMServer | None) -> dict:
     rows, without = _verifiable(package)
     tasks = work / f"{name}.jsonl"
     tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
     # The fake driver's tasks carry their app by name, which only the collector's own selection loads.
     source = ["--episodes", str(len(rows))] if package == "android" else ["--tasks", str(tasks)]
     result: dict = {"tasks_with_verifier": len(rows), "tasks_without_verifier": without}
-    for policy, extra in (("oracle", ["--policy", "scripted"]), ("explorer", ["--policy", "explorer"])):
-        out = work / f"{name}-{policy}"
-        steps = ["--max-steps", str(EXPLORER_STEPS)] if policy == "explorer" else []
-        seconds = _collect(package, [*args, *source, *extra, *steps], out)
-        result[policy] = {**summarise(list(read_trajectories(str(out)))), "run_s": seconds}
-    return result
+    return {**result, **_run_policies(name, package, [*args, *source], work, llm)}
 
 
-def _harbor(work: Path) -> dict:
+def _harbor(work: Path, llm: LLMServer | None) -> dict:
     folders = sorted(p for p in HARBOR_TASKS.iterdir() if (p / "task.toml").exists())
     result: dict = {"tasks_with_verifier": len(folders), "tasks_without_verifier": 0}
-    for policy, extra in (("oracle", ["--policy", "scripted"]), ("explorer", ["--policy", "explorer"])):
-        out = work / f"harbor-{policy}"
-        args = ["--harbor-tasks", str(HARBOR_TASKS), "--map-base-images", *extra]
-        if policy == "explorer":
-            args += ["--max-steps", str(EXPLORER_STEPS)]
-        seconds = _collect("terminal", args, out)
-        result[policy] = {**summarise(list(read_trajectories(str(out)))), "run_s": seconds}
-    return result
+    args = ["--harbor-tasks", str(HARBOR_TASKS), "--map-base-images"]
+    return {**result, **_run_policies("harbor", "terminal", args, work, llm)}
 
 
 def run() -> dict:
     work = Path(tempfile.mkdtemp(prefix="task-rewards-bench-"))
     domains: dict[str, dict] = {}
-    for name, (package, args) in DOMAINS.items():
-        try:
-            domains[name] = _domain(name, package, args, work)
-        except Exception as exc:  # one domain's failure is a result, not the end of the benchmark
-            domains[name] = {"error": f"{type(exc).__name__}: {exc}"[-2000:]}
-    try:
-        domains["terminal-harbor"] = _harbor(work)
-    except Exception as exc:
-        domains["terminal-harbor"] = {"error": f"{type(exc).__name__}: {exc}"[-2000:]}
+    with serve_llm() as llm:
+        jobs = [
+            (
+                name,
+                lambda n=name, p=package, a=args: _domain(n, p, a, work, llm if n in LLM_DOMAINS else None),
+            )
+            for name, (package, args) in DOMAINS.items()
+        ]
+        jobs.append(("terminal-harbor", lambda: _harbor(work, llm)))
+        for name, job in jobs:
+            try:
+                domains[name] = job()
+            except Exception as exc:  # one domain's failure is a result, not the end of the benchmark
+                domains[name] = {"error": f"{type(exc).__name__}: {exc}"[-2000:]}
     for result in domains.values():
         if "error" in result:
             continue
-        oracle, explorer = result["oracle"], result["explorer"]
-        shares = oracle.pop("_shares") + explorer.pop("_shares")
+        shares = [share for policy in POLICIES if policy in result for share in result[policy].pop("_shares")]
         result["verify_share_median"] = statistics.median(shares) if shares else None
-        result["oracle_target_met"] = oracle["share_reward_1"] >= ORACLE_TARGET
+        result["oracle_target_met"] = result["oracle"]["share_reward_1"] >= ORACLE_TARGET
         result["verify_share_target_met"] = shares != [] and statistics.median(shares) <= VERIFY_SHARE_TARGET
     return {
         "targets": {"oracle_share_reward_1": ORACLE_TARGET, "verify_share_median": VERIFY_SHARE_TARGET},
         "explorer_max_steps": EXPLORER_STEPS,
+        "llm": {
+            "model": MODEL_NAME,
+            "domains": sorted(LLM_DOMAINS),
+            "tasks": LLM_TASKS,
+            "max_steps": LLM_STEPS,
+        },
         "domains": domains,
         "cpus": os.cpu_count(),
     }
@@ -180,31 +212,41 @@ def _verdict(r: dict) -> str:
     return f"oracle {oracle}, cost {cost}"
 
 
+def _rewards(p: dict | None) -> str:
+    return "-" if p is None else f"{_num(p['mean_reward'])} ({p['reward_1']}/{p['episodes']})"
+
+
 def markdown_lines(result: dict) -> list[str]:
-    steps = result["explorer_max_steps"]
+    llm = result["llm"]
     lines = [
-        f"Oracle = each task's own scripted actions; explorer = the default policy, {steps} steps at most. "
+        f"Oracle = each task's own scripted actions; explorer = the default policy, "
+        f"{result['explorer_max_steps']} steps at most; LLM = {llm['model']} on llama.cpp as the agent, "
+        f"{llm['max_steps']} steps at most, on the first {llm['tasks']} tasks of "
+        f"{', '.join(llm['domains'])}. "
         "Targets: oracle reward 1 on >= 95% of the tasks with a verifier; verification <= 10% of the "
-        "episode's wall time (median over both policies' episodes).",
+        "episode's wall time (median over all the domain's episodes below). Verify share per policy: the "
+        "median of verification time / episode wall time.",
         "",
-        "| domain | tasks with / without verifier | oracle reward 1 | explorer mean reward "
-        "| explorer reward 1 | verify s (median) | episode s (oracle / explorer) | verify share | targets |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| domain | tasks with / without verifier | oracle reward 1 | explorer mean reward (reward 1) "
+        "| LLM mean reward (reward 1) | verify s (median) | episode s oracle / explorer / LLM "
+        "| verify share oracle / explorer / LLM | verify share (all) | targets |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     failures = []
     for name, r in result["domains"].items():
         if "error" in r:
-            lines.append(f"| {name} | error: {r['error'][:200]} | | | | | | | |")
+            lines.append(f"| {name} | error: {r['error'][:200]} | | | | | | | | |")
             continue
-        o, e = r["oracle"], r["explorer"]
+        o, e, m = r["oracle"], r["explorer"], r.get("llm")
         cells = [
             name,
             f"{r['tasks_with_verifier']} / {r['tasks_without_verifier']}",
             f"{o['reward_1']}/{o['episodes']} ({_pct(o['share_reward_1'])})",
-            _num(e["mean_reward"]),
-            f"{e['reward_1']}/{e['episodes']}",
+            _rewards(e),
+            _rewards(m),
             _num(o["verify_s_median"], ".3f"),
-            f"{_num(o['episode_s_median'])} / {_num(e['episode_s_median'])}",
+            " / ".join(_num(p["episode_s_median"]) if p else "-" for p in (o, e, m)),
+            " / ".join(_pct(p["verify_share_median"]) if p else "-" for p in (o, e, m)),
             _pct(r["verify_share_median"]),
             _verdict(r),
         ]

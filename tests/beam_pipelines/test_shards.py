@@ -44,6 +44,7 @@ def test_shards_hold_every_sample_with_the_tokeniser_ids(recorded, tmp_path):
                     "rl/train/terminal-00001-of-00002.jsonl",
                     "rl/test/terminal-00000-of-00001.jsonl",
                     "agentworldbench/terminal_test.jsonl",
+                    "agentworldbench/tasks/terminal_test.jsonl",
                 ]
             ),
             label="Files",

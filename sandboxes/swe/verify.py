@@ -3,8 +3,10 @@ and do the passing ones still pass?
 
 The task's verifier carries the test ids (SWE-bench's FAIL_TO_PASS and PASS_TO_PASS, pytest node
 ids), the command that runs them, and optionally a `test_patch` (SWE-bench's added tests). One
-command in the sandbox's own isolation puts the test files back as the task's base commit has them
-(an agent that edits or deletes a test does not pass by it), applies the test patch, and runs the
+command in the sandbox's own isolation puts the test files and pytest's harness (every
+`conftest.py`, `pytest.ini`) back as the task's base commit has them, removing harness files the
+agent added (an agent that edits a test, or hooks pytest's reports, does not pass by it), applies
+the test patch, and runs the
 tests with a fixed hash seed and pytest's short summary (`-rfEpxX`), whose `PASSED <node id>` lines
 are read back. Reward 1.0 when every FAIL_TO_PASS and PASS_TO_PASS test passes (PASSED or XFAIL, as
 SWE-bench counts them), else 0.0; the fraction passing is in the details. A test that does not
@@ -121,14 +123,28 @@ def base_commit(template: Path) -> str:
     return result.stdout.strip()
 
 
+HARNESS = ("conftest.py", "pytest.ini")
+
+
+def harness_files(template: Path) -> list[str]:
+    """pytest's harness files in the base commit's tree (the template is a checkout of it)."""
+    found = (p.relative_to(template) for name in HARNESS for p in template.rglob(name))
+    return sorted(str(p) for p in found if ".git" not in p.parts)
+
+
 def _setup_script(base: str, template: Path, files: list[str], patch_name: str) -> str:
-    """Shell lines that put `files` back as `base` has them and apply the test patch, if any."""
+    """Shell lines that put `files` and pytest's harness back as `base` has them and apply the test
+    patch, if any."""
     git = "git -c safe.directory='*' -c core.hooksPath=/dev/null"
+    files = sorted({*files, *harness_files(template)})
     in_base = [name for name in files if (template / name).is_file()]
     added = [name for name in files if name not in in_base]
     # The hash seed the task's test ids were computed under (sandboxes/swe/mutation_tests.py): tests
     # parametrized over a set get ids in the set's order.
     lines = ["export PYTHONHASHSEED=0"]
+    # Harness files the agent added anywhere go first; the base's own come back just below.
+    names = " -o ".join(f"-name {name}" for name in HARNESS)
+    lines.append(f"find . -path ./.git -prune -o \\( {names} \\) -type f -exec rm -f -- {{}} +")
     if in_base:
         quoted = shlex.join(in_base)
         lines.append(f"{git} checkout -q {base} -- {quoted} >&2 || exit {RESTORE_FAILED}")

@@ -30,6 +30,12 @@ BREAK_PASSING = {
 }
 # Every assertion of the failing tests' file made true: what restoring the test files undoes.
 CHEAT = "sed -i 's/^\\( *\\)assert /\\1assert True or /' tests/test_html5.py"
+# A conftest.py that reports every test as passed: what restoring pytest's harness undoes.
+HOOK = (
+    "printf '%s\\n' 'import pytest' '@pytest.hookimpl(hookwrapper=True)' "
+    "'def pytest_runtest_makereport(item, call):' '    report = (yield).get_result()' "
+    "'    report.outcome = \"passed\"' > tests/conftest.py"
+)
 
 
 def variant(new_id: str, actions: list[dict]) -> TaskSpec:
@@ -69,6 +75,7 @@ def test_oracle_scores_one_and_wrong_end_states_score_zero(tmp_path: Path) -> No
         variant("no-fix", [run_tests]),
         variant("breaks-a-passing-test", [fix, {"kind": "edit", "arguments": BREAK_PASSING}]),
         variant("edits-the-tests", [{"kind": "bash", "arguments": {"command": CHEAT}}, run_tests]),
+        variant("hooks-the-reports", [{"kind": "bash", "arguments": {"command": HOOK}}, run_tests]),
     ]
     found = run(tmp_path / "out", specs)
     verifier = oracle.task.verifier
@@ -100,6 +107,10 @@ def test_oracle_scores_one_and_wrong_end_states_score_zero(tmp_path: Path) -> No
     assert cheat.steps[-1].observation.data["exit_status"] == 0
     assert cheat.outcome.reward == 0.0 and cheat.outcome.verification is not None
     assert set(cheat.outcome.verification.details["FAIL_TO_PASS"].values()) == {"FAILED"}
+    hook = found["hooks-the-reports"]
+    assert hook.steps[-1].observation.data["exit_status"] == 0, hook.steps[-1].observation.text[-2000:]
+    assert hook.outcome.reward == 0.0
+    assert set(hook.outcome.verification.details["FAIL_TO_PASS"].values()) == {"FAILED"}
 
 
 def test_every_embedded_task_has_a_swe_tests_verifier() -> None:

@@ -12,6 +12,9 @@ from typing import Any
 
 from schemas.records import Action, Environment, Observation, Step, Task, Verification
 
+# How much of a verifier's own output a trajectory keeps: its tail, where test summaries end.
+VERIFIER_OUTPUT_CHARS = 8000
+
 
 class SandboxError(RuntimeError):
     """Base class of every error a sandbox raises."""

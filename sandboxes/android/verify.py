@@ -26,13 +26,12 @@ from collections.abc import Callable
 from typing import Any
 
 from sandboxes.android.tree_text import AndroidTree, Node
-from sandboxes.base import VerifierError
+from sandboxes.base import VERIFIER_OUTPUT_CHARS, VerifierError
 from schemas.records import Verification
 
 KIND = "android_state"
 _NODE_FIELDS = {"class", "text", "desc", "id", "text_regex", "desc_regex", "flags"}
 _SHELL_FIELDS = {"shell", "equals", "contains", "regex"}
-OUTPUT_CHARS = 8000
 
 
 def _check_shape(check: Any, where: str) -> None:
@@ -132,7 +131,7 @@ def evaluate(
     lines += [f"SKIP {check}: needs a real device (the fake driver has no system state)" for check in skipped]
     passed_count = sum(r["passed"] for r in results)
     details = {"checks": results, "passed": passed_count, "total": len(results), "skipped": skipped}
-    output = "\n".join(lines)[-OUTPUT_CHARS:]
+    output = "\n".join(lines)[-VERIFIER_OUTPUT_CHARS:]
     if not results:
         error = "every check of this verifier needs a real device; the fake driver cannot run them"
         return Verification(verifier=KIND, output=output, details=details, error=error)

@@ -20,14 +20,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sandboxes.base import VerifierError
+from sandboxes.base import VERIFIER_OUTPUT_CHARS, VerifierError
 from sandboxes.desktop.tree_text import DesktopTree, Node
 from schemas.records import Verification
 
 KIND = "desktop_state"
 _NODE_FIELDS = {"window", "role", "name", "value", "name_regex", "value_regex", "states"}
 _FILE_FIELDS = {"file", "exists", "equals", "contains"}
-OUTPUT_CHARS = 8000
 
 
 def parse_checks(verifier: dict[str, Any]) -> list[dict[str, Any]]:
@@ -134,5 +133,5 @@ def evaluate(
     details = {"checks": results, "passed": passed_count, "total": len(checks)}
     if tree is not None:
         details["focused"] = tree.focused
-    output = "\n".join(lines)[-OUTPUT_CHARS:]
+    output = "\n".join(lines)[-VERIFIER_OUTPUT_CHARS:]
     return Verification(verifier=KIND, reward=passed_count / len(checks), output=output, details=details)

@@ -20,10 +20,10 @@ import tarfile
 import uuid
 from typing import Any
 
+from sandboxes.base import VERIFIER_OUTPUT_CHARS
 from schemas.records import Verification
 
 HARBOR = "harbor"
-OUTPUT_CAP = 8000
 REWARD_DIR = "/logs/verifier"
 # Beyond test.sh's own timeout: docker's start and copy.
 DOCKER_TIMEOUT_S = 60.0
@@ -106,11 +106,12 @@ def run_test_sh(container: str, verifier: dict[str, Any]) -> Verification:
     text = (ran.stdout + ran.stderr).decode("utf-8", errors="replace")
     output, _, tail = text.partition(f"\n{marker} code ")
     if not tail:
-        return Verification(HARBOR, output=text[-OUTPUT_CAP:], error=f"cannot run test.sh ({ran.returncode})")
+        why = f"cannot run test.sh ({ran.returncode})"
+        return Verification(HARBOR, output=text[-VERIFIER_OUTPUT_CHARS:], error=why)
     code_text, *files = tail.split(f"{marker} file ")
     code = int(code_text.strip() or -1)
     details: dict[str, Any] = {"exit_code": code}
-    output = output[-OUTPUT_CAP:]
+    output = output[-VERIFIER_OUTPUT_CHARS:]
     if code in (124, 137):
         return Verification(
             HARBOR, output=output, details=details, error=f"test.sh timed out after {timeout:g} s"

@@ -37,11 +37,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sandboxes.base import VerifierError
+from sandboxes.base import VERIFIER_OUTPUT_CHARS, VerifierError
 from schemas.records import Verification
 
 VERIFIER_KINDS = ("files", "git_repo", "memory_graph")
-OUTPUT_LIMIT = 8000
 GIT_TIMEOUT_S = 10.0
 FILE_CONDITIONS = ("exists", "equals", "number", "contains", "lines_include")
 
@@ -225,7 +224,7 @@ def verify_mcp(
     return Verification(
         verifier=kind,
         reward=_share(goal) * _share(kept),
-        output="\n".join(lines)[-OUTPUT_LIMIT:],
+        output="\n".join(lines)[-VERIFIER_OUTPUT_CHARS:],
         details={
             "goal": f"{sum(ok for _, ok, _ in goal)}/{len(goal)}",
             "keep": f"{sum(ok for _, ok, _ in kept)}/{len(kept)}",

@@ -16,7 +16,7 @@ import re
 import unicodedata
 from typing import Any
 
-from sandboxes.base import VerifierError
+from sandboxes.base import VERIFIER_OUTPUT_CHARS, VerifierError
 from sandboxes.search.actions import ANSWER
 from schemas.records import Step, Verification
 
@@ -64,4 +64,5 @@ def verify_answer(verifier: dict[str, Any], steps: list[Step]) -> Verification:
         matched = f"regex {pattern.pattern}"
     output = f"answer {answer!r} " + (f"matches {matched!r}" if matched else "matches no accepted answer")
     details = {"answer": answer, "matched": matched, "accepted": accepted}
-    return Verification(verifier=KIND, reward=1.0 if matched else 0.0, output=output[-8000:], details=details)
+    reward = 1.0 if matched else 0.0
+    return Verification(verifier=KIND, reward=reward, output=output[-VERIFIER_OUTPUT_CHARS:], details=details)

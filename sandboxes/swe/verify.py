@@ -28,7 +28,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from sandboxes.base import VerifierError
+from sandboxes.base import VERIFIER_OUTPUT_CHARS, VerifierError
 from sandboxes.swe.backends import Runner
 from sandboxes.swe.text import cut_middle
 from schemas.records import Verification
@@ -39,7 +39,6 @@ SWE_TESTS = "swe_tests"
 REPORT = ("-rfEpxX", "--tb=short")
 PASSING = ("PASSED", "XFAIL")
 DEFAULT_TIMEOUT_S = 300.0
-OUTPUT_CHARS = 8000
 # What the test run may print before its middle is dropped; the summary is at the end, in the tail.
 CAPTURE_BYTES = 4 * 1024 * 1024
 # Exit statuses of the set-up part of the verifier's command (before the tests run).
@@ -204,7 +203,7 @@ def run_swe_tests(runner: Runner, root: str, template: Path, verifier: dict[str,
     text = cut_middle(
         finished.head, finished.tail, len(finished.head) + finished.dropped + len(finished.tail)
     )
-    output = text[-OUTPUT_CHARS:]
+    output = text[-VERIFIER_OUTPUT_CHARS:]
     if finished.exit_status == PATCH_FAILED:  # the instance's own data is broken, not the end state
         details = {"exit_status": PATCH_FAILED}
         return Verification(SWE_TESTS, None, output, details, error="the test_patch does not apply")

@@ -17,13 +17,12 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
-from sandboxes.base import VerifierError
+from sandboxes.base import VERIFIER_OUTPUT_CHARS, VerifierError
 from sandboxes.terminal.backends import Instance
 from schemas.records import Verification
 
 COMMAND = "command"
 DEFAULT_TIMEOUT_S = 30.0
-OUTPUT_CAP = 8000
 
 
 def checks_of(verifier: dict[str, Any]) -> list[str]:
@@ -71,6 +70,6 @@ def run_checks(instance: Instance, verifier: dict[str, Any]) -> Verification:
     return Verification(
         verifier=COMMAND,
         reward=passed / len(results),
-        output="\n".join(log)[-OUTPUT_CAP:],
+        output="\n".join(log)[-VERIFIER_OUTPUT_CHARS:],
         details={"checks": results, "passed": passed, "total": len(results)},
     )

@@ -31,12 +31,11 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from sandboxes.base import VerifierError
+from sandboxes.base import VERIFIER_OUTPUT_CHARS, VerifierError
 from sandboxes.web.config import SITE_DOMAIN
 from sandboxes.web.sites.shop import COOKIE as SHOP_COOKIE
 from schemas.records import Verification
 
-OUTPUT_LIMIT = 8000
 STATE_TIMEOUT_S = 10.0
 VERIFIER_KINDS = ("site_state", "page_url")
 CHECKS = ("cart", "order", "message", "signed_in", "subscribed")
@@ -161,7 +160,8 @@ def score_site_state(verifier: dict[str, Any], state: dict[str, Any]) -> Verific
         lines.append(f"{name}: {score:.2f} ({note})")
     reward = sum(d["score"] for d in details.values()) / len(details)
     output = "\n".join(lines) + "\nstate: " + json.dumps(state, sort_keys=True)
-    return Verification(verifier="site_state", reward=reward, output=output[-OUTPUT_LIMIT:], details=details)
+    output = output[-VERIFIER_OUTPUT_CHARS:]
+    return Verification(verifier="site_state", reward=reward, output=output, details=details)
 
 
 def score_page_url(verifier: dict[str, Any], url: str) -> Verification:

@@ -266,3 +266,24 @@ def _template_counter() -> Callable[[list[dict]], int]:
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
     return count
+
+
+def endpoint_factory(
+    domain: str,
+    endpoint: str,
+    *,
+    model: str | None = None,
+    api_key: str | None = None,
+    max_new_tokens: int = DEFAULT_GENERATION.max_new_tokens,
+    temperature: float = 0.0,
+    seed: int = 0,
+    timeout_s: float = 120.0,
+) -> Callable[[], SimulatedSandbox]:
+    """Simulated sandboxes of `domain` over the world model an OpenAI-compatible `endpoint` serves,
+    all sharing one client (one connection pool). Registered as the `simulator` entry point of
+    `sandboxes.plugins`, so collectors and the OpenEnv server build it without importing training."""
+    from training.backends.openai_http import OpenAIBackend
+
+    backend = OpenAIBackend(endpoint, model, api_key, timeout=timeout_s)
+    generation = GenerationConfig(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+    return lambda: SimulatedSandbox(backend, domain, generation=generation)

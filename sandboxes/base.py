@@ -7,6 +7,7 @@ runs (docker, bwrap, local, ...) is a backend chosen by config.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,6 +93,15 @@ class Sandbox(ABC):
             return None
         name = self.domain or type(self).__name__
         raise VerifierError(f"the {name} sandbox has no verifier of kind {kind!r}")
+
+    def resume(self, task: Task, initial_observation: Observation, steps: Sequence[Step]) -> None:
+        """Take over an episode another sandbox began and could not finish: `task`, the observation
+        its reset gave and the steps it took. The next `step` continues from the last of them.
+
+        Only a sandbox without real state to rebuild (a world model) can do this; the default
+        refuses with a SandboxError."""
+        name = self.domain or type(self).__name__
+        raise SandboxError(f"the {name} sandbox cannot take over an episode another sandbox began")
 
     def __enter__(self) -> Sandbox:
         self.start()

@@ -152,6 +152,17 @@ class SimulatedSandbox(Sandbox):
         else:
             initial = Observation(format=self.format, text=self.spec.initial_text if self.spec else "")
         initial.data = {**initial.data, "simulated": True}
+        self._begin(task, initial, [])
+        return copy.deepcopy(initial)
+
+    def resume(self, task: Task, initial_observation: Observation, steps: Sequence[Step]) -> None:
+        """Go on with an episode a real sandbox began (the collector's fallback when it fails): its
+        real initial observation and steps become the history the next prediction is asked from,
+        as they were recorded (not marked simulated: they were not)."""
+        self.start()
+        self._begin(task, copy.deepcopy(initial_observation), copy.deepcopy(list(steps)))
+
+    def _begin(self, task: Task, initial: Observation, steps: list[Step]) -> None:
         given = task.metadata.get("tools")
         self._tools = _tools_from(given) if given is not None else list(self._default_tools)
         stamp = datetime.now(UTC)
@@ -163,11 +174,10 @@ class SimulatedSandbox(Sandbox):
             task=task,
             policy=Policy(name="unknown"),
             initial_observation=initial,
-            steps=[],
+            steps=steps,
             outcome=Outcome(status="truncated"),
             provenance=Provenance("simulator", "", "", stamp, stamp, simulated=True),
         )
-        return copy.deepcopy(initial)
 
     def step(self, action: Action) -> StepResult:
         if self._closed or not self._started:

@@ -33,6 +33,8 @@ class FleetSummary:
     mean_reward: float | None = None
     unverified: int = 0
     verifier_errors: int = 0
+    # episodes a real sandbox failed in that went on on the fallback simulator (None: no fallback asked)
+    fallbacks: int | None = None
     reset_median_s: float | None = None
     step_latency_median_s: float | None = None
     step_latency_p95_s: float | None = None
@@ -62,6 +64,11 @@ class FleetSummary:
             f"{seconds(self.step_latency_median_s)}, p95: {seconds(self.step_latency_p95_s)}",
             f"output: {self.out}",
         ]
+        if self.fallbacks is not None:  # --fallback-simulator was given
+            lines.insert(
+                -2,
+                f"fell back to the simulator: {self.fallbacks} episode(s), simulated after the failure",
+            )
         if self.interrupted_by:
             lines.append(f"interrupted by {self.interrupted_by}: in-flight episodes recorded as aborted")
         if self.fatal:
@@ -86,6 +93,7 @@ class FleetStats:
         self.rewards: list[float] = []
         self.unverified = 0
         self.verifier_errors = 0
+        self.fallbacks = 0
 
     def record(self, trajectory: Trajectory, reset_s: float | None) -> None:
         with self._lock:
@@ -99,6 +107,8 @@ class FleetStats:
                 self.verifier_errors += 1
             else:
                 self.unverified += 1
+            if "fallback" in trajectory.environment.config:
+                self.fallbacks += 1
             if reset_s is not None:
                 self.reset_s.append(reset_s)
             for step in trajectory.steps:

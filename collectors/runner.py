@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from tqdm import tqdm
@@ -88,6 +88,11 @@ class FleetConfig:
     # The whole dataset `out` belongs to (a shard's parent): resume skips what any shard finished,
     # and attachments go there, where readers of the union resolve them.
     dataset_root: str = ""
+    # --fallback-simulator: when a real sandbox fails mid-episode, a simulated sandbox from this
+    # factory takes the episode over (Sandbox.resume) and the policy goes on there; each trajectory
+    # that fell back records `fallback` (its model and endpoint, plus where and why) in its config.
+    fallback: Callable[[], Sandbox] | None = None
+    fallback_record: dict = field(default_factory=dict)
 
 
 def trajectory_id(domain: str, seed: int, slot: int, task_id: str) -> str:
@@ -114,6 +119,24 @@ def _step(index: int, action: Action, result: StepResult, started_at: datetime, 
         done=result.done,
         info=result.info,
     )
+
+
+@dataclass
+class _Failed:
+    """A step the sandbox raised on: what the error outcome or the fallback needs of it."""
+
+    exc: Exception
+    action: Action
+    started_at: datetime
+    latency_s: float
+
+
+def _handover(task: Task, environment: Environment) -> Task:
+    """The task as a simulator taking over is given it: with the real sandbox's tool definitions (an
+    MCP server's), which its prompt lists, unless the task names its own."""
+    if not environment.tools or "tools" in task.metadata:
+        return task
+    return replace(task, metadata={**task.metadata, "tools": copy.deepcopy(environment.tools)})
 
 
 def _error_kind(exc: BaseException) -> str:
@@ -283,10 +306,26 @@ class Fleet:
             environment = sandbox.describe()
         except Exception:
             environment = Environment(name=config.domain, backend="unknown")
+        simulator: Sandbox | None = None
         if healthy:
-            outcome, healthy = self._loop(sandbox, policy, task, initial, max_steps, slot, steps)
-        if outcome.status in ("completed", "truncated"):
-            healthy = self._verify(sandbox, task, steps, outcome) and healthy
+            outcome, healthy, failed = self._loop(sandbox, policy, task, initial, max_steps, slot, steps)
+            if failed is not None and self._may_fall_back(failed.exc):
+                outcome, simulator, record = self._fall_back(
+                    _handover(task, environment), initial, steps, policy, max_steps, failed
+                )
+                if record is not None:
+                    environment.config = {**environment.config, "fallback": record}
+            elif failed is not None:
+                outcome = self._crashed(steps, failed)
+        try:
+            if outcome.status in ("completed", "truncated"):
+                # After a fallback the end state is the simulator's: its verify says what it can.
+                verified = self._verify(simulator or sandbox, task, steps, outcome)
+                if simulator is None:
+                    healthy = verified and healthy
+        finally:
+            if simulator is not None:
+                self._close_quietly(simulator)
         if outcome.status == "error":
             healthy = False  # the episode broke off somewhere unknown: do not trust the sandbox again
         if outcome.status == "aborted" and not steps:
@@ -306,8 +345,9 @@ class Fleet:
                 host=socket.gethostname(),
                 started_at=started_at,
                 finished_at=now(),
-                # A world model stands in for the environment: keep synthetic data distinguishable.
-                simulated=environment.backend == "simulator",
+                # A world model stands in for the environment, for all of the episode or (after a
+                # fallback) its end: keep synthetic data distinguishable.
+                simulated=environment.backend == "simulator" or "fallback" in environment.config,
             ),
         )
         return trajectory, reset_s, healthy
@@ -321,34 +361,108 @@ class Fleet:
         max_steps: int,
         slot: int,
         steps: list[Step],
-    ) -> tuple[Outcome, bool]:
+    ) -> tuple[Outcome, bool, _Failed | None]:
+        """(outcome, sandbox still clean, the step the sandbox raised on if it did)."""
         try:
             policy.reset(task, observation, random.Random(f"{self.config.seed}:{slot}"))
         except Exception as exc:
-            return Outcome("error", f"policy reset failed: {type(exc).__name__}: {exc}", "policy_error"), True
+            outcome = Outcome("error", f"policy reset failed: {type(exc).__name__}: {exc}", "policy_error")
+            return outcome, True, None
+        return self._play(sandbox, policy, observation, max_steps, steps)
+
+    def _play(
+        self,
+        sandbox: Sandbox,
+        policy: Policy,
+        observation: Observation,
+        max_steps: int,
+        steps: list[Step],
+        first: Action | None = None,
+        simulated: bool = False,
+    ) -> tuple[Outcome, bool, _Failed | None]:
+        """Step until the episode ends; `first`, when given, is the action to take before asking the
+        policy again (the one a failed sandbox did not finish). `simulated` marks each step's info."""
+        action = first
         while len(steps) < max_steps:
             if self.stop.is_set():
-                return Outcome("aborted", f"stopped by {self.signal_name or 'the runner'}"), True
-            try:
-                action = policy.act(observation)
-            except Exception as exc:
-                return Outcome("error", f"policy failed: {type(exc).__name__}: {exc}", "policy_error"), True
+                return Outcome("aborted", f"stopped by {self.signal_name or 'the runner'}"), True, None
             if action is None:
-                return Outcome("completed"), True
+                try:
+                    action = policy.act(observation)
+                except Exception as exc:
+                    outcome = Outcome("error", f"policy failed: {type(exc).__name__}: {exc}", "policy_error")
+                    return outcome, True, None
+                if action is None:
+                    return Outcome("completed"), True, None
             started_at, clock = now(), time.monotonic()
             try:
                 result = self._apply(sandbox, action)
             except Exception as exc:
-                index = len(steps)
-                failed = exc.result if isinstance(exc, SandboxCrashedError) else None
-                if failed is not None:  # the crash's own step: what the agent saw when it failed
-                    steps.append(_step(index, action, failed, started_at, time.monotonic() - clock))
-                return self._failure(exc, f"step {index} failed"), False
+                return Outcome("error"), False, _Failed(exc, action, started_at, time.monotonic() - clock)
+            if simulated:
+                result.info = {**result.info, "simulated": True}
             steps.append(_step(len(steps), action, result, started_at, time.monotonic() - clock))
-            observation = result.observation
+            observation, action = result.observation, None
             if result.done:
-                return Outcome("completed"), True
-        return Outcome("truncated"), True
+                return Outcome("completed"), True, None
+        return Outcome("truncated"), True, None
+
+    def _crashed(self, steps: list[Step], failed: _Failed) -> Outcome:
+        """The error outcome of a failed step, after recording the crash's own step when the sandbox
+        gave one (what the agent saw when it failed)."""
+        index = len(steps)
+        result = failed.exc.result if isinstance(failed.exc, SandboxCrashedError) else None
+        if result is not None:
+            steps.append(_step(index, failed.action, result, failed.started_at, failed.latency_s))
+        return self._failure(failed.exc, f"step {index} failed")
+
+    def _may_fall_back(self, exc: Exception) -> bool:
+        """A sandbox's own failure, with a fallback configured, while the run goes on (a step that
+        failed because a signal closed the sandbox ends as aborted instead)."""
+        return self.config.fallback is not None and isinstance(exc, SandboxError) and not self.stop.is_set()
+
+    def _fall_back(
+        self,
+        task: Task,
+        initial: Observation,
+        steps: list[Step],
+        policy: Policy,
+        max_steps: int,
+        failed: _Failed,
+    ) -> tuple[Outcome, Sandbox | None, dict | None]:
+        """Go on with the episode on a simulated sandbox given the real steps so far, retrying the
+        failed action there first: (outcome, the simulated sandbox to verify and close, the
+        `fallback` record), or the plain error outcome when no simulator can take over."""
+        assert self.config.fallback is not None
+        from_step = len(steps)
+        reason = f"step {from_step} failed: {type(failed.exc).__name__}: {failed.exc}"
+        simulator: Sandbox | None = None
+        try:
+            simulator = self.config.fallback()
+            simulator.start()
+            simulator.resume(task, initial, steps)
+        except Exception as exc:
+            if simulator is not None:
+                self._close_quietly(simulator)
+            outcome = self._crashed(steps, failed)
+            outcome.error = f"{outcome.error}; the fallback simulator could not take over: {exc}"
+            return outcome, None, None
+        log.warning("task %s: %s; the episode goes on on the simulator", task.id, reason)
+        last = steps[-1].observation if steps else initial
+        outcome, _, broken = self._play(
+            simulator, policy, last, max_steps, steps, first=failed.action, simulated=True
+        )
+        if broken is not None:
+            outcome = self._failure(broken.exc, f"step {len(steps)} failed on the fallback simulator")
+        record = {**self.config.fallback_record, "from_step": from_step, "reason": reason}
+        return outcome, simulator, record
+
+    @staticmethod
+    def _close_quietly(sandbox: Sandbox) -> None:
+        try:
+            sandbox.close()
+        except Exception as exc:
+            log.warning("closing a sandbox failed: %s", exc)
 
     @staticmethod
     def _verify(sandbox: Sandbox, task: Task, steps: list[Step], outcome: Outcome) -> bool:
@@ -489,6 +603,8 @@ def _run(config: FleetConfig, lock: DatasetLock, request: StopRequest) -> FleetS
         pending=fleet.pending,
         wall_s=time.monotonic() - started,
     )
+    if config.fallback is not None:
+        summary.fallbacks = fleet.stats.fallbacks
     summary.interrupted_by = fleet.signal_name
     summary.fatal = fleet.fatal
     summary.exit_code = EXIT_CODES.get(fleet.signal_name or "", 1 if fleet.fatal else 0)

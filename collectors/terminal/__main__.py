@@ -15,6 +15,8 @@ from collectors.cli import (
     open_output,
     policy_factory,
     run_cli,
+    simulated,
+    simulator_sandboxes,
     validate_counts,
 )
 from collectors.terminal.harbor import run_harbor
@@ -42,6 +44,13 @@ EPILOG = """examples:
   python -m collectors.terminal --policy llm --llm-base-url http://localhost:8000/v1 \\
       --llm-model Qwen/Qwen3-8B --episodes 100 --sandboxes 8 --out data/llm
 
+  # a world model in place of the shell (no docker, bwrap or tmux needed): recorded as simulated
+  python -m collectors.terminal --backend simulator --model-endpoint http://localhost:8000/v1 \
+      --episodes 20 --out data/terminal-sim
+
+  # real containers; an episode whose container dies goes on on the world model, marked turn by turn
+  python -m collectors.terminal --fallback-simulator http://localhost:8000/v1 --episodes 20 --out data/t
+
 Rerunning the same command resumes: committed episodes are skipped, the rest recorded.
 SIGINT/SIGTERM stop cleanly (exit 130/143); in-flight episodes are kept with outcome "aborted",
 episodes stopped before their first step stay pending, and no container or tmux server remains.
@@ -60,7 +69,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     add_fleet_arguments(parser)
     sandbox = parser.add_argument_group("terminal sandbox")
-    sandbox.add_argument("--backend", choices=("docker", "bwrap", "local"), default="docker", help="(docker)")
+    sandbox.add_argument(
+        "--backend", choices=("docker", "bwrap", "local", "simulator"), default="docker",
+        help="where the shell runs; simulator: a world model answers instead (needs --model-endpoint)"
+        " (docker)",
+    )  # fmt: skip
     sandbox.add_argument("--image", default=DEFAULT_IMAGE, help=f"docker image ({DEFAULT_IMAGE})")
     sandbox.add_argument(
         "--command-timeout", type=float, default=30.0, metavar="SEC", help="per command (30)"
@@ -100,9 +113,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )  # fmt: skip
     args = parser.parse_args(argv)
     validate_counts(parser, args)
-    if args.harbor_tasks and (args.tasks or args.shard or args.backend != "docker"):
+    if args.harbor_tasks and (
+        args.tasks or args.shard or args.backend != "docker" or args.fallback_simulator
+    ):
         parser.error(
-            "--harbor-tasks runs each task in its own docker image: no --tasks or --shard, --backend docker"
+            "--harbor-tasks runs each task in its own docker image: no --tasks, --shard or"
+            " --fallback-simulator, --backend docker"
         )
     return args
 
@@ -161,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         with open_output(args.out) as lock:
             if args.backend == "local":
                 print("warning: --backend local runs commands on THIS HOST, unisolated", file=sys.stderr)
-            reaped = reap_orphans()
+            reaped = {} if simulated(args) else reap_orphans()
             if any(reaped.values()):
                 print(
                     f"removed {reaped['containers']} containers, {reaped['tmux_servers']} tmux servers and"
@@ -173,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
             tasks = load_task_specs(args, "terminal")
             explorer = {"command_timeout": min(10.0, args.command_timeout)}
             policy = policy_factory(args, tasks, parse_action=parse_action, explorer_options=explorer)
+            if simulated(args):
+                return run_cli(args, "terminal", simulator_sandboxes(args, "terminal"), policy, lock)
             config = terminal_config(args)
             try:
                 return run_cli(

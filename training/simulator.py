@@ -42,6 +42,7 @@ from schemas.records import (
 from schemas.render import chat_messages, extract_prediction, strip_think
 from training.backends.base import GenerationConfig, WorldModelBackend
 from training.fidelity.observations import ACTION_FORMATS, DOMAIN_FORMATS, observation_data
+from training.simulated_verify import simulated_verification
 
 DEFAULT_GENERATION = GenerationConfig(max_new_tokens=1024)
 
@@ -229,9 +230,22 @@ class SimulatedSandbox(Sandbox):
         return self._started and not self._closed
 
     def verify(self, task: Task, steps: list[Step]) -> Verification | None:
-        """None: a world model has no real state for a task's verifier to check, so a simulated
-        episode has no task reward (None, not a zero)."""
-        return None
+        """The simulated verdict (training/simulated_verify.py, named `simulated:<kind>`): verifiers that
+        read only the episode run on its steps, the terminal's checks are asked of the world model, and
+        any other kind has reward None with the reason: a world model keeps no real state to check."""
+        initial = self._episode.initial_observation if self._episode is not None else None
+        return simulated_verification(self.domain, task, steps, initial, self._aside)
+
+    def _aside(self, action: Action) -> Observation:
+        """One more predicted turn on a copy of the episode, which the episode never records."""
+        episode = self._episode
+        if episode is None:
+            raise SandboxClosedError("simulated sandbox has no episode to ask about")
+        self._episode = dataclasses.replace(episode, steps=list(episode.steps))
+        try:
+            return self.step(action).observation
+        finally:
+            self._episode = episode
 
     def describe(self) -> Environment:
         config = {

@@ -133,3 +133,39 @@ def test_the_fleet_records_the_simulated_verdict(tmp_path) -> None:
     assert trajectory.outcome.reward == 0.5
     assert trajectory.outcome.verification.verifier == "simulated:command"
     assert [c["said"] for c in trajectory.outcome.verification.details["checks"]] == ["PASS", "FAIL"]
+
+
+def test_android_and_desktop_checks_read_the_last_simulated_tree() -> None:
+    with scripted_chat_server(check_world) as server:
+        backend = OpenAIBackend(server.base_url)
+        android = SimulatedSandbox(backend, "android")
+        verifier = {
+            "kind": "android_state",
+            "checks": [{"node": {"id": "app:id/name", "text": "Ines"}}, {"package": "com.example.contacts"}],
+            "device_checks": [{"shell": "settings get secure ui_night_mode", "equals": "2"}],
+        }
+        task = Task(id="a", verifier=verifier)
+        android.reset(task)
+        screen = (
+            "Package: com.example.contacts  Activity: .Edit\n"
+            '[0] android.widget.EditText "Ines" id=app:id/name @(0,0,100,40) editable'
+        )
+        tap = Action("tap", {"x": 1, "y": 1}, "tap 1 1")
+        found = android.verify(task, [step(0, tap, screen, "android_ui_tree")])
+        assert (found.verifier, found.reward) == ("simulated:android_state", 1.0)
+        assert found.details["skipped"] == verifier["device_checks"]  # no device behind a world model
+        other = screen.replace('"Ines"', '"Ana"')
+        assert android.verify(task, [step(0, tap, other, "android_ui_tree")]).reward == 0.5
+
+        desktop = SimulatedSandbox(backend, "os")
+        node = {"node": {"window": "Calculator", "role": "text", "value": "13"}}
+        task = Task(id="d", verifier={"kind": "desktop_state", "checks": [node]})
+        desktop.reset(task)
+        tree = 'Focused: Calculator — Calculator\n[1] frame "Calculator"\n  [2] text "" value="13"'
+        click = Action("click", {"x": 1, "y": 1}, "click 1 1")
+        found = desktop.verify(task, [step(0, click, tree, "desktop_a11y_tree")])
+        assert (found.verifier, found.reward) == ("simulated:desktop_state", 1.0)
+        with_file = Task(id="f", verifier={"kind": "desktop_state", "checks": [node, {"file": "notes.txt"}]})
+        found = desktop.verify(with_file, [step(0, click, tree, "desktop_a11y_tree")])
+        assert found.reward is None and "files" in found.error
+    assert server.requests == []

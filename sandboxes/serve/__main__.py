@@ -1,0 +1,153 @@
+"""`python -m sandboxes.serve --domain D`: serve a domain's sandboxes (or its simulator) over OpenEnv."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+
+from sandboxes.base import Sandbox
+from sandboxes.domains import KNOWN_DOMAINS
+from sandboxes.plugins import PluginMissingError, simulator_factory
+from sandboxes.serve.auth import TOKEN_ENV, TokenRequiredError, check_bind, resolve_token
+from sandboxes.serve.server import (
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_MAX_STEPS,
+    TERMINAL_BACKENDS,
+    build_app,
+    real_sandbox_factory,
+    run,
+    task_suite,
+)
+
+EXAMPLES = f"""
+examples:
+  # terminal sandboxes in bubblewrap, on 127.0.0.1:8000, the embedded terminal tasks
+  python -m sandboxes.serve --domain terminal
+
+  # in docker instead, 8 sessions at most, reclaimed after 2 minutes idle, your own tasks
+  python -m sandboxes.serve --domain terminal --backend docker --max-sessions 8 \\
+      --idle-timeout 120 --tasks my-tasks.jsonl
+
+  # the web domain's simulator: a world model behind an OpenAI-compatible endpoint
+  python -m sandboxes.serve --domain web --simulator http://127.0.0.1:8001/v1 --simulator-model wm
+
+  # reachable from other machines: a bearer token is required
+  {TOKEN_ENV}=$(openssl rand -hex 32) python -m sandboxes.serve --domain web --host 0.0.0.0
+
+  # a client (openenv's own GenericEnvClient, with the token header added)
+  python -c 'from sandboxes.serve.client import connect
+  with connect("http://127.0.0.1:8000").sync() as env:
+      print(env.reset(task_id="files-create-notes").observation["text"])
+      env.step({{"kind": "command", "arguments": {{"command": "ls"}}}})
+      print(env.step({{"kind": "done"}}).reward)'
+
+The server prints `serving <domain> on http://HOST:PORT` once it accepts connections, and on SIGINT or
+SIGTERM closes every sandbox and prints a summary. Sessions: WebSocket /ws (openenv's protocol) and
+HTTP POST /sessions, /sessions/ID/reset, /sessions/ID/step, GET /sessions/ID/state, DELETE /sessions/ID.
+"""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m sandboxes.serve",
+        description="Serve a domain's sandboxes (or its simulator) as an OpenEnv environment: one sandbox "
+        "per session, task rewards from the task verifiers.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--domain", required=True, choices=KNOWN_DOMAINS, help="the sandbox domain to serve")
+    what = p.add_argument_group("sandboxes")
+    what.add_argument(
+        "--simulator",
+        metavar="URL",
+        help="serve the simulated sandbox: a world model at this OpenAI-compatible endpoint (…/v1)",
+    )
+    what.add_argument("--simulator-model", metavar="NAME", help="the model name the endpoint serves")
+    what.add_argument(
+        "--simulator-max-tokens", type=int, default=1024, metavar="N", help="tokens per simulated observation"
+    )
+    what.add_argument(
+        "--backend", choices=TERMINAL_BACKENDS, help="terminal only: where each sandbox runs (default bwrap)"
+    )
+    what.add_argument(
+        "--sandbox-config",
+        metavar="JSON",
+        help="the sandbox's environment config, as a recorded trajectory has it (e.g. an MCP server entry)",
+    )
+    what.add_argument("--tasks", metavar="FILE", help="JSONL task file (default: the domain's embedded)")
+    what.add_argument(
+        "--max-steps", type=int, default=DEFAULT_MAX_STEPS, metavar="K", help="steps per episode at most"
+    )
+    net = p.add_argument_group("server")
+    net.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    net.add_argument("--port", type=int, default=8000, help="port (0: any free one; the startup line says)")
+    net.add_argument(
+        "--max-sessions",
+        type=int,
+        default=DEFAULT_MAX_SESSIONS,
+        metavar="N",
+        help="concurrent sessions (one sandbox each), WebSocket and HTTP together",
+    )
+    net.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=DEFAULT_IDLE_TIMEOUT_S,
+        metavar="SEC",
+        help="a session idle this long is reclaimed and its sandbox closed (its lease)",
+    )
+    net.add_argument(
+        "--token",
+        help=f"bearer token clients must send (default ${TOKEN_ENV}); required beyond loopback",
+    )
+    net.add_argument("--log-level", default="warning", help="uvicorn's log level (stderr)")
+    return p
+
+
+def sandbox_factory(args: argparse.Namespace) -> Callable[[], Sandbox]:
+    if args.simulator:
+        if args.backend or args.sandbox_config:
+            raise ValueError("--backend and --sandbox-config configure real sandboxes, not --simulator")
+        return simulator_factory(
+            args.domain, args.simulator, model=args.simulator_model, max_new_tokens=args.simulator_max_tokens
+        )
+    if args.simulator_model:
+        raise ValueError("--simulator-model needs --simulator URL")
+    config = json.loads(args.sandbox_config) if args.sandbox_config else None
+    if config is not None and not isinstance(config, dict):
+        raise ValueError("--sandbox-config must be a JSON object")
+    return real_sandbox_factory(args.domain, args.backend, config)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    token = resolve_token(args.token)
+    try:
+        check_bind(args.host, token)
+        factory = sandbox_factory(args)
+        tasks = [spec.task for spec in task_suite(args.domain, args.tasks)]
+        app = build_app(
+            factory,
+            tasks,
+            domain=args.domain,
+            max_sessions=args.max_sessions,
+            idle_timeout_s=args.idle_timeout,
+            max_steps=args.max_steps,
+            token=token,
+        )
+    except (TokenRequiredError, PluginMissingError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+    def announce(url: str) -> None:
+        print(f"serving {args.domain} on {url}", flush=True)
+
+    run(app, args.host, args.port, announce=announce, log_level=args.log_level)
+    print(f"stopped: {app.state.stats.summary()}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

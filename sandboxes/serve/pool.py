@@ -1,0 +1,350 @@
+"""The session table of a served sandbox: openenv-core's own (HTTPEnvServer's), with leases.
+
+WebSocket sessions (openenv's /ws) and our HTTP sessions (/sessions) live in the one table HTTPEnvServer
+keeps, so one capacity covers both and one reaper reclaims both. What this adds to it:
+
+- a refusal that says the limit and what to do, counted;
+- a lease per session: every call renews it, a session idle past it is reclaimed (its sandbox closed),
+  a session busy in a long step is not; later calls are told it expired, not that it never existed;
+- why each session ended (expired, closed by its client, its connection dropped, server shutdown),
+  remembered for the HTTP routes and counted for the shutdown summary;
+- episode counts and the mean task reward.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
+from typing import Any
+
+from fastapi import WebSocketDisconnect
+from openenv.core.env_server.exceptions import SessionCapacityError
+from openenv.core.env_server.http_server import HTTPEnvServer
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import ConcurrencyConfig
+
+from sandboxes.base import Sandbox
+from sandboxes.serve.auth import ASGIApp, Message, Receive, Scope, Send
+from sandboxes.serve.environment import EpisodeStateError, SandboxEnvironment
+from sandboxes.serve.models import SandboxAction, SandboxObservation
+from schemas.records import Task
+
+log = logging.getLogger(__name__)
+
+# Why a session ended.
+EXPIRED = "expired"  # idle past its lease: the reaper reclaimed it
+CLOSED = "closed"  # its client closed it (DELETE, or openenv's close message before the socket closed)
+DISCONNECTED = "disconnected"  # its WebSocket dropped without a close message (client killed, network)
+SHUTDOWN = "shutdown"  # the server stopped
+REMEMBERED_ENDINGS = 10_000  # ended HTTP session ids kept to answer 410 / "was closed" instead of 404
+
+
+class SessionEndedError(EpisodeStateError):
+    """A call on a session the server has already reclaimed."""
+
+
+class ServeStats:
+    """Counters for the shutdown summary; sessions run in many threads, hence the lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts = dict.fromkeys(("opened", "refused", EXPIRED, DISCONNECTED, CLOSED, SHUTDOWN), 0)
+        self.episodes = 0
+        self.rewards: list[float] = []
+
+    def count(self, name: str) -> None:
+        with self._lock:
+            self.counts[name] += 1
+
+    def episode(self, reward: float | None) -> None:
+        with self._lock:
+            self.episodes += 1
+            if reward is not None:
+                self.rewards.append(float(reward))
+
+    def summary(self) -> str:
+        with self._lock:
+            c = self.counts
+            mean = f"{sum(self.rewards) / len(self.rewards):.3f}" if self.rewards else "n/a"
+            return (
+                f"sessions opened {c['opened']}, refused {c['refused']}, reclaimed idle {c[EXPIRED]}, "
+                f"reclaimed on disconnect {c[DISCONNECTED]}, closed by clients {c[CLOSED]}, "
+                f"closed at shutdown {c[SHUTDOWN]}; episodes ended {self.episodes}, "
+                f"mean reward {mean} over {len(self.rewards)} with a reward"
+            )
+
+
+class ServedEnvironment(SandboxEnvironment):
+    """A SandboxEnvironment that counts its episodes and, once the server has reclaimed its
+    session, says why on every later call (a WebSocket outlives its reclaimed session)."""
+
+    def __init__(
+        self,
+        sandbox_factory: Callable[[], Sandbox],
+        tasks: Sequence[Task],
+        *,
+        domain: str,
+        max_steps: int = 20,
+        stats: ServeStats | None = None,
+    ) -> None:
+        super().__init__(sandbox_factory, tasks, domain=domain, max_steps=max_steps)
+        self.stats = stats if stats is not None else ServeStats()
+        self.ended: str | None = None  # set by the pool when it reclaims the session
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None, **kw: Any
+    ) -> SandboxObservation:
+        self._check_ended()
+        return super().reset(seed=seed, episode_id=episode_id, task_id=task_id, **kw)
+
+    def step(self, action: SandboxAction, timeout_s: float | None = None, **kw: Any) -> SandboxObservation:
+        self._check_ended()
+        observation = super().step(action, timeout_s, **kw)
+        if observation.done:
+            self.stats.episode(observation.reward)
+        return observation
+
+    def resources(self) -> list[str]:
+        """What this session's sandbox holds now ("pid:", "container:", "path:" strings)."""
+        sandbox = self._sandbox
+        return list(sandbox.resources()) if sandbox is not None else []
+
+    def _check_ended(self) -> None:
+        if self.ended is not None:
+            raise SessionEndedError(self.ended)
+
+
+# -- which WebSocket a session belongs to, and whether its client said goodbye ----------------------
+
+
+@dataclasses.dataclass
+class _Connection:
+    close_requested: bool = False
+
+
+_CONNECTION: ContextVar[_Connection | None] = ContextVar("agentworld_serve_connection", default=None)
+
+
+class ConnectionTracker:
+    """ASGI middleware for WebSockets: notes openenv's `{"type": "close"}` message, so the pool can
+    tell a session its client closed from one whose connection dropped. openenv's /ws handler runs
+    inside this call, so the pool finds the connection through a context variable."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "websocket":
+            await self.app(scope, receive, send)
+            return
+        connection = _Connection()
+
+        async def tracked() -> Message:
+            message = await receive()
+            text = message.get("text") if message.get("type") == "websocket.receive" else None
+            if text and '"close"' in text and not connection.close_requested:
+                try:
+                    connection.close_requested = json.loads(text).get("type") == "close"
+                except (ValueError, AttributeError):
+                    pass
+            return message
+
+        token = _CONNECTION.set(connection)
+        try:
+            await self.app(scope, tracked, send)
+        except WebSocketDisconnect:
+            # openenv's /ws handler closes the socket after its client has already gone, which raises
+            # this once the session is cleaned up: a normal end, not an application error to log.
+            pass
+        finally:
+            _CONNECTION.reset(token)
+
+
+# -- the pool --------------------------------------------------------------------------------------
+
+
+class SessionPool(HTTPEnvServer):
+    """HTTPEnvServer whose sessions hold leases; see the module docstring."""
+
+    def __init__(
+        self,
+        env_factory: Callable[[], Environment],
+        *,
+        max_sessions: int,
+        idle_timeout_s: float | None,
+        stats: ServeStats,
+    ) -> None:
+        super().__init__(
+            env_factory,
+            SandboxAction,
+            SandboxObservation,
+            concurrency_config=ConcurrencyConfig(
+                max_concurrent_envs=max_sessions, session_timeout=idle_timeout_s
+            ),
+        )
+        self.stats = stats
+        self.idle_timeout_s = idle_timeout_s
+        self.stopping = False  # set when shutdown starts: sessions ending now end by SHUTDOWN
+        self.http_sessions: set[str] = set()
+        self._connections: dict[str, _Connection] = {}
+        self._busy: dict[str, int] = {}  # calls in flight per session: never reclaimed mid-step
+        self._ended: OrderedDict[str, tuple[str, str]] = OrderedDict()  # HTTP session -> (why, message)
+
+    # -- messages ----------------------------------------------------------------------------------
+
+    def lease_text(self) -> str:
+        if self.idle_timeout_s is None:
+            return "sessions on this server never expire"
+        return f"a session is reclaimed after {self.idle_timeout_s:g} s without a call"
+
+    def capacity_message(self, active: int) -> str:
+        return (
+            f"the server is at its limit of {self.max_concurrent_envs} concurrent sessions ({active} open; "
+            "WebSocket and HTTP sessions count together). Close a session you hold (close its "
+            "WebSocket, or DELETE /sessions/<id>), retry once an idle one is reclaimed "
+            f"({self.lease_text()}), or restart the server with a larger --max-sessions"
+        )
+
+    def expired_message(self, idle_s: float) -> str:
+        return (
+            f"the session expired: no call for {idle_s:.1f} s, past its lease of {self.idle_timeout_s:g} s, "
+            "so its sandbox was closed and reclaimed; open a new session (a new WebSocket connection, "
+            "or POST /sessions)"
+        )
+
+    def ended(self, session_id: str) -> tuple[str, str] | None:
+        """(why, message) for an HTTP session that ended, None if it is unknown."""
+        return self._ended.get(session_id)
+
+    # -- the table ---------------------------------------------------------------------------------
+
+    async def _create_session(self) -> tuple[str, Environment]:
+        try:
+            session_id, env = await super()._create_session()
+        except SessionCapacityError as exc:
+            self.stats.count("refused")
+            raise SessionCapacityError(
+                exc.active_sessions, exc.max_sessions, self.capacity_message(exc.active_sessions)
+            ) from exc
+        self.stats.count("opened")
+        connection = _CONNECTION.get()
+        if connection is not None:
+            self._connections[session_id] = connection
+        return session_id, env
+
+    async def open_http_session(self) -> str:
+        session_id, _ = await self._create_session()
+        self.http_sessions.add(session_id)
+        return session_id
+
+    def http_env(self, session_id: str) -> Environment | None:
+        """The environment of a live HTTP session, None when there is none (see `ended`)."""
+        if session_id not in self.http_sessions:
+            return None
+        return self._sessions.get(session_id)
+
+    async def _destroy_session(
+        self, session_id: str, reason: str | None = None, message: str = "", idle_over: float | None = None
+    ) -> None:
+        """Remove a session and close its sandbox (in the session's own thread, as Playwright needs).
+        With `idle_over`, only if the session is still idle past it and no call is in flight."""
+        async with self._session_lock:
+            if session_id not in self._sessions:
+                return
+            if idle_over is not None:
+                info = self._session_info.get(session_id)
+                if self._busy.get(session_id) or (
+                    info is not None and time.time() - info.last_activity_at <= idle_over
+                ):
+                    return
+            env = self._sessions.pop(session_id)
+            executor = self._session_executors.pop(session_id, None)
+            stack = self._session_stacks.pop(session_id, None)
+            self._session_info.pop(session_id, None)
+        connection = self._connections.pop(session_id, None)
+        if reason is None:
+            if self.stopping:
+                reason = SHUTDOWN
+            elif connection is not None and not connection.close_requested:
+                reason = DISCONNECTED
+            else:
+                reason = CLOSED
+        self.stats.count(reason)
+        message = message or f"the session was {'closed' if reason == CLOSED else 'ended: ' + reason}"
+        if isinstance(env, ServedEnvironment):
+            env.ended = message
+        if session_id in self.http_sessions:
+            self.http_sessions.discard(session_id)
+            self._ended[session_id] = (reason, message)
+            while len(self._ended) > REMEMBERED_ENDINGS:
+                self._ended.popitem(last=False)
+        await self._cleanup_session_resources(env, executor, stack)
+
+    async def close_session(self, session_id: str) -> None:
+        await self._destroy_session(session_id, CLOSED)
+
+    async def close_all(self) -> None:
+        """Close every session's sandbox (at shutdown)."""
+        self.stopping = True
+        for session_id in list(self._sessions):
+            await self._destroy_session(session_id, SHUTDOWN, "the server shut down")
+
+    def session_resources(self) -> dict[str, list[str]]:
+        """Session id -> what its sandbox holds now; for leak checks."""
+        live = list(self._sessions.items())
+        return {sid: env.resources() for sid, env in live if isinstance(env, ServedEnvironment)}
+
+    # -- leases ------------------------------------------------------------------------------------
+
+    async def _run_in_session_executor(self, session_id: str, func: Callable[..., Any], *args, **kwargs):
+        # A call renews the lease when it starts and when it ends; while it runs the session is busy.
+        self._busy[session_id] = self._busy.get(session_id, 0) + 1
+        self._update_session_activity(session_id)
+        try:
+            return await super()._run_in_session_executor(session_id, func, *args, **kwargs)
+        finally:
+            left = self._busy.get(session_id, 1) - 1
+            if left > 0:
+                self._busy[session_id] = left
+            else:
+                self._busy.pop(session_id, None)
+            self._update_session_activity(session_id)
+
+    async def run_in_session(self, session_id: str, func: Callable[..., Any], *args, **kwargs) -> Any:
+        """Run `func` in the session's own thread (where its sandbox was made), renewing its lease."""
+        return await self._run_in_session_executor(session_id, func, *args, **kwargs)
+
+    def touch(self, session_id: str, step: bool = False) -> None:
+        """Renew the session's lease (and count a step)."""
+        self._update_session_activity(session_id, increment_step=step)
+
+    async def _reap_idle_sessions(self) -> None:
+        """openenv's reaper, with a check interval that suits short leases too, busy sessions spared,
+        and the reason kept for the session's later callers."""
+        timeout = self._session_idle_timeout_s
+        if timeout is None:
+            return
+        interval = min(max(timeout / 4, 0.1), 5.0)
+        while True:
+            try:
+                await asyncio.sleep(interval)
+                now = time.time()
+                async with self._session_lock:
+                    stale = [
+                        (sid, now - info.last_activity_at)
+                        for sid, info in self._session_info.items()
+                        if now - info.last_activity_at > timeout and not self._busy.get(sid)
+                    ]
+                for sid, idle in stale:
+                    await self._destroy_session(sid, EXPIRED, self.expired_message(idle), idle_over=timeout)
+            except asyncio.CancelledError:
+                break
+            except Exception as exc:  # the reaper must outlive one bad close
+                log.warning("idle-session reaper: %s (will retry)", exc)

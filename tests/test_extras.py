@@ -50,6 +50,7 @@ SERVES = {
     "collectors.desktop": "desktop",
     "sandboxes.android": "android",
     "collectors.android": "android",
+    "sandboxes.serve": "serve",
 }
 # Run on other interpreters than ours: the desktop guest on the desktop's own python3 with its system
 # packages (pyatspi is not on PyPI), the Harbor task loader on .venv-harbor's Python 3.12 (harbor needs it).
@@ -68,6 +69,7 @@ EXTRAS = (
     "mcp",
     "desktop",
     "android",
+    "serve",
     "s3",
     "gcs",
 )

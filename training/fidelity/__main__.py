@@ -47,7 +47,8 @@ EXAMPLES = """examples:
   # a quick look: 3 trajectories, 4 turns each, docker sandboxes for the noise floor, no base
   python -m training.fidelity --real data/terminal --model qwen3-tiny --limit-trajectories 3 \\
       --max-turns 4 --backend docker --base none --out /tmp/fid
-A rerun with the same --out reuses cached replies and finished replays (safe after a kill)."""
+A rerun with the same --out reuses cached replies and finished replays (safe after a kill).
+Task level (the same policy on real and simulated sandboxes): python -m training.fidelity agents --help"""
 RESERVED_NAMES = ("model", "base", "untrained", "repeat_previous", "real_vs_real")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -284,6 +285,11 @@ def with_steps(
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["agents"]:  # the task-level comparison, a command of its own
+        from training.fidelity.agents import main as agents_main
+
+        return agents_main(argv[1:])
     args = parse_args(argv)
     started = time.monotonic()
     try:

@@ -1,0 +1,265 @@
+"""python -m training.fidelity agents: one policy on real and on simulated sandboxes, compared task by task.
+
+The two runs are the domain's own collector, as subprocesses (training does not import collectors:
+DESIGN 4): `python -m collectors.<domain> --policy P --tasks FILE --seed S --out OUT/real` and the same
+with `--backend simulator --model-endpoint URL --out OUT/sim`. Both datasets are then read back and
+compared by episodes.py; the report goes to OUT/report.{json,md,html}. The same seed gives each episode
+slot the same policy randomness on both sides, which is what makes the pairs comparable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sandboxes.tasks import load_tasks
+from schemas import read_trajectories
+from schemas.records import Trajectory
+from training.fidelity import agents_report
+from training.fidelity.episodes import DEFAULT_MATCH, DEFAULT_SUCCESS, compare_datasets
+
+EXAMPLES = """examples:
+  # the scripted solutions of three terminal tasks, in real bubblewrap sandboxes and on the world model
+  # a llama.cpp or vLLM server serves at :8000
+  python -m training.fidelity agents --policy scripted --tasks tasks.jsonl --backend bwrap \\
+      --model-endpoint http://127.0.0.1:8000/v1 --out out/agents/scripted
+  # the terminal explorer, 2 episodes of each embedded task, seed 7
+  python -m training.fidelity agents --policy explorer --episodes 64 --seed 7 --backend bwrap \\
+      --model-endpoint http://127.0.0.1:8000/v1 --model-name sft --out out/agents/explorer
+  # an LLM agent (greedy by default, so both sides see the same agent) against the same world model
+  python -m training.fidelity agents --policy llm --llm-base-url http://127.0.0.1:8001/v1 \\
+      --llm-model qwen3-8b --tasks tasks.jsonl --model-endpoint http://127.0.0.1:8000/v1 --out out/agents/llm
+  # two datasets already recorded (same policy, tasks and seed): no collector runs
+  python -m training.fidelity agents --real-data data/real --sim-data data/sim --out out/agents/mine
+Rerunning with the same --out resumes both collector runs: finished episodes are kept, the rest recorded.
+Exit status: 0 with a report, 2 for a usage error, a failed collector run or nothing to compare."""
+
+COLLECTOR_MODULE = {"os": "desktop"}  # a domain whose collector package has another name
+RUN_FILE = "run.json"
+TAIL_LINES = 40
+
+
+class AgentsError(Exception):
+    """The comparison cannot go on (exit 2); the message says what to do."""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m training.fidelity agents",
+        description="Task-level sim-vs-real: the same policy, tasks and seeds on real sandboxes and on the "
+        "world model's simulated ones (the domain's collector, run twice), compared episode by episode: "
+        "agreement on the task reward (confusion matrix, Cohen's kappa), steps to the end, and the turn of "
+        "first divergence.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--out", required=True, type=Path, help="report directory; the runs' datasets go under it")
+    run = p.add_argument_group("the two collector runs")
+    run.add_argument("--domain", default="terminal", help="the collector: python -m collectors.<domain>")
+    run.add_argument("--policy", help="scripted, explorer, llm, ... (the collector's --policy)")
+    run.add_argument("--tasks", help="JSONL task file (default: the domain's embedded suite)")
+    run.add_argument("--episodes", type=int, help="episodes per run (default: each task of --tasks once)")
+    run.add_argument("--seed", type=int, default=0, help="run seed, the same on both sides (0)")
+    run.add_argument("--max-steps", type=int, default=20, help="steps per episode at most (20)")
+    run.add_argument("--sandboxes", type=int, default=1, help="parallel sandboxes per run (1)")
+    run.add_argument("--backend", help="the real run's sandbox backend (terminal: docker, bwrap)")
+    run.add_argument("--model-endpoint", help="the world model's OpenAI-compatible URL (the simulated run)")
+    run.add_argument("--model-name", help="model name at --model-endpoint (default: the first served)")
+    run.add_argument(
+        "--model-max-tokens", type=int, help="reply cap per simulated step (collector's default)"
+    )
+    run.add_argument("--llm-base-url", help="--policy llm: the agent's OpenAI-compatible URL")
+    run.add_argument("--llm-model", help="--policy llm: the agent's model name")
+    run.add_argument(
+        "--llm-temperature",
+        type=float,
+        default=0.0,
+        help="--policy llm: sampling temperature (0: greedy, so both sides face the same agent)",
+    )
+    run.add_argument("--llm-max-tokens", type=int, help="--policy llm: reply cap per step")
+    run.add_argument(
+        "--collector-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="one more argument for both collector runs, e.g. --collector-arg=--command-timeout=10",
+    )
+    run.add_argument("--timeout", type=float, default=3600.0, help="seconds each collector run may take")
+    given = p.add_argument_group("or compare two datasets already recorded")
+    given.add_argument("--real-data", help="dataset of the real run")
+    given.add_argument("--sim-data", help="dataset of the simulated run")
+    score = p.add_argument_group("scoring")
+    score.add_argument(
+        "--success-threshold",
+        type=float,
+        default=DEFAULT_SUCCESS,
+        help=f"a reward at least this is a success ({DEFAULT_SUCCESS})",
+    )
+    score.add_argument(
+        "--match-threshold",
+        type=float,
+        default=DEFAULT_MATCH,
+        help="a simulated observation below this on the domain's main fidelity metric (edit similarity for "
+        f"terminal, tree F1 for web, ...) no longer matches the real one ({DEFAULT_MATCH})",
+    )
+    args = p.parse_args(argv)
+    if bool(args.real_data) != bool(args.sim_data):
+        p.error("--real-data and --sim-data go together")
+    if not args.real_data:
+        if not args.policy:
+            p.error("give --policy (or --real-data and --sim-data to compare recorded datasets)")
+        if not args.model_endpoint:
+            p.error("the simulated run needs --model-endpoint URL, e.g. http://127.0.0.1:8000/v1")
+        if args.policy == "llm" and not (args.llm_base_url and args.llm_model):
+            p.error("--policy llm needs --llm-base-url URL and --llm-model NAME")
+    if args.episodes is not None and args.episodes < 1 or args.max_steps < 1 or args.sandboxes < 1:
+        p.error("--episodes, --max-steps and --sandboxes must be at least 1")
+    return args
+
+
+def collector_argv(args: argparse.Namespace, side: str) -> list[str]:
+    """The collector command line of one side ("real" or "sim"), its --out under OUT."""
+    module = f"collectors.{COLLECTOR_MODULE.get(args.domain, args.domain)}"
+    argv = [sys.executable, "-m", module, "--policy", args.policy, "--seed", str(args.seed)]
+    argv += ["--max-steps", str(args.max_steps), "--sandboxes", str(args.sandboxes), "--no-progress"]
+    argv += ["--out", str(args.out / side)]
+    for flag, value in (("--tasks", args.tasks), ("--episodes", args.episodes)):
+        if value is not None:
+            argv += [flag, str(value)]
+    if args.policy == "llm":
+        argv += ["--llm-base-url", args.llm_base_url, "--llm-model", args.llm_model]
+        argv += ["--llm-temperature", str(args.llm_temperature)]
+        if args.llm_max_tokens:
+            argv += ["--llm-max-tokens", str(args.llm_max_tokens)]
+    if side == "real":
+        argv += ["--backend", args.backend] if args.backend else []
+    else:
+        argv += ["--backend", "simulator", "--model-endpoint", args.model_endpoint]
+        argv += ["--model-name", args.model_name] if args.model_name else []
+        argv += ["--model-max-tokens", str(args.model_max_tokens)] if args.model_max_tokens else []
+    return argv + list(args.collector_arg)
+
+
+def check_tasks(path: str | None) -> int | None:
+    """The number of valid tasks in --tasks (None: the embedded suite); AgentsError when there are none."""
+    if path is None:
+        return None
+    try:
+        specs, errors = load_tasks(path)
+    except OSError as exc:
+        raise AgentsError(f"cannot read --tasks {path}: {exc}") from exc
+    if not specs:
+        shown = "; ".join(str(e) for e in errors[:3])
+        raise AgentsError(f"no valid tasks in {path}" + (f" ({shown})" if shown else ""))
+    return len(specs)
+
+
+def claim_out(args: argparse.Namespace, plan: dict) -> None:
+    """OUT/run.json holds the plan; once a run has recorded anything, a rerun resumes only the same plan,
+    since a collector's resume keys episodes by (domain, seed, slot, task) and would keep another
+    policy's episodes as if they were these."""
+    path = args.out / RUN_FILE
+    recorded = any(
+        (args.out / side).is_dir() and any((args.out / side).iterdir()) for side in ("real", "sim")
+    )
+    if path.exists() and recorded:
+        before = json.loads(path.read_text())
+        if before != plan:
+            changed = sorted(k for k in plan.keys() | before.keys() if plan.get(k) != before.get(k))
+            raise AgentsError(
+                f"{args.out} holds a run with other settings ({', '.join(changed)}): give another --out, "
+                "or remove it to start over"
+            )
+        return
+    args.out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(plan, indent=1) + "\n")
+
+
+def run_collector(argv: list[str], log: Path, timeout: float) -> dict:
+    """Run one collector to the end, its output into `log`; AgentsError with its stderr tail on failure."""
+    started = time.monotonic()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise AgentsError(f"{' '.join(argv[2:4])} ran past --timeout {timeout:g} s; rerun to resume") from exc
+    log.write_text(f"$ {' '.join(argv)}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}")
+    if done.returncode != 0:
+        tail = "\n".join((done.stderr or done.stdout).splitlines()[-TAIL_LINES:])
+        raise AgentsError(
+            f"{argv[2]} exited with {done.returncode} (full output: {log}):\n{tail}\n"
+            f"  command: {' '.join(argv)}"
+        )
+    return {"argv": argv, "seconds": round(time.monotonic() - started, 1), "log": str(log)}
+
+
+def read_side(path: str, side: str) -> list[Trajectory]:
+    try:
+        found = list(read_trajectories(path))
+    except Exception as exc:
+        raise AgentsError(f"cannot read the {side} dataset {path}: {exc}") from exc
+    if not found:
+        raise AgentsError(f"the {side} dataset {path} holds no episode")
+    return found
+
+
+def simulator_of(sim: list[Trajectory]) -> dict:
+    """What stood in for the environment, as the first simulated episode recorded it."""
+    env = sim[0].environment
+    return {"environment": env.backend, "client": env.config.get("backend"), "model": env.config.get("model")}
+
+
+def run(args: argparse.Namespace) -> dict:
+    started = time.monotonic()
+    runs: dict[str, dict] = {}
+    if args.real_data:
+        real_path, sim_path = args.real_data, args.sim_data
+    else:
+        tasks = check_tasks(args.tasks)
+        plan = {side: collector_argv(args, side)[1:] for side in ("real", "sim")}  # not the interpreter
+        claim_out(args, plan)
+        for side in ("real", "sim"):
+            runs[side] = run_collector(
+                collector_argv(args, side), args.out / "logs" / f"{side}.log", args.timeout
+            )
+            runs[side]["tasks"] = tasks
+        real_path, sim_path = str(args.out / "real"), str(args.out / "sim")
+    real, sim = read_side(real_path, "real"), read_side(sim_path, "simulated")
+    try:
+        domains, rows = compare_datasets(real, sim, args.success_threshold, args.match_threshold)
+    except ValueError as exc:
+        raise AgentsError(str(exc)) from exc
+    if not rows:
+        raise AgentsError(
+            f"no episode of {real_path} has a partner in {sim_path}: pair runs of the same tasks and seed"
+        )
+    meta = {
+        "real_data": real_path,
+        "sim_data": sim_path,
+        "policy": sorted({r.policy.name for r in real}),
+        "simulator": simulator_of(sim),
+        "success_threshold": args.success_threshold,
+        "match_threshold": args.match_threshold,
+        "runs": runs,
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    return agents_report.build(domains, rows, meta)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        report = run(args)
+    except AgentsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    paths = agents_report.write_all(report, args.out)
+    for line in agents_report.summary_lines(report):
+        print(line)
+    print(f"report: {paths['md']}  ({paths['json'].name}, {paths['html'].name})")
+    return 0

@@ -14,6 +14,7 @@ keeps, so one capacity covers both and one reaper reclaims both. What this adds 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -44,6 +45,7 @@ CLOSED = "closed"  # its client closed it (DELETE, or openenv's close message be
 DISCONNECTED = "disconnected"  # its WebSocket dropped without a close message (client killed, network)
 SHUTDOWN = "shutdown"  # the server stopped
 REMEMBERED_ENDINGS = 10_000  # ended HTTP session ids kept to answer 410 / "was closed" instead of 404
+REFUSAL_LINGER_S = 5.0  # how long a refused WebSocket stays open for its client's first message
 
 
 class SessionEndedError(EpisodeStateError):
@@ -127,6 +129,7 @@ class ServedEnvironment(SandboxEnvironment):
 @dataclasses.dataclass
 class _Connection:
     close_requested: bool = False
+    refused: bool = False  # openenv sent CAPACITY_REACHED and is about to close
 
 
 _CONNECTION: ContextVar[_Connection | None] = ContextVar("agentworld_serve_connection", default=None)
@@ -134,8 +137,9 @@ _CONNECTION: ContextVar[_Connection | None] = ContextVar("agentworld_serve_conne
 
 class ConnectionTracker:
     """ASGI middleware for WebSockets: notes openenv's `{"type": "close"}` message, so the pool can
-    tell a session its client closed from one whose connection dropped. openenv's /ws handler runs
-    inside this call, so the pool finds the connection through a context variable."""
+    tell a session its client closed from one whose connection dropped (openenv's /ws handler runs
+    inside this call, so the pool finds the connection through a context variable); and spells out
+    openenv's VALIDATION_ERROR, whose message ("Invalid message") is all its client shows."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -156,15 +160,50 @@ class ConnectionTracker:
                     pass
             return message
 
+        async def explained(message: Message) -> None:
+            text = message.get("text") if message.get("type") == "websocket.send" else None
+            if text and text.startswith(_ERROR_PREFIX):
+                if "VALIDATION_ERROR" in text:
+                    message = {**message, "text": _explain_validation(text)}
+                connection.refused = connection.refused or "CAPACITY_REACHED" in text
+            elif message.get("type") == "websocket.close" and connection.refused:
+                # openenv refuses a session right after the handshake and closes at once; openenv's
+                # client sends before it reads, so it would see the close, not the refusal. Wait for
+                # its first message (bounded), so that the refusal is what it reads.
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(REFUSAL_LINGER_S):
+                        await receive()
+            await send(message)
+
         token = _CONNECTION.set(connection)
         try:
-            await self.app(scope, tracked, send)
+            await self.app(scope, tracked, explained)
         except WebSocketDisconnect:
             # openenv's /ws handler closes the socket after its client has already gone, which raises
             # this once the session is cleaned up: a normal end, not an application error to log.
             pass
         finally:
             _CONNECTION.reset(token)
+
+
+_ERROR_PREFIX = '{"type":"error"'  # how openenv's WSErrorResponse.model_dump_json() begins
+
+
+def _explain_validation(text: str) -> str:
+    try:
+        response = json.loads(text)
+        data = response["data"]
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in error.get('loc', ())) or 'message'}: {error.get('msg', '')}"
+            for error in data.get("errors", [])
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return text
+    if problems:
+        data["message"] = (
+            f"Invalid message: {problems}. A step's data is an action {{kind, arguments}} (GET /schema)"
+        )
+    return json.dumps(response)
 
 
 # -- the pool --------------------------------------------------------------------------------------

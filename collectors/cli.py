@@ -162,6 +162,10 @@ def simulator_sandboxes(args: argparse.Namespace, domain: str) -> Callable[[], S
     """The factory of simulated `domain` sandboxes of --backend simulator; CliError (exit 2) when
     the simulator is not installed or the endpoint does not serve the model."""
     factory, _ = _simulator(args, domain, args.model_endpoint, args.model_name, "--model-endpoint")
+    try:  # one sandbox now (no request is made), so a domain the simulator cannot load fails here
+        factory().close()
+    except Exception as exc:
+        raise CliError(f"cannot build a simulated {domain} sandbox: {type(exc).__name__}: {exc}") from exc
     return factory
 
 

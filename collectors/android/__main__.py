@@ -18,6 +18,8 @@ from collectors.cli import (
     open_output,
     policy_factory,
     run_cli,
+    simulated,
+    simulator_sandboxes,
     validate_counts,
 )
 from collectors.tasks import TaskSpec
@@ -44,6 +46,10 @@ EPILOG = """examples:
   python -m collectors.android --emulators 8 --avd pixel_7_api34 --policy llm \\
       --llm-base-url http://localhost:8000/v1 --llm-model Qwen/Qwen3-8B --episodes 100 --out data/android-llm
 
+  # a world model in place of the device (no emulator, SDK or Appium): the real-app tasks, simulated
+  python -m collectors.android --backend simulator --model-endpoint http://localhost:8000/v1 \
+      --episodes 20 --out data/android-sim
+
 Emulators need KVM and the Android SDK (the emulator and platform-tools packages; ANDROID_SDK_ROOT or
 --sdk). On a host without either the command prints the resource plan it would need and stops
 (exit status 2). Appium comes from `python -m sandboxes.android install --uiautomator2`. Each episode
@@ -64,6 +70,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     add_fleet_arguments(parser, sandboxes_alias="--emulators")  # one emulator per sandbox
     android = parser.add_argument_group("android fleet")
+    android.add_argument(
+        "--backend", choices=("appium", "simulator"), default="appium",
+        help="emulators (or --fake-driver) through Appium, or a world model that answers instead (needs"
+        " --model-endpoint) (appium)",
+    )  # fmt: skip
     android.add_argument("--avd", metavar="NAME", help="the AVD every emulator boots (read-only, shared)")
     android.add_argument("--sdk", metavar="DIR", help="Android SDK root (default $ANDROID_SDK_ROOT)")
     android.add_argument(
@@ -96,7 +107,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     validate_counts(parser, args)
     if args.batch_size < 1 or args.devices_per_server < 1 or args.max_nodes < 1:
         parser.error("--batch-size, --devices-per-server and --max-nodes must be at least 1")
-    if not (args.fake_driver or args.dry_run or args.avd):
+    if simulated(args) and (args.fake_driver or args.dry_run or args.avd or args.appium_url):
+        parser.error(
+            "--avd, --appium-url, --fake-driver and --dry-run are for devices; --backend simulator runs none"
+        )
+    if not (args.fake_driver or args.dry_run or args.avd or simulated(args)):
         parser.error("--avd NAME is required (the AVD the emulators boot), unless --fake-driver or --dry-run")
     return args
 
@@ -201,6 +216,16 @@ def run_fake(args: argparse.Namespace) -> int:
             server.close()
 
 
+def run_simulated(args: argparse.Namespace) -> int:
+    """The real-app tasks (what emulators would run) against the world model."""
+    from sandboxes.android.actions import parse_action
+
+    with open_output(args.out) as lock:
+        tasks = select_tasks(args)
+        policy = policy_factory(args, tasks, parse_action, explorer=lambda: AndroidExplorer(parse_action))
+        return run_cli(args, DOMAIN, simulator_sandboxes(args, DOMAIN), policy, lock)
+
+
 def run_fleet_of_emulators(args: argparse.Namespace) -> int:
     from collectors.android.devices import DevicePool, DeviceSandbox
     from sandboxes.android.actions import parse_action
@@ -248,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.fake_driver:
             return run_fake(args)
+        if simulated(args):
+            return run_simulated(args)
         plan = resource_plan(args)
         problems = host_problems(args, plan)
         if problems:

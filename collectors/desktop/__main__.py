@@ -18,6 +18,8 @@ from collectors.cli import (
     open_output,
     policy_factory,
     run_cli,
+    simulated,
+    simulator_sandboxes,
     validate_counts,
 )
 from collectors.desktop.explorer import DesktopExplorer
@@ -51,6 +53,10 @@ EPILOG = """examples:
   python -m collectors.desktop --policy llm --llm-base-url http://localhost:8000/v1 \\
       --llm-model Qwen/Qwen3-8B --episodes 100 --displays 4 --out data/os-llm
 
+  # a world model in place of the desktop (no Xvfb, AT-SPI or VM needed): recorded as simulated
+  python -m collectors.desktop --backend simulator --model-endpoint http://localhost:8000/v1 \
+      --episodes 20 --out data/os-sim
+
 Each task names the applications its reset starts in metadata.apps (calculator, editor, terminal).
 Observations are the accessibility tree as text with a PNG screenshot attached; actions are
 structured computer actions or pyautogui code, run inside the desktop's own display, never this
@@ -72,6 +78,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     add_fleet_arguments(parser, sandboxes_alias="--displays")  # one desktop (display) per sandbox
     desktop = parser.add_argument_group("desktop sandbox")
+    desktop.add_argument(
+        "--backend", choices=("desktop", "simulator"), default="desktop",
+        help="a real desktop (local, --ssh or --vm), or a world model that answers instead (needs"
+        " --model-endpoint) (desktop)",
+    )  # fmt: skip
     where = desktop.add_mutually_exclusive_group()
     where.add_argument("--ssh", metavar="USER@HOST[:PORT]", help="drive a remote Linux desktop over SSH")
     where.add_argument(
@@ -92,6 +103,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     validate_counts(parser, args)
     if not args.ssh and (args.known_hosts or args.identity or args.accept_unknown_host):
         parser.error("--known-hosts, --identity and --accept-unknown-host go with --ssh")
+    if simulated(args) and (args.ssh or args.vm):
+        parser.error("--ssh and --vm choose a real desktop; --backend simulator runs none")
     if args.ssh and not args.known_hosts:
         parser.error("--ssh needs --known-hosts FILE (the host key is verified against it)")
     return args
@@ -144,7 +157,7 @@ def check_ssh(make_transport: Callable[[], SshTransport], python: str) -> None:
 
 def check_local(args: argparse.Namespace) -> None:
     """The local desktop's programs: say how to get them instead of failing in every worker."""
-    if args.ssh or args.vm:
+    if args.ssh or args.vm or simulated(args):
         return
     missing = [program for program in LOCAL_PROGRAMS if shutil.which(program) is None]
     if missing:
@@ -163,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
             policy = policy_factory(
                 args, tasks, parse_action=parse_action, explorer=lambda: DesktopExplorer(parse_action)
             )
+            if simulated(args):
+                factory = simulator_sandboxes(args, DOMAIN)
+                return run_cli(args, DOMAIN, factory, policy, lock, collector="collectors.desktop")
             config = DesktopConfig(screenshot=not args.no_screenshots)
             transports: Callable[[], Transport] | None = None
             preflight = None

@@ -14,6 +14,8 @@ from collectors.cli import (
     open_output,
     policy_factory,
     run_cli,
+    simulated,
+    simulator_sandboxes,
     validate_counts,
 )
 from collectors.mcp.explorer import McpExplorer, tool_definitions
@@ -53,6 +55,11 @@ EPILOG = """examples:
   python -m collectors.mcp --policy llm --llm-base-url http://localhost:8000/v1 \\
       --llm-model Qwen/Qwen3-8B --episodes 100 --workers 4 --out data/mcp-llm
 
+  # a world model in place of the servers (nothing installed or started): recorded as simulated;
+  # the tools it is shown are each task's metadata.tools (the explorer needs them: without, it stops)
+  python -m collectors.mcp --backend simulator --model-endpoint http://localhost:8000/v1 \
+      --policy scripted --episodes 15 --out data/mcp-sim
+
 Each task names its server in metadata.server. The embedded tasks cover the embedded servers; a
 catalogue server no task names gets one exploration task of its own. Before the fleet starts, each
 server is started once and its tools are listed (what the explorer and the LLM agent call); a
@@ -82,8 +89,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="record only this catalogue server; repeatable (default: every server the tasks name)",
     )  # fmt: skip
     group.add_argument(
-        "--backend", choices=("bwrap", "local"), default="bwrap",
-        help="bwrap isolates stdio servers; local runs them unisolated on this host (bwrap)",
+        "--backend", choices=("bwrap", "local", "simulator"), default="bwrap",
+        help="bwrap isolates stdio servers; local runs them unisolated on this host; simulator: a world"
+        " model answers instead (needs --model-endpoint) (bwrap)",
     )  # fmt: skip
     group.add_argument(
         "--no-install", action="store_true",
@@ -199,6 +207,14 @@ def main(argv: list[str] | None = None) -> int:
         with open_output(args.out) as lock:
             servers = catalogue(args)
             tasks = select_tasks(args, load_task_specs(args, "mcp"), servers)
+            if simulated(args):
+                explore = lambda: McpExplorer(  # noqa: E731 - a factory, built per worker
+                    {}, invalid_rate=args.invalid_rate, unknown_tool_rate=args.unknown_tool_rate
+                )
+                policy = policy_factory(args, tasks, parse_action=parse_mcp_action, explorer=explore)
+                if args.policy == "llm":
+                    policy = (with_tool_lookup(policy[0], {}), policy[1], policy[2])
+                return run_cli(args, "mcp", simulator_sandboxes(args, "mcp"), policy, lock)
             config = mcp_config(args, servers)
             if args.backend == "local":
                 print(

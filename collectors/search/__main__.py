@@ -15,6 +15,8 @@ from collectors.cli import (
     open_output,
     policy_factory,
     run_cli,
+    simulated,
+    simulator_sandboxes,
     validate_counts,
 )
 from collectors.search.explorer import SearchExplorer
@@ -56,6 +58,10 @@ EPILOG = """examples:
   python -m collectors.search --policy llm --llm-base-url http://localhost:8000/v1 \\
       --llm-model Qwen/Qwen3-8B --episodes 100 --workers 4 --out data/search-llm
 
+  # a world model in place of the search engine and the pages: recorded as simulated
+  python -m collectors.search --backend simulator --model-endpoint http://localhost:8000/v1 \
+      --episodes 20 --out data/search-sim
+
 With the embedded index, pages are served on 127.0.0.1 by each sandbox and recorded under stable
 http://*.agentworld.test/ URLs; web_extractor reaches no other host unless --allow-fetch says so.
 Rerunning the same command resumes: committed episodes are skipped. One collector per --out.
@@ -72,8 +78,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_fleet_arguments(parser, sandboxes_alias="--workers")
     group = parser.add_argument_group("search sandbox")
     group.add_argument(
-        "--backend", choices=("tantivy", "searxng", "json_api"), default="tantivy", help="(tantivy)"
-    )
+        "--backend", choices=("tantivy", "searxng", "json_api", "simulator"), default="tantivy",
+        help="the search engine; simulator: a world model answers instead (needs --model-endpoint) (tantivy)",
+    )  # fmt: skip
     group.add_argument(
         "--index", metavar="DIR",
         help="tantivy index from `python -m sandboxes.search build-index` (default: the cached default)",
@@ -165,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
 
     def run() -> int:
         with open_output(args.out) as lock:
+            if simulated(args):
+                tasks = load_task_specs(args, "search")
+                policy = policy_factory(args, tasks, parse_action=parse_action, explorer=SearchExplorer)
+                return run_cli(args, "search", simulator_sandboxes(args, "search"), policy, lock)
             backend, topics = _backend(args)
             config = search_config(args, backend)
             tasks = load_task_specs(args, "search")

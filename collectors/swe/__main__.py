@@ -19,6 +19,8 @@ from collectors.cli import (
     open_output,
     policy_factory,
     run_cli,
+    simulated,
+    simulator_sandboxes,
     validate_counts,
 )
 from collectors.swe import prepare
@@ -60,6 +62,10 @@ EPILOG = """examples:
   python -m collectors.swe --policy llm --llm-base-url http://localhost:8000/v1 \\
       --llm-model Qwen/Qwen3-8B --episodes 100 --sandboxes 4 --out data/swe-llm
 
+  # a world model in place of the repository and its tools (nothing prepared): recorded as simulated
+  python -m collectors.swe --backend simulator --model-endpoint http://localhost:8000/v1 \
+      --episodes 10 --out data/swe-sim
+
 bash runs under bwrap (default when it works) or docker, without network; --backend local runs
 it on this machine and only when asked. Rerunning the same command resumes: committed episodes are
 skipped. One collector per --out. After each episode the task's verifier runs in the same sandbox:
@@ -77,8 +83,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_fleet_arguments(parser)
     group = parser.add_argument_group("swe sandbox")
     group.add_argument(
-        "--backend", choices=("auto", "bwrap", "docker", "local"), default="auto",
-        help="where bash runs (auto: bwrap when installed, else docker)",
+        "--backend", choices=("auto", "bwrap", "docker", "local", "simulator"), default="auto",
+        help="where bash runs (auto: bwrap when installed, else docker); simulator: a world model"
+        " answers instead (needs --model-endpoint)",
     )  # fmt: skip
     group.add_argument(
         "--cache-dir", metavar="DIR", help="prepared repositories (default: $AGENTWORLD_CACHE_DIR/swe)"
@@ -194,11 +201,15 @@ def main(argv: list[str] | None = None) -> int:
 
     def run() -> int:
         with open_output(args.out) as lock:
+            cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+            if simulated(args):  # no repository is prepared, no bash runs
+                tasks = swebench_tasks(args, cache_dir) if args.swebench else load_task_specs(args, "swe")
+                policy = policy_factory(args, tasks, parse_action=parse_action, explorer=SweExplorer)
+                return run_cli(args, "swe", simulator_sandboxes(args, "swe"), policy, lock)
             # Docker sandboxes' containers of a collector that died (and whose watchdogs died too).
             reaped = reap_orphans()
             if any(reaped.values()):
                 print(f"removed what a collector that died left behind: {reaped}", file=sys.stderr)
-            cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
             try:
                 config = make_config(args.backend, cache_dir=cache_dir)
             except (ValueError, SandboxError) as exc:

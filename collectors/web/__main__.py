@@ -16,6 +16,8 @@ from collectors.cli import (
     open_output,
     policy_factory,
     run_cli,
+    simulated,
+    simulator_sandboxes,
     validate_counts,
 )
 from collectors.tasks import TaskSpec, embedded_tasks
@@ -38,6 +40,10 @@ EPILOG = """examples:
   python -m collectors.web --policy llm --llm-base-url http://localhost:8000/v1 \\
       --llm-model Qwen/Qwen3-8B --episodes 100 --browsers 4 --out data/web-llm
 
+  # a world model in place of the browser (no Chromium needed): recorded as simulated
+  python -m collectors.web --backend simulator --model-endpoint http://localhost:8000/v1 \
+      --episodes 20 --out data/web-sim
+
 Browsers reach only each task's allowed origins (request interception); the embedded sites are
 served on 127.0.0.1 by this process and reached as http://shop.agentworld.test/ and
 http://docs.agentworld.test/. Rerunning the same command resumes: committed episodes are skipped.
@@ -56,6 +62,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     add_fleet_arguments(parser, sandboxes_alias="--browsers")  # one browser per sandbox
     web = parser.add_argument_group("web sandbox")
+    web.add_argument(
+        "--backend", choices=("chromium", "simulator"), default="chromium",
+        help="headless Chromium, or a world model that answers instead (needs --model-endpoint) (chromium)",
+    )  # fmt: skip
     web.add_argument(
         "--start-urls", metavar="FILE",
         help="one start URL per line (# comments): a task each, instead of the embedded sites",
@@ -109,8 +119,9 @@ def web_tasks(args: argparse.Namespace) -> list[TaskSpec]:
 
 
 def check_browser(args: argparse.Namespace) -> None:
-    """Say how to get Chromium and Playwright instead of failing in every worker."""
-    if not os.path.isfile(args.chromium):
+    """Say how to get Chromium and Playwright instead of failing in every worker. The simulator
+    needs no browser, but the web package it reads actions with imports Playwright."""
+    if not simulated(args) and not os.path.isfile(args.chromium):
         raise CliError(f"Chromium not found at {args.chromium}: {SETUP_HINT}")
     try:
         import playwright  # noqa: F401
@@ -123,13 +134,18 @@ def main(argv: list[str] | None = None) -> int:
 
     def run() -> int:
         check_browser(args)
-        from sandboxes.web import WebConfig, WebSandbox, parse_action, start_sites_server
+        from sandboxes.web.actions import parse_action
 
         with open_output(args.out) as lock:
             tasks = web_tasks(args)
             policy = policy_factory(
                 args, tasks, parse_action=parse_action, explorer=lambda: WebExplorer(parse_action)
             )
+            if simulated(args):
+                code = run_cli(args, "web", simulator_sandboxes(args, "web"), policy, lock)
+                return code or all_failed_code(args.out)
+            from sandboxes.web import WebConfig, WebSandbox, start_sites_server
+
             # One server for the embedded sites, shared by every browser of the fleet: each
             # episode's fresh browser context has its own cookies, so shop sessions never mix.
             with start_sites_server() as server:

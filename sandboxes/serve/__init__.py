@@ -1,3 +1,12 @@
 """Any sandbox as an OpenEnv environment: the server (`python -m sandboxes.serve`), its client
 (`sandboxes.serve.client.connect`) and the environment adapter they share
-(`sandboxes.serve.environment`). Nothing is imported here, so using one part loads only its own."""
+(`sandboxes.serve.environment`).
+
+Nothing is imported here: openenv-core loads Gradio when imported (seconds), and the CLI's `--help`
+and its refusals should not wait for that. The server's defaults live here for the same reason.
+"""
+
+DEFAULT_MAX_SESSIONS = 4
+DEFAULT_IDLE_TIMEOUT_S = 300.0  # a session's lease: reclaimed after this long without a call
+DEFAULT_MAX_STEPS = 20
+TERMINAL_BACKENDS = ("bwrap", "docker")  # never the host

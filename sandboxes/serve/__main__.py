@@ -6,21 +6,11 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from typing import Any
 
-from sandboxes.base import Sandbox
 from sandboxes.domains import KNOWN_DOMAINS
-from sandboxes.plugins import PluginMissingError, simulator_factory
+from sandboxes.serve import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_STEPS, TERMINAL_BACKENDS
 from sandboxes.serve.auth import TOKEN_ENV, TokenRequiredError, check_bind, resolve_token
-from sandboxes.serve.server import (
-    DEFAULT_IDLE_TIMEOUT_S,
-    DEFAULT_MAX_SESSIONS,
-    DEFAULT_MAX_STEPS,
-    TERMINAL_BACKENDS,
-    build_app,
-    real_sandbox_factory,
-    run,
-    task_suite,
-)
 
 EXAMPLES = f"""
 examples:
@@ -106,7 +96,10 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def sandbox_factory(args: argparse.Namespace) -> Callable[[], Sandbox]:
+def sandbox_factory(args: argparse.Namespace) -> Callable[[], Any]:
+    from sandboxes.plugins import simulator_factory
+    from sandboxes.serve.server import real_sandbox_factory
+
     if args.simulator:
         if args.backend or args.sandbox_config:
             raise ValueError("--backend and --sandbox-config configure real sandboxes, not --simulator")
@@ -126,6 +119,14 @@ def main(argv: list[str] | None = None) -> int:
     token = resolve_token(args.token)
     try:
         check_bind(args.host, token)
+    except TokenRequiredError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    # Imported once the arguments are known to be good: openenv-core takes seconds to import.
+    from sandboxes.plugins import PluginMissingError
+    from sandboxes.serve.server import build_app, run, task_suite
+
+    try:
         factory = sandbox_factory(args)
         tasks = [spec.task for spec in task_suite(args.domain, args.tasks)]
         app = build_app(
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             max_steps=args.max_steps,
             token=token,
         )
-    except (TokenRequiredError, PluginMissingError, ValueError, OSError) as exc:
+    except (PluginMissingError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

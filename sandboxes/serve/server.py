@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sandboxes.base import Sandbox, SandboxError
 from sandboxes.domains import KNOWN_DOMAINS, domain_spec
+from sandboxes.serve import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_STEPS, TERMINAL_BACKENDS
 from sandboxes.serve.auth import BearerAuth
 from sandboxes.serve.environment import EpisodeStateError
 from sandboxes.serve.models import SandboxAction, SandboxObservation, SandboxState
@@ -47,10 +48,6 @@ from sandboxes.serve.pool import (
 from sandboxes.tasks import TaskSpec, embedded_tasks, load_tasks
 from schemas.records import Environment, Task
 
-DEFAULT_MAX_SESSIONS = 4
-DEFAULT_IDLE_TIMEOUT_S = 300.0
-DEFAULT_MAX_STEPS = 20
-TERMINAL_BACKENDS = ("bwrap", "docker")
 _TASK_PACKAGES = {"os": "desktop"}  # collectors.<package>/tasks.jsonl holds the domain's suite
 STEP_SHAPE = '{"action": {"kind": "<kind>", "arguments": {...}}}'
 

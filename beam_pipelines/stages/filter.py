@@ -4,6 +4,9 @@
 - "oversize": more than `max_steps` steps, or more than `max_chars` characters of action and
   observation text (initial observation included).
 - "all_errors": every step's observation is an error (see `is_error_observation`).
+- "simulated": a world model answered some or all of its steps (`provenance.simulated`: a
+  collector's --backend simulator, or --fallback-simulator after a real sandbox failed), so a world
+  model is never trained on simulated turns as if they were real.
 """
 
 from __future__ import annotations
@@ -43,6 +46,11 @@ def text_chars(t: Trajectory) -> int:
 
 def rejection(t: Trajectory, max_steps: int, max_chars: int) -> tuple[str, str] | None:
     """(reason, detail) when `t` is to be dropped, else None."""
+    if t.provenance.simulated:
+        fallback = t.environment.config.get("fallback")
+        if isinstance(fallback, dict):
+            return "simulated", f"fell back to the simulator from step {fallback.get('from_step')}"
+        return "simulated", f"recorded against a world model ({t.environment.backend})"
     if len(t.steps) < 2:
         return "too_short", f"{len(t.steps)} step(s); at least 2 are needed"
     if len(t.steps) > max_steps:
@@ -74,7 +82,7 @@ class _Filter(beam.DoFn):
 
 class FilterTrajectories(beam.PTransform):
     """Trajectory -> {"ok": Trajectory, "dead_letter": DeadLetter with reason "too_short",
-    "oversize" or "all_errors"}."""
+    "oversize", "all_errors" or "simulated"}."""
 
     def __init__(self, max_steps: int = 512, max_chars: int = 2_000_000) -> None:
         super().__init__()

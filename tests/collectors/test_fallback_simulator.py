@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from beam_pipelines.stages.filter import rejection
 from collectors.policies import make_policy
 from collectors.runner import FleetConfig, run_fleet
 from collectors.tasks import TaskSpec
@@ -65,6 +66,8 @@ def test_a_crash_mid_episode_goes_on_on_the_simulator_marked_turn_by_turn(
     # the reward is the simulator's verdict, named as such, never the real verifier's
     assert victim.outcome.verification is not None
     assert victim.outcome.verification.verifier == "simulated:command"
+    # the corpus pipeline's filter keeps simulated turns out of training data
+    assert rejection(victim, 512, 10**6) == ("simulated", "fell back to the simulator from step 1")
     calm = found["calm"]
     assert "fallback" not in calm.environment.config and calm.provenance.simulated is False
     assert calm.outcome.status == "completed" and calm.steps[0].info.get("simulated") is None

@@ -5,6 +5,12 @@ refuses a root that another collector holds), then calls `run_cli` with a sandbo
 Everything that can fail before sandboxes start (output location and its lock, task file, policy
 inputs, building the policy) is checked first and fails with exit code 2 and a message naming the
 fix, leaving neither the --out folder (when the run created it) nor a lock behind.
+
+Every collector also takes a world model behind an OpenAI-compatible endpoint, found through the
+`simulator` plugin (sandboxes.plugins): `--backend simulator --model-endpoint URL` records simulated
+trajectories with the same CLI and schema, skipping the domain's real tools; `--fallback-simulator
+URL` keeps the real sandboxes and lets the runner finish on the world model an episode whose sandbox
+failed mid-way. The endpoint is asked for its models before the run, so a wrong URL fails at once.
 """
 
 from __future__ import annotations

@@ -16,6 +16,13 @@ threads keep the collector's memory flat as N grows. After any episode that ende
 the next episode. A policy or sandbox factory that raises stops the run with exit code 1 and the
 reason in the summary.
 
+With a fallback (`FleetConfig.fallback`, the CLI's --fallback-simulator), a step the sandbox raises
+a SandboxError on does not end the episode: a simulated sandbox takes it over (`Sandbox.resume` with
+the task, the initial observation and the real steps), the failed action is retried there and the
+same policy goes on to the end; those steps carry info["simulated"], the environment's config a
+`fallback` record (model, endpoint, from_step, reason), provenance.simulated is set, and the task
+reward is the simulated sandbox's verify. Without one, the episode ends with outcome "error".
+
 SIGINT/SIGTERM stop the run: workers finish their current step (forced after `abort_grace_s` by
 closing their sandboxes, which is safe at any moment, during a reset too), in-flight episodes with
 at least one step are written with outcome "aborted", episodes stopped before their first step go

@@ -47,7 +47,7 @@ EPILOG = """examples:
       --llm-base-url http://localhost:8000/v1 --llm-model Qwen/Qwen3-8B --episodes 100 --out data/android-llm
 
   # a world model in place of the device (no emulator, SDK or Appium): the real-app tasks, simulated
-  python -m collectors.android --backend simulator --model-endpoint http://localhost:8000/v1 \
+  python -m collectors.android --backend simulator --model-endpoint http://localhost:8000/v1 \\
       --episodes 20 --out data/android-sim
 
 Emulators need KVM and the Android SDK (the emulator and platform-tools packages; ANDROID_SDK_ROOT or

@@ -54,7 +54,7 @@ EPILOG = """examples:
       --llm-model Qwen/Qwen3-8B --episodes 100 --displays 4 --out data/os-llm
 
   # a world model in place of the desktop (no Xvfb, AT-SPI or VM needed): recorded as simulated
-  python -m collectors.desktop --backend simulator --model-endpoint http://localhost:8000/v1 \
+  python -m collectors.desktop --backend simulator --model-endpoint http://localhost:8000/v1 \\
       --episodes 20 --out data/os-sim
 
 Each task names the applications its reset starts in metadata.apps (calculator, editor, terminal).

@@ -57,7 +57,7 @@ EPILOG = """examples:
 
   # a world model in place of the servers (nothing installed or started): recorded as simulated;
   # the tools it is shown are each task's metadata.tools (the explorer needs them: without, it stops)
-  python -m collectors.mcp --backend simulator --model-endpoint http://localhost:8000/v1 \
+  python -m collectors.mcp --backend simulator --model-endpoint http://localhost:8000/v1 \\
       --policy scripted --episodes 15 --out data/mcp-sim
 
 Each task names its server in metadata.server. The embedded tasks cover the embedded servers; a

@@ -59,7 +59,7 @@ EPILOG = """examples:
       --llm-model Qwen/Qwen3-8B --episodes 100 --workers 4 --out data/search-llm
 
   # a world model in place of the search engine and the pages: recorded as simulated
-  python -m collectors.search --backend simulator --model-endpoint http://localhost:8000/v1 \
+  python -m collectors.search --backend simulator --model-endpoint http://localhost:8000/v1 \\
       --episodes 20 --out data/search-sim
 
 With the embedded index, pages are served on 127.0.0.1 by each sandbox and recorded under stable

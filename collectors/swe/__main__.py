@@ -63,7 +63,7 @@ EPILOG = """examples:
       --llm-model Qwen/Qwen3-8B --episodes 100 --sandboxes 4 --out data/swe-llm
 
   # a world model in place of the repository and its tools (nothing prepared): recorded as simulated
-  python -m collectors.swe --backend simulator --model-endpoint http://localhost:8000/v1 \
+  python -m collectors.swe --backend simulator --model-endpoint http://localhost:8000/v1 \\
       --episodes 10 --out data/swe-sim
 
 bash runs under bwrap (default when it works) or docker, without network; --backend local runs

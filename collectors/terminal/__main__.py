@@ -45,7 +45,7 @@ EPILOG = """examples:
       --llm-model Qwen/Qwen3-8B --episodes 100 --sandboxes 8 --out data/llm
 
   # a world model in place of the shell (no docker, bwrap or tmux needed): recorded as simulated
-  python -m collectors.terminal --backend simulator --model-endpoint http://localhost:8000/v1 \
+  python -m collectors.terminal --backend simulator --model-endpoint http://localhost:8000/v1 \\
       --episodes 20 --out data/terminal-sim
 
   # real containers; an episode whose container dies goes on on the world model, marked turn by turn

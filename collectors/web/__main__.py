@@ -41,7 +41,7 @@ EPILOG = """examples:
       --llm-model Qwen/Qwen3-8B --episodes 100 --browsers 4 --out data/web-llm
 
   # a world model in place of the browser (no Chromium needed): recorded as simulated
-  python -m collectors.web --backend simulator --model-endpoint http://localhost:8000/v1 \
+  python -m collectors.web --backend simulator --model-endpoint http://localhost:8000/v1 \\
       --episodes 20 --out data/web-sim
 
 Browsers reach only each task's allowed origins (request interception); the embedded sites are

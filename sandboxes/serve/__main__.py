@@ -114,6 +114,15 @@ def sandbox_factory(args: argparse.Namespace) -> Callable[[], Any]:
     return real_sandbox_factory(args.domain, args.backend, config)
 
 
+def probe(factory: Callable[[], Any], args: argparse.Namespace) -> None:
+    """Build one sandbox, never started: a config the sandbox cannot take fails here, once."""
+    try:
+        factory().close()
+    except (ValueError, TypeError, KeyError, OSError) as exc:
+        hint = "" if args.simulator else " (--sandbox-config gives its config, as a recording has it)"
+        raise ValueError(f"cannot build a {args.domain} sandbox: {exc}{hint}") from exc
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     token = resolve_token(args.token)
@@ -128,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         factory = sandbox_factory(args)
+        probe(factory, args)
         tasks = [spec.task for spec in task_suite(args.domain, args.tasks)]
         app = build_app(
             factory,
@@ -141,6 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     except (PluginMissingError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if not args.simulator and args.domain not in ("terminal", "web"):
+        print(
+            f"note: only the terminal and web sandboxes are tested behind this server; {args.domain}'s "
+            "sandbox is built as a fidelity replay builds it (see --sandbox-config)",
+            file=sys.stderr,
+        )
 
     def announce(url: str) -> None:
         print(f"serving {args.domain} on {url}", flush=True)

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import pytest
 from openenv.core.generic_client import GenericEnvClient
 
+from sandboxes.serve.__main__ import main
 from sandboxes.serve.auth import TOKEN_ENV, TokenRequiredError, check_bind
 from sandboxes.serve.client import connect
 from tests.sandboxes.serve.conftest import call
@@ -99,3 +100,22 @@ def test_the_cli_serves_with_a_token_and_prints_a_summary_on_sigterm() -> None:
     summary = out.strip().splitlines()[-1]
     assert summary.startswith("stopped: sessions opened 2, refused 0, reclaimed idle 0")
     assert "closed by clients 1, closed at shutdown 1; episodes ended 1, mean reward 1.000" in summary
+
+
+def test_bad_arguments_are_refused_before_serving(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"id": "a"}\n{"id": 3}\n')
+    refused = {
+        ("--domain", "web", "--backend", "docker"): "--backend applies to the terminal only",
+        ("--domain", "terminal", "--simulator-model", "m"): "--simulator-model needs --simulator URL",
+        ("--domain", "terminal", "--tasks", str(tasks)): f"{tasks}:2: ",
+        ("--domain", "terminal", "--tasks", str(tmp_path / "none.jsonl")): "No such file",
+        ("--domain", "terminal", "--sandbox-config", "[1]"): "--sandbox-config must be a JSON object",
+        ("--domain", "terminal", "--max-sessions", "0"): "max_sessions must be at least 1",
+        ("--domain", "mcp"): "cannot build a mcp sandbox: this MCP environment records no server entry",
+    }
+    for argv, message in refused.items():
+        assert main([*argv, "--port", "0"]) == 2, argv
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith("error: ") and message in err, (argv, err)

@@ -1,11 +1,12 @@
 """The simulated sandbox through the server: a world model (SmolLM2-135M on llama.cpp's server) behind
-sandboxes.plugins.simulator_factory, driven by openenv-core's GenericEnvClient like a real sandbox."""
+sandboxes.plugins.simulator_factory (as the CLI's --simulator builds it), driven by openenv-core's
+GenericEnvClient like a real sandbox."""
 
 from __future__ import annotations
 
 from openenv.core.generic_client import GenericEnvClient
 
-from sandboxes.plugins import simulator_factory
+from sandboxes.serve.__main__ import parser, sandbox_factory
 from sandboxes.serve.server import build_app
 from sandboxes.tasks import embedded_tasks
 from tests.llm_server import LLMServer, llm_server_fixture  # noqa: F401  (registers the fixture)
@@ -15,7 +16,9 @@ TASK = "files-create-notes"  # a command verifier, which the simulator asks of t
 
 
 def test_openenv_client_plays_a_simulated_terminal_episode(llm_server: LLMServer) -> None:
-    factory = simulator_factory("terminal", llm_server.base_url, model=llm_server.model, max_new_tokens=32)
+    # Built as `python -m sandboxes.serve --simulator URL --simulator-model NAME` builds it.
+    args = ["--domain", "terminal", "--simulator", llm_server.base_url, "--simulator-model", llm_server.model]
+    factory = sandbox_factory(parser().parse_args([*args, "--simulator-max-tokens", "32"]))
     app = build_app(factory, [s.task for s in embedded_tasks("terminal")], domain="terminal", max_sessions=1)
     asked = llm_server.chat_requests()
     with serving(app) as url, GenericEnvClient(base_url=url, message_timeout_s=120).sync() as env:

@@ -94,7 +94,9 @@ class SandboxEnvironment(Environment[SandboxAction, SandboxObservation, SandboxS
             },  # fmt: skip
             max_steps=self._limit(task),
         )
-        return _observation(first, instruction=task.instruction, metadata={"task_id": task.id})
+        observation = _observation(first, instruction=task.instruction, metadata={"task_id": task.id})
+        observation.task_id = task.id
+        return observation
 
     def step(self, action: SandboxAction, timeout_s: float | None = None, **_: Any) -> SandboxObservation:
         self._check_open()
@@ -201,9 +203,11 @@ class SandboxEnvironment(Environment[SandboxAction, SandboxObservation, SandboxS
         if verification is not None:
             self._state.reward = verification.reward
             metadata["verification"] = dataclasses.asdict(verification)
-        return _observation(
+        observation = _observation(
             last, reward=self._state.reward, done=True, truncated=truncated, metadata=metadata
         )
+        observation.task_id, observation.verification = self._task.id, metadata.get("verification")
+        return observation
 
 
 def _plain(action: SandboxAction) -> Action:

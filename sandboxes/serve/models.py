@@ -32,6 +32,11 @@ class SandboxObservation(Observation):
     instruction: str = Field(default="", description="the task's instruction (on reset)")
     error: str | None = Field(default=None, description="why the action was refused or the sandbox failed")
     truncated: bool = Field(default=False, description="the episode hit its step limit")
+    # openenv's serialisation drops `metadata` on the wire: what a client needs travels in fields.
+    task_id: str | None = Field(default=None, description="the episode's task")
+    verification: dict[str, Any] | None = Field(
+        default=None, description="on the last observation: the verifier's kind, reward, details and error"
+    )
 
 
 class SandboxState(State):

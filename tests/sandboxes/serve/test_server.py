@@ -58,6 +58,10 @@ def test_openenv_client_plays_a_task_to_its_verifier_reward(specs, recorder: Rec
         assert "unknown terminal action kind 'fly'" in refused.observation["error"]
         last = env.step({"kind": "done"})
         assert last.done and last.reward == 1.0
+        # the verifier's own account travels with it (openenv's wire format drops `metadata`)
+        verdict = last.observation["verification"]
+        assert verdict["verifier"] == "command" and verdict["reward"] == 1.0 and verdict["details"]
+        assert last.observation["task_id"] == TASK
         state = env.state()
         assert state["task_id"] == TASK and state["done"] and state["reward"] == 1.0
         assert state["environment"]["backend"] == "bwrap" and not state["simulated"]

@@ -41,7 +41,7 @@ def test_a_crash_mid_episode_goes_on_on_the_simulator_marked_turn_by_turn(
     out = tmp_path / "data"
     done = run_collector(
         "--backend", "bwrap", "--tasks", str(tasks), "--policy", "scripted", "--episodes", "2",
-        "--fallback-simulator", llm_server.base_url, "--model-max-tokens", "16", "--out", str(out),
+        "--fallback-simulator", llm_server.base_url, "--model-max-tokens", "4", "--out", str(out),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "fell back to the simulator: 1 episode(s)" in done.stdout
@@ -115,7 +115,7 @@ def test_a_sandbox_that_cannot_take_over_leaves_the_error_outcome(tmp_path: Path
 
 def test_the_simulator_is_asked_with_the_real_history(llm_server: LLMServer) -> None:
     """SimulatedSandbox.resume: the next prediction continues the real steps (its index, its prompt)."""
-    sandbox = simulator_factory("terminal", llm_server.base_url, model=llm_server.model, max_new_tokens=8)()
+    sandbox = simulator_factory("terminal", llm_server.base_url, model=llm_server.model, max_new_tokens=4)()
     task = Task(id="t", instruction="print a word")
     initial = Observation(format="terminal_screen", text="agent@sandbox:~$")
     echo = parse_action("command", {"command": "echo marker-from-the-real-shell"})

@@ -41,7 +41,7 @@ def test_simulated_collection_records_the_model_and_validates(
     out = tmp_path / "data"
     code = collect(
         module, "--backend", "simulator", "--model-endpoint", llm_server.base_url,
-        "--model-max-tokens", "16", "--policy", policy, "--episodes", "1", "--max-steps", "2",
+        "--model-max-tokens", "4", "--policy", policy, "--episodes", "1", "--max-steps", "2",
         "--out", str(out),
     )  # fmt: skip
     printed = capsys.readouterr()
@@ -55,7 +55,7 @@ def test_simulated_collection_records_the_model_and_validates(
     # the default model is the endpoint's first (and only) one, recorded with the endpoint
     assert t.environment.config["model"] == llm_server.model
     assert t.environment.config["base_url"] == llm_server.base_url
-    assert t.environment.config["generation"]["max_new_tokens"] == 16
+    assert t.environment.config["generation"]["max_new_tokens"] == 4
     assert t.provenance.simulated is True
     assert t.provenance.collector == f"collectors.{module}"
     assert t.outcome.status in ("completed", "truncated"), t.outcome

@@ -28,7 +28,13 @@ from schemas.records import (
 from tests.training.conftest import OFFLINE, ROOT
 from training.fidelity.__main__ import main as fidelity_main
 from training.fidelity.agreement import cohens_kappa, confusion, verdict
-from training.fidelity.episodes import compare_datasets, first_divergence, observation_match
+from training.fidelity.episodes import (
+    compare_datasets,
+    first_divergence,
+    observation_match,
+    pair_key,
+    pair_up,
+)
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 SCREEN = "agent@sandbox:~$ {cmd}\n{out}\nagent@sandbox:~$"
@@ -277,3 +283,13 @@ def test_clear_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
         agents("--help")
     help_text = capsys.readouterr().out
     assert "examples:" in help_text and "--real-data" in help_text
+
+
+def test_pairs_follow_the_slot_order_and_a_slot_twice_is_refused() -> None:
+    real = [episode("t", n, LS[:1], OUT[:1]) for n in (10, 2, 1)]
+    sim = [episode("t", n, LS[:1], OUT[:1], simulated=True) for n in (1, 10, 2)]
+    pairs, real_only, sim_only = pair_up(real, sim)
+    assert [r.task.metadata["slot"] for r, _ in pairs] == [1, 2, 10] and real_only == sim_only == []
+    assert all(pair_key(r) == pair_key(s) for r, s in pairs)
+    with pytest.raises(ValueError, match="two episodes of task 't' slot 2 in one dataset"):
+        pair_up([*real, episode("t", 2, LS, OUT)], sim)

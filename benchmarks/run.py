@@ -141,6 +141,7 @@ BENCHES: dict[str, Callable[[], dict]] = {
     "synthesis_throughput": lambda: __import__("benchmarks.synthesis_throughput", fromlist=["_"]).run(),
     "world_model_rl": lambda: __import__("benchmarks.world_model_rl").world_model_rl.run(),
     "task_rewards": lambda: __import__("benchmarks.task_rewards").task_rewards.run(),
+    "openenv_serve": lambda: __import__("benchmarks.openenv_serve").openenv_serve.run(),
 }
 
 

@@ -324,7 +324,10 @@ def run(
     """Serve `app` until SIGINT/SIGTERM; `announce(url)` once it accepts connections. Returns after
     every session's sandbox is closed. WebSocket pings (uvicorn's, every 20 s) find clients that
     vanished without closing their connection."""
+    # uvloop: asyncio's own loop spent about 0.35 ms more per served step here (0.78 against 0.43 ms
+    # for a step the sandbox refuses at once), a third of the hop's 1 ms budget.
     config = uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=graceful_s, lifespan="on"
-    )
+        app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=graceful_s, lifespan="on",
+        loop="uvloop",
+    )  # fmt: skip
     _Server(config, app.state.pool, announce).run()

@@ -1,0 +1,407 @@
+"""The OpenEnv server (`python -m sandboxes.serve`) under load, against baselines in the same run.
+
+- `hop`: the median terminal step on bwrap through the server (openenv-core's own client over the
+  WebSocket session) against the same step in-process (SandboxEnvironment), interleaved episode by
+  episode so drift hits both. Target: the hop adds at most 1 ms to the median.
+- `simulator_64`: 64 concurrent simulated-terminal sessions against one llama.cpp endpoint, steps/s,
+  against the endpoint's own throughput at the same concurrency: 64 threads of a bare `openai` client
+  loop sending the very prompts the simulator sends (recorded from one simulated episode), with the
+  same max_tokens. Target: >= 0.8x.
+- `soak_256`: 256 concurrent simulator sessions held for 5 minutes, each stepping now and then; errors,
+  the server's RSS and threads over time, memory per session, and that every session and thread is
+  gone after the clients leave. Target: no error, no leak.
+
+llama.cpp's server here answers one request at a time (no parallel slots), so 64 in flight measures
+the cost our server adds around a saturated endpoint, not batching.
+
+    python -m benchmarks.openenv_serve [hop|simulator_64|soak_256 ...] [--soak-seconds 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import openai
+import psutil
+
+from sandboxes.serve.client import connect
+from sandboxes.serve.environment import SandboxEnvironment
+from sandboxes.serve.models import SandboxAction
+from sandboxes.tasks import embedded_tasks
+from sandboxes.terminal import TerminalConfig, TerminalSandbox, command_action, make_backend
+from tests.llm_server import free_port, serve_llm
+from training.backends.base import GenerationConfig, WorldModelBackend
+from training.backends.openai_http import OpenAIBackend
+from training.simulator import SimulatedSandbox
+
+HOP_TASK = "nav-list-home"
+HOP_COMMANDS = ("true", "echo hop", "pwd", "echo $((6*7))")
+HOP_TARGET_MS = 1.0
+THROUGHPUT_TARGET = 0.8
+SIM_MAX_TOKENS = 16  # each simulated step generates at most this many tokens, in both paths
+# A step may wait behind every other session's request at the one endpoint.
+QUEUED_STEP_TIMEOUT_S = 900.0
+
+
+@contextmanager
+def server(*args: str) -> Iterator[tuple[str, psutil.Process]]:
+    """`python -m sandboxes.serve ARGS` on a free loopback port until exit: (base URL, its process)."""
+    port = free_port()
+    argv = [sys.executable, "-m", "sandboxes.serve", *args, "--port", str(port)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("serving "):
+                break
+        else:
+            raise RuntimeError(f"the server exited with {proc.wait()}:\n{''.join(lines[-30:])}")
+        # keep draining its output so a chatty server never blocks on a full pipe
+        threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+        yield f"http://127.0.0.1:{port}", psutil.Process(proc.pid)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1e3
+
+
+# -- hop -------------------------------------------------------------------------------------------
+
+
+async def _hop_steps(url: str, local: SandboxEnvironment, episodes: int) -> tuple[list[float], list[float]]:
+    """Step times in-process and through the server, alternating episode by episode (not step by step:
+    a step's tail work in one sandbox's tmux would land on the other's clock). openenv's async client is
+    the one timed: its `.sync()` wrapper adds a hop to its own event-loop thread on the client side."""
+    in_process, served = [], []
+    async with connect(url) as client:
+        for _ in range(episodes):
+            local.reset(task_id=HOP_TASK)
+            for command in HOP_COMMANDS:
+                action = SandboxAction(kind="command", arguments={"command": command})
+                clock = time.perf_counter()
+                local.step(action)
+                in_process.append(time.perf_counter() - clock)
+            await client.reset(task_id=HOP_TASK)
+            for command in HOP_COMMANDS:
+                clock = time.perf_counter()
+                await client.step({"kind": "command", "arguments": {"command": command}})
+                served.append(time.perf_counter() - clock)
+    return in_process, served
+
+
+def hop(episodes: int = 60) -> dict[str, Any]:
+    tasks = [spec.task for spec in embedded_tasks("terminal")]
+    local = SandboxEnvironment(
+        lambda: TerminalSandbox(TerminalConfig(backend=make_backend("bwrap"))), tasks, domain="terminal",
+        max_steps=len(HOP_COMMANDS) + 1,
+    )  # fmt: skip
+    with server("--domain", "terminal", "--backend", "bwrap", "--max-sessions", "2") as (url, _):
+        in_process, served = asyncio.run(_hop_steps(url, local, episodes))
+    local.close()
+    added = _median_ms(served) - _median_ms(in_process)
+    return {
+        "task": HOP_TASK,
+        "commands": list(HOP_COMMANDS),
+        "steps_each": len(served),
+        "in_process_median_ms": _median_ms(in_process),
+        "served_median_ms": _median_ms(served),
+        "added_median_ms": added,
+        "target_ms": HOP_TARGET_MS,
+        "met": added <= HOP_TARGET_MS,
+    }
+
+
+# -- simulator throughput ---------------------------------------------------------------------------
+
+
+def _simulator_prompts(endpoint: str, model: str, steps: int) -> list[list[dict]]:
+    """The chat requests the simulated terminal sends over one episode, rendered by the same code the
+    server runs (training.simulator), kept for the bare loop."""
+
+    class Recording(WorldModelBackend):
+        name = "recording"
+
+        def __init__(self) -> None:
+            self.inner = OpenAIBackend(endpoint, model)
+            self.prompts: list[list[dict]] = []
+
+        def complete(self, messages: list[dict], config: GenerationConfig) -> str:
+            self.prompts.append(messages)
+            return self.inner.complete(messages, config)
+
+    backend = Recording()
+    sandbox = SimulatedSandbox(
+        backend, "terminal", generation=GenerationConfig(max_new_tokens=SIM_MAX_TOKENS)
+    )
+    task = next(spec.task for spec in embedded_tasks("terminal") if spec.id == HOP_TASK)
+    with sandbox:
+        sandbox.reset(task)
+        for n in range(steps):
+            sandbox.step(command_action(HOP_COMMANDS[n % len(HOP_COMMANDS)]))
+    return backend.prompts
+
+
+def _bare_loop(endpoint: str, model: str, prompts: list[list[dict]], sessions: int, seconds: float) -> dict:
+    client = openai.OpenAI(base_url=endpoint, api_key="EMPTY", max_retries=0, timeout=600)
+    done, tokens, errors = [0] * sessions, [0] * sessions, [0] * sessions
+    deadline = time.monotonic() + seconds
+
+    def worker(i: int) -> None:
+        n = i
+        while time.monotonic() < deadline:
+            try:
+                reply = client.chat.completions.create(
+                    model=model,
+                    messages=prompts[n % len(prompts)],
+                    max_tokens=SIM_MAX_TOKENS,
+                    temperature=0.0,
+                )  # type: ignore[arg-type]
+                done[i] += 1
+                tokens[i] += reply.usage.completion_tokens if reply.usage else 0
+            except openai.OpenAIError:
+                errors[i] += 1
+            n += 1
+
+    clock = time.monotonic()
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(sessions)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - clock
+    return {"requests": sum(done), "errors": sum(errors), "seconds": elapsed, "per_s": sum(done) / elapsed,
+            "completion_tokens": sum(tokens)}  # fmt: skip
+
+
+async def _served_loop(url: str, sessions: int, seconds: float, steps_per_episode: int) -> dict:
+    done, errors = [0] * sessions, []
+    deadline = time.monotonic() + seconds
+
+    async def session(i: int) -> None:
+        n = i
+        try:
+            async with connect(url, message_timeout_s=QUEUED_STEP_TIMEOUT_S) as client:
+                await client.reset(task_id=HOP_TASK)
+                while time.monotonic() < deadline:
+                    if n % steps_per_episode == 0 and n != i:
+                        await client.reset(task_id=HOP_TASK)
+                    command = HOP_COMMANDS[n % len(HOP_COMMANDS)]
+                    await client.step({"kind": "command", "arguments": {"command": command}})
+                    done[i] += 1
+                    n += 1
+        except Exception as exc:  # counted, never fatal: the benchmark reports errors
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    clock = time.monotonic()
+    await asyncio.gather(*(session(i) for i in range(sessions)))
+    elapsed = time.monotonic() - clock
+    return {"steps": sum(done), "errors": len(errors), "error_samples": errors[:5], "seconds": elapsed,
+            "per_s": sum(done) / elapsed}  # fmt: skip
+
+
+def simulator_64(sessions: int = 64, seconds: float = 90.0) -> dict[str, Any]:
+    with serve_llm() as llm:
+        prompts = _simulator_prompts(llm.base_url, llm.model, steps=8)
+        bare = _bare_loop(llm.base_url, llm.model, prompts, sessions, seconds)
+        simulator = ["--simulator", llm.base_url, "--simulator-model", llm.model]
+        limits = ["--simulator-max-tokens", str(SIM_MAX_TOKENS), "--max-sessions", str(sessions)]
+        with server("--domain", "terminal", *simulator, *limits, "--max-steps", "1000") as (url, _):
+            served = asyncio.run(_served_loop(url, sessions, seconds, steps_per_episode=8))
+    ratio = served["per_s"] / bare["per_s"] if bare["per_s"] else 0.0
+    return {"sessions": sessions, "seconds": seconds, "max_tokens": SIM_MAX_TOKENS, "bare_client": bare,
+            "served": served, "ratio": ratio, "target": THROUGHPUT_TARGET,
+            "met": ratio >= THROUGHPUT_TARGET and served["errors"] == 0}  # fmt: skip
+
+
+# -- soak ------------------------------------------------------------------------------------------
+
+
+def _usage(proc: psutil.Process) -> dict[str, float]:
+    return {"rss_mb": proc.memory_info().rss / 2**20, "threads": proc.num_threads(), "fds": proc.num_fds()}
+
+
+def _health(url: str) -> dict:
+    with urllib.request.urlopen(f"{url}/health", timeout=10) as response:
+        return json.load(response)
+
+
+async def _soak(url: str, proc: psutil.Process, sessions: int, seconds: float) -> dict[str, Any]:
+    samples: list[dict[str, float]] = []
+    errors: list[str] = []
+    steps = [0]
+    opened = asyncio.Event()
+    ready = [0]
+    deadline = time.monotonic() + seconds
+    rng = random.Random(0)
+
+    async def session(i: int) -> None:
+        try:
+            async with connect(url, message_timeout_s=QUEUED_STEP_TIMEOUT_S) as client:
+                await client.reset(task_id=HOP_TASK)
+                ready[0] += 1
+                if ready[0] == sessions:
+                    opened.set()
+                n = 0
+                while time.monotonic() < deadline:
+                    await asyncio.sleep(rng.uniform(30, 90))  # about 4 steps/s from 256 sessions
+                    if time.monotonic() >= deadline:
+                        break
+                    if n and n % 6 == 0:
+                        await client.reset(task_id=HOP_TASK)
+                    await client.step({"kind": "command", "arguments": {"command": HOP_COMMANDS[n % 4]}})
+                    steps[0] += 1
+                    n += 1
+        except Exception as exc:
+            errors.append(f"session {i}: {type(exc).__name__}: {exc}")
+            opened.set()
+
+    async def sampler() -> None:
+        clock = time.monotonic()
+        while time.monotonic() < deadline:
+            samples.append({"t_s": time.monotonic() - clock, **_usage(proc)})
+            await asyncio.sleep(10)
+
+    baseline = _usage(proc)
+    tasks = [asyncio.create_task(session(i)) for i in range(sessions)]
+    await asyncio.wait_for(opened.wait(), timeout=600)
+    at_open = _usage(proc)
+    await asyncio.gather(sampler(), *tasks)
+    await asyncio.sleep(5)  # the server closes each session's sandbox after its socket goes
+    after = _usage(proc)
+    # Python and malloc keep freed memory for reuse, so RSS after the first round is not a leak test;
+    # a second round of as many sessions (a reset and a step each) must fit in what the first left.
+    second = await _round(url, sessions)
+    await asyncio.sleep(5)
+    after_second = _usage(proc)
+    steady = [s for s in samples if s["t_s"] >= 60] or samples
+    return {
+        "sessions": sessions,
+        "seconds": seconds,
+        "steps": steps[0],
+        "errors": len(errors),
+        "error_samples": errors[:5],
+        "baseline": baseline,
+        "all_open": at_open,
+        "after_close": after,
+        "second_round": {**second, "after_close": after_second},
+        "rss_growth_second_round_mb": after_second["rss_mb"] - after["rss_mb"],
+        "memory_per_session_mb": (at_open["rss_mb"] - baseline["rss_mb"]) / sessions,
+        "rss_growth_steady_mb": steady[-1]["rss_mb"] - steady[0]["rss_mb"],
+        "threads_left": after["threads"] - baseline["threads"],
+        "samples": samples,
+    }
+
+
+async def _round(url: str, sessions: int) -> dict[str, Any]:
+    errors: list[str] = []
+
+    async def session(i: int) -> None:
+        try:
+            async with connect(url, message_timeout_s=QUEUED_STEP_TIMEOUT_S) as client:
+                await client.reset(task_id=HOP_TASK)
+                await client.step({"kind": "command", "arguments": {"command": HOP_COMMANDS[i % 4]}})
+        except Exception as exc:
+            errors.append(f"session {i}: {type(exc).__name__}: {exc}")
+
+    clock = time.monotonic()
+    await asyncio.gather(*(session(i) for i in range(sessions)))
+    return {"sessions": sessions, "errors": len(errors), "error_samples": errors[:5],
+            "seconds": time.monotonic() - clock}  # fmt: skip
+
+
+def soak_256(sessions: int = 256, seconds: float = 300.0) -> dict[str, Any]:
+    with serve_llm() as llm:
+        simulator = ["--simulator", llm.base_url, "--simulator-model", llm.model]
+        limits = ["--simulator-max-tokens", "8", "--max-sessions", str(sessions), "--max-steps", "1000"]
+        with server("--domain", "terminal", *simulator, *limits) as (url, proc):
+            result = asyncio.run(_soak(url, proc, sessions, seconds))
+            result["health_after"] = _health(url)
+    # "No leak": no session thread is left, and a second round of as many sessions grew the RSS the
+    # first round left by at most a tenth of what 256 open sessions take (at least 5 MB: noise).
+    opened = result["all_open"]["rss_mb"] - result["baseline"]["rss_mb"]
+    result["rss_not_returned_mb"] = result["after_close"]["rss_mb"] - result["baseline"]["rss_mb"]
+    no_leak = result["threads_left"] <= 2 and result["rss_growth_second_round_mb"] <= max(0.1 * opened, 5)
+    errors = result["errors"] + result["second_round"]["errors"]
+    result["met"] = errors == 0 and no_leak
+    return result
+
+
+BENCHES = {"hop": hop, "simulator_64": simulator_64, "soak_256": soak_256}
+
+
+def run(names: list[str] | None = None, soak_seconds: float = 300.0) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for name in names or list(BENCHES):
+        print(f"-- {name}", flush=True)
+        results[name] = soak_256(seconds=soak_seconds) if name == "soak_256" else BENCHES[name]()
+        print(json.dumps({k: v for k, v in results[name].items() if k != "samples"}, indent=1), flush=True)
+    return results
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("names", nargs="*", help=f"any of {', '.join(BENCHES)} (default: all)")
+    parser.add_argument("--soak-seconds", type=float, default=300.0)
+    options = parser.parse_args()
+    print(json.dumps(run(options.names, options.soak_seconds), indent=1, default=str))
+
+
+def markdown_lines(result: dict[str, Any]) -> list[str]:
+    lines = []
+    if "hop" in result:
+        h = result["hop"]
+        lines += [
+            f"**Hop** (bwrap terminal, {h['steps_each']} steps each way, alternating episodes): in-process "
+            f"median {h['in_process_median_ms']:.3f} ms, through the server (openenv's client over /ws) "
+            f"{h['served_median_ms']:.3f} ms: the hop adds {h['added_median_ms']:.3f} ms "
+            f"(target <= {h['target_ms']} ms: {'met' if h['met'] else 'NOT met'}).",
+            "",
+        ]
+    if "simulator_64" in result:
+        t = result["simulator_64"]
+        lines += [
+            f"**{t['sessions']} simulator sessions, one llama.cpp endpoint** ({t['max_tokens']} tokens per "
+            f"step, {t['seconds']:.0f} s each): served {t['served']['per_s']:.2f} steps/s "
+            f"({t['served']['errors']} errors) against a bare client loop's {t['bare_client']['per_s']:.2f} "
+            f"requests/s with the same prompts: {t['ratio']:.2f}x (target >= {t['target']}x: "
+            f"{'met' if t['met'] else 'NOT met'}).",
+            "",
+        ]
+    if "soak_256" in result:
+        k = result["soak_256"]
+        lines += [
+            f"**{k['sessions']} simulator sessions held {k['seconds']:.0f} s**: {k['steps']} steps, "
+            f"{k['errors']} errors; server RSS {k['baseline']['rss_mb']:.0f} MB before, "
+            f"{k['all_open']['rss_mb']:.0f} MB with all open ({k['memory_per_session_mb']:.2f} MB per "
+            f"session), {k['after_close']['rss_mb']:.0f} MB after they closed; threads "
+            f"{k['baseline']['threads']} -> {k['all_open']['threads']} -> {k['after_close']['threads']}. "
+            f"A second round of {k['second_round']['sessions']} sessions ({k['second_round']['errors']} "
+            f"errors) grew RSS by {k['rss_growth_second_round_mb']:.1f} MB. No leak: "
+            f"{'met' if k['met'] else 'NOT met'}.",
+        ]
+    return lines

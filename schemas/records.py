@@ -13,7 +13,8 @@ from typing import Any
 
 # 2: Environment.tools (tool definitions) added; version 1 files read with no tools.
 # 3: Task.verifier, Outcome.reward and Outcome.verification added; older files read with none.
-SCHEMA_VERSION = 3
+# 4: Provenance.source (the public dataset row an imported trajectory came from); older files: none.
+SCHEMA_VERSION = 4
 
 DOMAINS = ("terminal", "swe", "search", "mcp", "web", "os", "android")
 OUTCOMES = ("completed", "truncated", "error", "aborted")
@@ -124,6 +125,18 @@ class Outcome:
 
 
 @dataclass
+class Source:
+    """The public dataset row an imported trajectory was converted from (schema version 4)."""
+
+    dataset: str  # e.g. "nebius/SWE-agent-trajectories", or the file's own name
+    format: str  # the importer that read it, e.g. "swe_agent"
+    row_id: str  # the row's own id, or `file:line` / `file#index` where the data has none
+    version: str = ""  # the dataset's revision or release, as the user gave it
+    license: str = ""  # an SPDX identifier where the dataset card names one
+    uri: str = ""  # where it was read from
+
+
+@dataclass
 class Provenance:
     collector: str
     collector_version: str
@@ -131,6 +144,7 @@ class Provenance:
     started_at: datetime
     finished_at: datetime
     simulated: bool = False
+    source: Source | None = None  # set for imported trajectories, None for captured ones
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 import pytest
 
-from schemas.records import Verification
+from schemas.records import SCHEMA_VERSION, Verification
 from schemas.storage import TrajectoryWriter, read_trajectories
 from schemas.validation import ValidationError, validate
 from tests.schemas.factories import small_trajectory
@@ -22,7 +22,7 @@ def test_verifier_reward_and_output_round_trip(tmp_path):
     with TrajectoryWriter(str(tmp_path)) as writer:
         writer.write(rewarded(0.5))
     (back,) = read_trajectories(str(tmp_path), validate=True)
-    assert back.schema_version == 3
+    assert back.schema_version == SCHEMA_VERSION
     assert back.task.verifier["checks"] == ["test -f a", "test -f b"]
     assert back.outcome.reward == 0.5
     assert back.outcome.verification == rewarded(0.5).outcome.verification

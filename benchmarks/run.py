@@ -142,6 +142,8 @@ BENCHES: dict[str, Callable[[], dict]] = {
     "world_model_rl": lambda: __import__("benchmarks.world_model_rl").world_model_rl.run(),
     "task_rewards": lambda: __import__("benchmarks.task_rewards").task_rewards.run(),
     "openenv_serve": lambda: __import__("benchmarks.openenv_serve").openenv_serve.run(),
+    "importers": lambda: __import__("benchmarks.importers").importers.run(),
+    "decontamination": lambda: __import__("benchmarks.decontamination").decontamination.run(),
 }
 
 

@@ -33,6 +33,7 @@ from tests.import_graph import ROOT, imports, module_files, target
 OURS = ("schemas", "sandboxes", "collectors", "beam_pipelines", "training")
 # Module prefix -> the extra that serves it; a module under none of them is the base install's ("").
 SERVES = {
+    "collectors.importers": "importers",
     "schemas.chat_tokens": "corpus",
     "schemas.base_files": "corpus",  # also the training extra's: both declare transformers and gguf
     "beam_pipelines": "corpus",
@@ -70,6 +71,7 @@ EXTRAS = (
     "desktop",
     "android",
     "serve",
+    "importers",
     "s3",
     "gcs",
 )

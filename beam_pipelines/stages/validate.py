@@ -1,4 +1,10 @@
-"""Stage 2: check each trajectory against the data contract (`schemas.validate`)."""
+"""Stage 2: check each trajectory against the data contract (`schemas.validate`).
+
+A valid trajectory is also counted by where it came from, in the stage namespace "sources":
+`dataset.<name>` and `license.<SPDX id or "unknown">` for a trajectory imported from a public dataset
+(`Provenance.source`), `captured` for one our own collectors recorded. The counters land in
+OUT/report.json, where the Hub export (`beam_pipelines.exports.hub`) reads the licences of the corpus.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,17 @@ from beam_pipelines.dead_letter import DEAD_LETTER, OK, DeadLetter, count
 from schemas import Trajectory, ValidationError, validate
 
 STAGE = "validate"
+SOURCES = "sources"
+
+
+def count_source(t: Trajectory) -> None:
+    """Count the trajectory under its public dataset and licence, or as captured by us."""
+    source = t.provenance.source
+    if source is None:
+        count(SOURCES, "captured")
+        return
+    count(SOURCES, f"dataset.{source.dataset}")
+    count(SOURCES, f"license.{source.license or 'unknown'}")
 
 
 class _Validate(beam.DoFn):
@@ -24,6 +41,7 @@ class _Validate(beam.DoFn):
             )
             return
         count(STAGE, "valid")
+        count_source(t)
         yield t
 
 

@@ -1,0 +1,100 @@
+"""Rows of a public dataset, streamed from a local copy or any fsspec URI.
+
+JSON Lines are read here line by line, so a line that is not JSON is one bad row (it goes to the
+dead-letter file) instead of the end of the file. Parquet, Arrow, CSV and whole-file JSON go through
+Hugging Face `datasets` in streaming mode, the reader the Hub's own datasets are made for: a local
+snapshot of a Hub dataset (`huggingface-cli download --repo-type dataset`) is a folder of such files.
+Nothing is held beyond one batch, at any input size.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import posixpath
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from fsspec.core import url_to_fs
+
+# `datasets` builder for each file kind it reads; .jsonl is read here (see the module doc).
+BUILDERS = {".parquet": "parquet", ".arrow": "arrow", ".csv": "csv", ".json": "json"}
+JSON_LINES = (".jsonl", ".jsonl.gz", ".ndjson")
+
+
+class Unreadable(NamedTuple):
+    """A record the input holds but that cannot be parsed; the driver dead-letters it."""
+
+    reason: str
+    text: str
+
+
+class InputError(ValueError):
+    """An input that names no readable data (missing path, no data files, unknown file kind)."""
+
+
+def display_name(uri: str) -> str:
+    return posixpath.basename(uri.rstrip("/")) or uri
+
+
+def data_files(source: str, suffixes: tuple[str, ...]) -> list[str]:
+    """The files `source` names (a file, a folder searched recursively, or a glob), as URIs, sorted;
+    only those ending in one of `suffixes`."""
+    fs, path = url_to_fs(source)
+    if set("*?[") & set(path):
+        found = fs.glob(path)
+    elif fs.isdir(path):
+        found = fs.find(path)
+    elif fs.exists(path):
+        found = [path]
+    else:
+        raise InputError(f"{source} does not exist; give a file, a folder or a glob")
+    files = sorted(p for p in found if p.lower().endswith(suffixes) and not fs.isdir(p))
+    if not files:
+        raise InputError(f"{source} holds no {'/'.join(suffixes)} files")
+    return [fs.unstrip_protocol(p) if "://" in source else p for p in files]
+
+
+def stream_rows(source: str) -> Iterator[tuple[int, str, Any]]:
+    """(index within its file, file URI, row) for every row of every data file `source` names."""
+    for uri in data_files(source, (*JSON_LINES, *BUILDERS)):
+        if uri.lower().endswith(JSON_LINES):
+            yield from ((i, uri, row) for i, row in enumerate(json_lines(uri)))
+        else:
+            yield from ((i, uri, row) for i, row in enumerate(dataset_rows(uri)))
+
+
+def json_lines(uri: str) -> Iterator[Any]:
+    """Each non-blank line's JSON value, or `Unreadable` for a line that is not JSON."""
+    fs, path = url_to_fs(uri)
+    with fs.open(path, "rb") as raw:
+        stream = gzip.open(raw, "rt", encoding="utf-8") if path.endswith(".gz") else None
+        lines = stream if stream is not None else (line.decode("utf-8", "replace") for line in raw)
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except ValueError as exc:
+                yield Unreadable(f"line {number} is not JSON: {exc}", line[:2000])
+
+
+def dataset_rows(uri: str) -> Iterator[dict[str, Any]]:
+    """The rows of one Parquet/Arrow/CSV/JSON file through `datasets`' streaming reader."""
+    import datasets  # the importers extra; loaded only for the file kinds that need it
+
+    builder = next(b for suffix, b in BUILDERS.items() if uri.lower().endswith(suffix))
+    datasets.logging.set_verbosity_error()
+    stream = datasets.load_dataset(builder, data_files={"rows": uri}, split="rows", streaming=True)
+    yield from stream
+
+
+def file_records(source: str, suffixes: tuple[str, ...]) -> Iterator[tuple[str, bytes | Unreadable]]:
+    """(URI, bytes) per file, for formats of one recording per file (`.traj`, `.cast`)."""
+    for uri in data_files(source, suffixes):
+        fs, path = url_to_fs(uri)
+        try:
+            with fs.open(path, "rb") as handle:
+                yield uri, handle.read()
+        except OSError as exc:
+            yield uri, Unreadable(f"cannot read the file: {exc}", "")

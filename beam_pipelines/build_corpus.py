@@ -2,17 +2,17 @@
 
     python -m beam_pipelines.build_corpus --input DIR_OR_GLOB --output OUT [options] [Beam options]
 
-Read -> Validate -> Normalise -> Redact -> Filter -> Split -> Park -> Deduplicate -> [Format ->
-(Synthesis, with --synthesize-reasoning) -> Tokenise -> Pack -> Write, fused per output shard], every
-rejected record in OUT/dead_letter/<stage>.jsonl.
+Read -> Validate -> Normalise -> Redact -> Filter -> Split -> (Decontaminate, with --decontaminate) ->
+Park -> Deduplicate -> [Format -> (Synthesis, with --synthesize-reasoning) -> Tokenise -> Pack -> Write,
+fused per output shard], every rejected record in OUT/dead_letter/<stage>.jsonl.
 `--help` lists the options and shows local, Dataflow and Flink command lines.
 
 Memory: everything up to Park streams record by record in one fused step; from there on only small
 references cross a shuffle (see `beam_pipelines.stages.park`), so no runner ever holds the corpus, and
 the two groupings with an element per trajectory (LSH band entries, shard references) go through files
 (`beam_pipelines.stages.spill`), so the runner's memory does not grow with it either.
-Filter and Split run before Deduplicate, so a trajectory that is itself filtered out or contaminated
-never stands for (and drops) a duplicate that would have been kept.
+Filter, Split and Decontaminate run before Deduplicate, so a trajectory that is itself filtered out or
+contaminated never stands for (and drops) a duplicate that would have been kept.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from beam_pipelines.dead_letter import DEAD_LETTER, OK
 from beam_pipelines.memory import few_malloc_arenas
 from beam_pipelines.options import CorpusConfig, parse_args
 from beam_pipelines.stages.common import CORPORA
+from beam_pipelines.stages.decontaminate import MATCHES, DecontaminateTrajectories, remove_index
 from beam_pipelines.stages.dedup import DROPS, Deduplicate
 from beam_pipelines.stages.filter import FilterTrajectories
 from beam_pipelines.stages.normalise import NormaliseTrajectories
@@ -61,11 +62,14 @@ def build(p: beam.Pipeline, config: CorpusConfig, manifest_config: dict) -> None
     trajectories = stage(trajectories, "Normalise", NormaliseTrajectories())
     trajectories = stage(trajectories, "Redact", RedactSecrets())
     trajectories = stage(trajectories, "Filter", FilterTrajectories(max_steps=config.max_steps))
-    pairs = stage(
-        trajectories,
-        "Split",
-        SplitTrajectories(config.split_ratios, decontaminate_against=config.decontaminate),
-    )
+    pairs = stage(trajectories, "Split", SplitTrajectories(config.split_ratios))
+    written: list[beam.PCollection] = []
+    if config.decontaminate is not None:
+        # builds the benchmark index here, in the driver, once (see beam_pipelines.stages.decontaminate)
+        checked = pairs | "Decontaminate" >> DecontaminateTrajectories(config.decontaminate, config.output)
+        dead.append(checked[DEAD_LETTER])
+        written.append(checked[MATCHES])
+        pairs = checked[OK]
     parked = stage(pairs, "Park", ParkTrajectories(config.output))
     deduplicated = parked | "Deduplicate" >> Deduplicate(config.output, threshold=config.dedup_threshold)
     dead.append(deduplicated[DEAD_LETTER])
@@ -91,7 +95,7 @@ def build(p: beam.Pipeline, config: CorpusConfig, manifest_config: dict) -> None
         | "WriteDeadLetters" >> WriteJsonLines(config.output)
     )
     (
-        (files, dead_files)
+        (files, dead_files, *written)
         | "AllFiles" >> beam.Flatten()
         | "Manifest" >> WriteManifest(config.output, manifest_config)
     )
@@ -110,12 +114,13 @@ def main(argv: list[str] | None = None) -> int:
     remove_parked(config.output)  # what a killed run left
     started = time.monotonic()
     p = beam.Pipeline(options=options)
-    build(p, config, config.manifest_view(tokenizer.fingerprint))
     try:
+        build(p, config, config.manifest_view(tokenizer.fingerprint))
         result = p.run()
         result.wait_until_finish()
     finally:
         remove_parked(config.output)
+        remove_index(config.output)
     report, markdown = write_report(config.output, result)
     print(markdown)
     tokens = sum(t.get("tokens", 0) for groups in report["outputs"].values() for t in groups.values())

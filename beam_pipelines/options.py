@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_pipelines.stages.common import CORPORA
+from beam_pipelines.stages.decontaminate import MODES, DecontaminationConfig
+from beam_pipelines.stages.split import SPLITS
 from beam_pipelines.synthesis.settings import DEFAULT_SCORER, VLLM_HANDLER_PREFIX, SynthesisConfig
 
 EXAMPLES = """\
@@ -64,7 +66,7 @@ class CorpusConfig:
     seq_len: int
     dedup_threshold: float
     split_ratios: tuple[float, float, float]
-    decontaminate: str | None
+    decontaminate: DecontaminationConfig | None
     emit: tuple[str, ...]
     max_steps: int
     shards: int
@@ -77,12 +79,16 @@ class CorpusConfig:
             for k, v in asdict(self).items()
             if k not in ("input", "output", "tokenizer", "decontaminate", "synthesis")
         }
-        # without synthesis the manifest stays as it was, so such corpora keep their bytes
+        # without synthesis or decontamination the manifest stays as it was, so such corpora keep their bytes
         synthesis = {"synthesis": self.synthesis.manifest_view()} if self.synthesis else {}
+        decontamination = (
+            {"decontamination": self.decontaminate.manifest_view()} if self.decontaminate else {}
+        )
         return {
             **view,
             **tokenizer_fingerprint,  # training and the simulator refuse a corpus of another tokenizer
             "decontaminated": self.decontaminate is not None,
+            **decontamination,
             **synthesis,
         }
 
@@ -107,6 +113,21 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"give a fraction in (0, 1], got {value}")
+    return value
+
+
+def _splits(text: str) -> tuple[str, ...]:
+    chosen = tuple(x.strip() for x in text.split(",") if x.strip())
+    unknown = set(chosen) - set(SPLITS)
+    if not chosen or unknown:
+        raise argparse.ArgumentTypeError(f"choose splits from {list(SPLITS)}, got {text!r}")
+    return chosen
 
 
 def _json_object(text: str) -> dict:
@@ -174,6 +195,59 @@ def _add_synthesis(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_decontamination(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group(
+        "decontamination",
+        "Off by default. Each benchmark turn text (an AgentWorldBench prompt action or response "
+        "observation, its markdown header removed) is cut into word n-grams (normalised, lowercased, "
+        "punctuation ignored). A checked trajectory is contaminated when it contains at least THRESHOLD "
+        "of some turn's distinct n-grams anywhere in its initial observation, actions or observations; "
+        "turns shorter than N words are skipped (counted in the report). Matches are listed in "
+        "OUTPUT/decontamination/matches.jsonl.",
+    )
+    g.add_argument(
+        "--decontaminate",
+        metavar="SOURCE",
+        action="append",
+        help="a benchmark to decontaminate against: an AgentWorldBench JSONL file, a glob or directory of "
+        "them, a trajectory dataset, or any text file (paragraphs as turns); repeat the option or give a "
+        "comma-separated list for several sources",
+    )
+    g.add_argument(
+        "--decontaminate-mode",
+        choices=MODES,
+        default="drop",
+        help="drop: contaminated trajectories go to the dead letter (reason 'contaminated'); flag: they "
+        "stay in the corpus and are only listed in matches.jsonl and counted (drop)",
+    )
+    g.add_argument(
+        "--decontaminate-threshold",
+        type=_fraction,
+        default=0.5,
+        help="share of one benchmark turn's n-grams a trajectory must contain to be contaminated (0.5)",
+    )
+    g.add_argument("--decontaminate-ngram", type=_positive_int, default=13, help="words per n-gram (13)")
+    g.add_argument(
+        "--decontaminate-splits",
+        type=_splits,
+        default=("train",),
+        help="the splits checked, comma-separated (train)",
+    )
+
+
+def _decontamination(args: argparse.Namespace) -> DecontaminationConfig | None:
+    sources = tuple(s.strip() for value in args.decontaminate or () for s in value.split(",") if s.strip())
+    if not sources:
+        return None
+    return DecontaminationConfig(
+        sources=sources,
+        ngram=args.decontaminate_ngram,
+        threshold=args.decontaminate_threshold,
+        mode=args.decontaminate_mode,
+        splits=args.decontaminate_splits,
+    )
+
+
 def _synthesis(args: argparse.Namespace, output: str) -> SynthesisConfig | None:
     if args.synthesize_reasoning is None:
         return None
@@ -216,11 +290,6 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--split-ratios", type=_ratios, default=(0.98, 0.01, 0.01), help="train,validation,test")
     p.add_argument(
-        "--decontaminate",
-        metavar="EVAL_FILE",
-        help="drop training trajectories whose turns appear in this evaluation file",
-    )
-    p.add_argument(
         "--emit", type=_emit, default=CORPORA, help="corpora to write (sft,cpt,rl,agentworldbench)"
     )
     p.add_argument(
@@ -229,6 +298,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--shards", type=int, default=4, help="files per corpus and domain for the train split (4)"
     )
+    _add_decontamination(p)
     _add_synthesis(p)
     return p
 
@@ -255,7 +325,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[CorpusConfig, PipelineOpt
         seq_len=args.seq_len,
         dedup_threshold=args.dedup_threshold,
         split_ratios=args.split_ratios,
-        decontaminate=args.decontaminate,
+        decontaminate=_decontamination(args),
         emit=args.emit,
         max_steps=args.max_steps,
         shards=args.shards,

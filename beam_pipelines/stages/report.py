@@ -26,6 +26,7 @@ STAGE_ORDER = (
     "dedup",
     "filter",
     "split",
+    "decontaminate",
     "format",
     "synthesis",
     "tokenise",
@@ -84,7 +85,38 @@ def synthesis_summary(synthesis: dict[str, int]) -> dict[str, dict[str, int]]:
     return {d: by_domain[d] for d in sorted(by_domain)}
 
 
-def build_report(counters: dict[str, dict[str, int]], manifest: dict[str, Any]) -> dict[str, Any]:
+DECONTAMINATION_COLUMNS = ("checked", "flagged", "dropped")
+
+
+def decontamination_summary(counters: dict[str, int], benchmark: dict[str, Any]) -> dict[str, Any]:
+    """Per trajectory domain and per benchmark source, from the decontaminate stage's counters
+    (`<domain>.<counter>`, `source=<source>.<counter>`) and OUT/decontamination/benchmark.json."""
+    by_domain: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(DECONTAMINATION_COLUMNS, 0))
+    by_source: dict[str, dict[str, int]] = defaultdict(lambda: {"flagged": 0, "dropped": 0})
+    for name, value in counters.items():
+        key, _, counter = name.rpartition(".")
+        if key.startswith("source="):
+            by_source[key.removeprefix("source=")][counter] = value
+        else:
+            by_domain[key][counter] = value
+    sources = []
+    for s in benchmark.get("by_source", []):
+        sources.append({**s, **by_source.pop(s["source"], {"flagged": 0, "dropped": 0})})
+    sources += [{"source": label, **c} for label, c in sorted(by_source.items())]
+    settings = {k: benchmark[k] for k in ("ngram", "threshold", "mode", "splits") if k in benchmark}
+    return {
+        **settings,
+        "distinct_turns": benchmark.get("distinct_turns"),
+        "distinct_ngrams": benchmark.get("distinct_ngrams"),
+        "by_domain": {d: by_domain[d] for d in sorted(by_domain)},
+        "by_source": sources,
+    }
+
+
+def build_report(
+    counters: dict[str, dict[str, int]], manifest: dict[str, Any], benchmark: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The report; `benchmark` is OUT/decontamination/benchmark.json of a decontaminated build."""
     report = {
         "stages": counters,
         "redaction": redaction_summary(counters.get("redact", {})),
@@ -93,7 +125,40 @@ def build_report(counters: dict[str, dict[str, int]], manifest: dict[str, Any]) 
     }
     if "synthesis" in counters:  # only corpora built with synthesis carry the section
         report["synthesis"] = synthesis_summary(counters["synthesis"])
+    if benchmark is not None or "decontaminate" in counters:
+        report["decontamination"] = decontamination_summary(
+            counters.get("decontaminate", {}), benchmark or {}
+        )
     return report
+
+
+def _decontamination_lines(d: dict[str, Any]) -> list[str]:
+    lines = ["", "## Decontamination", ""]
+    if "ngram" in d:
+        lines += [
+            f"A trajectory of the {', '.join(d['splits'])} split(s) is contaminated when it contains at "
+            f"least {d['threshold']:.0%} of the distinct {d['ngram']}-grams of some benchmark turn; mode "
+            f"**{d['mode']}** (contaminated trajectories "
+            f"{'go to the dead letter' if d['mode'] == 'drop' else 'stay in the corpus'}); every match is "
+            f"in decontamination/matches.jsonl. Index: {d['distinct_turns']:,} distinct turns, "
+            f"{d['distinct_ngrams']:,} distinct n-grams.",
+            "",
+        ]
+    lines += ["| domain | checked | flagged | dropped | contaminated share |", "|---|---:|---:|---:|---:|"]
+    for domain, c in d["by_domain"].items():
+        share = f"{(c['flagged'] + c['dropped']) / c['checked']:.2%}" if c["checked"] else "-"
+        lines.append(f"| {domain} | {c['checked']:,} | {c['flagged']:,} | {c['dropped']:,} | {share} |")
+    lines += [
+        "",
+        "| benchmark source | samples | turns | short turns skipped | n-grams | flagged | dropped |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in d["by_source"]:
+        cells = [
+            f"{s[k]:,}" if k in s else "-" for k in ("samples", "turns", "short_turns_skipped", "ngrams")
+        ]
+        lines.append(f"| {s['source']} | {' | '.join(cells)} | {s['flagged']:,} | {s['dropped']:,} |")
+    return lines
 
 
 def _synthesis_lines(synthesis: dict[str, dict[str, int]]) -> list[str]:
@@ -144,6 +209,8 @@ def render_markdown(report: dict[str, Any]) -> str:
                 f"| {kind} | {k['values']:,} | {k['chars']:,} | {k['share']:.4%} |"
                 for kind, k in redaction["by_kind"].items()
             ]
+    if report.get("decontamination"):
+        lines += _decontamination_lines(report["decontamination"])
     if report.get("synthesis"):
         lines += _synthesis_lines(report["synthesis"])
     lines += [
@@ -166,7 +233,11 @@ def write_report(root: str, result: PipelineResult) -> tuple[dict[str, Any], str
     """Write OUT/report.json and OUT/report.md from the finished run; return both."""
     with FileSystems.open(posixpath.join(root, "manifest.json")) as f:
         manifest = json.loads(f.read())
-    report = build_report(stage_counters(result), manifest)
+    benchmark = None
+    if manifest.get("config", {}).get("decontaminated"):
+        with FileSystems.open(posixpath.join(root, "decontamination", "benchmark.json")) as f:
+            benchmark = json.loads(f.read())
+    report = build_report(stage_counters(result), manifest, benchmark)
     markdown = render_markdown(report)
     for name, text in (("report.json", json.dumps(report, indent=1) + "\n"), ("report.md", markdown)):
         with FileSystems.create(posixpath.join(root, name)) as f:

@@ -253,11 +253,30 @@ class TrajectoryWriter:
             if not taken:
                 return name
 
+    def write_table(self, domain: str, table: pa.Table) -> None:
+        """Commit rows already in `TRAJECTORY_SCHEMA`'s layout, checked by `schemas.columnar`, as shards
+        of at most `max_rows_per_shard` rows: the path of importers that convert whole Arrow batches."""
+        if table.schema != TRAJECTORY_SCHEMA:
+            table = table.cast(TRAJECTORY_SCHEMA)
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"writer {self.writer_id} on {self.root} is closed")
+            for start in range(0, table.num_rows, self._max_rows):
+                part = table.slice(start, self._max_rows)
+                self._commit_table(domain, part, part.column("trajectory_id").to_pylist())
+
     def _commit(self, domain: str) -> None:
         buffer = self._buffers.get(domain)
         if buffer is None or not buffer.rows:
             return
+        try:
+            table = pa.Table.from_pylist(buffer.rows, schema=TRAJECTORY_SCHEMA)
+        except pa.ArrowException as exc:
+            raise StorageError(f"cannot commit a {domain} shard under {self.root}: {exc}") from exc
+        self._commit_table(domain, table, buffer.ids)
+        del self._buffers[domain]
 
+    def _commit_table(self, domain: str, table: pa.Table, ids: list[str]) -> None:
         def write_shard() -> None:
             with atomic_open(self._path(shard), fs=self.fs) as out:
                 pq.write_table(table, out, compression="zstd", row_group_size=self._row_group_size)
@@ -265,12 +284,11 @@ class TrajectoryWriter:
         try:
             name = retry_transient(lambda: self._claim_shard_name(domain), f"naming a {domain} shard")
             shard = f"domain={domain}/{name}.parquet"
-            table = pa.Table.from_pylist(buffer.rows, schema=TRAJECTORY_SCHEMA)
             retry_transient(write_shard, f"writing {shard}")
             entry = {
                 "shard": shard,
-                "trajectory_ids": buffer.ids,
-                "rows": len(buffer.rows),
+                "trajectory_ids": ids,
+                "rows": table.num_rows,
                 "domain": domain,
                 "writer_id": self.writer_id,
                 "schema_version": SCHEMA_VERSION,
@@ -284,8 +302,7 @@ class TrajectoryWriter:
             )
         except (OSError, pa.ArrowException) as exc:
             raise StorageError(f"cannot commit a {domain} shard under {self.root}: {exc}") from exc
-        self._written.update(buffer.ids)
-        del self._buffers[domain]
+        self._written.update(ids)
 
     def _path(self, *parts: str) -> str:
         return posixpath.join(self._root_path, *parts)

@@ -1,0 +1,169 @@
+"""nebius/SWE-agent-trajectories rows through the real CLI: a Parquet file laid out as the Hub
+stores the dataset (https://huggingface.co/datasets/nebius/SWE-agent-trajectories), read by
+`datasets`, converted, validated and written; a bad row to the dead-letter file; a rerun resumes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from schemas import read_trajectories
+
+ROOT = Path(__file__).resolve().parents[3]
+PROMPT = "\n\n(Open file: {file})\n(Current directory: /apispec)\nbash-$"
+SYSTEM_PROMPT = "SETTING: You are an autonomous programmer ...\nCOMMANDS:\nopen:\n  signature: open <path>"
+ISSUE = "We're currently solving the following issue within our repository. Here's the issue text:\nISSUE:\n"
+WINDOW = (
+    "[File: /apispec/apispec/core.py (120 lines total)]\n(9 more lines above)\n"
+    "10:def path(self):\n11:    return {'summary': 1}\n12:\n(108 more lines below)"
+)
+
+MESSAGE = pa.struct(
+    [
+        ("cutoff_date", pa.string()),
+        ("mask", pa.bool_()),
+        ("role", pa.string()),
+        ("system_prompt", pa.string()),
+        ("text", pa.string()),
+    ]
+)
+SCHEMA = pa.schema(
+    [
+        ("instance_id", pa.string()),
+        ("model_name", pa.string()),
+        ("target", pa.bool_()),
+        ("trajectory", pa.list_(MESSAGE)),
+        ("exit_status", pa.string()),
+        ("generated_patch", pa.string()),
+        ("eval_logs", pa.string()),
+    ]
+)
+
+
+def _message(role: str, text: str | None, system_prompt: str | None = None) -> dict:
+    return {
+        "cutoff_date": "01.01.2023" if role == "system" else None,
+        "mask": role == "ai",
+        "role": role,
+        "system_prompt": system_prompt,
+        "text": text,
+    }
+
+
+def _row(number: int, target: bool, trajectory: list[dict]) -> dict:
+    return {
+        "instance_id": f"marshmallow-code__apispec-{number}",
+        "model_name": "swe-agent-llama-70b",
+        "target": target,
+        "trajectory": trajectory,
+        "exit_status": "submitted",
+        "generated_patch": "diff --git a/apispec/core.py b/apispec/core.py\n",
+        "eval_logs": "Will execute following command for run_tests ... PASSED tests/test_core.py",
+    }
+
+
+def write_sample(directory: Path) -> Path:
+    """Three rows in the dataset's Parquet layout: a resolved run, an unresolved one, and one whose
+    trajectory has an unknown role (a dead letter)."""
+    state = PROMPT.format(file="n/a")
+    opened = PROMPT.format(file="/apispec/apispec/core.py")
+    good = [
+        _message("system", None, SYSTEM_PROMPT),
+        _message("user", ISSUE + "Add summary to paths\n\nINSTRUCTIONS: ..." + state),
+        _message("ai", 'DISCUSSION\nLet\'s look for "paths".\n```\nsearch_dir "paths" apispec\n```'),
+        _message(
+            "user", 'Found 1 matches for "paths" in /apispec/apispec:\n/apispec/apispec/core.py' + state
+        ),
+        _message("ai", "Open it at line 11.\n```\nopen apispec/core.py 11\n```"),
+        _message("user", WINDOW + opened),
+        _message("ai", "Edit.\n```\nedit 11:11\n    return {'summary': 2}\nend_of_edit\n```"),
+        _message("user", "File updated. Please review the changes." + opened),
+        _message("ai", "Done.\n```\nsubmit\n```"),
+    ]
+    unresolved = [
+        _message("system", None, SYSTEM_PROMPT),
+        _message("user", ISSUE + "Crash on empty spec" + state),
+        _message("ai", "I think I should just answer."),
+        _message("user", "Your output was not formatted correctly." + state),
+        _message("ai", "```\nls -F\n```"),
+        _message("user", "AUTHORS.rst\napispec/" + state),
+    ]
+    broken = [_message("user", ISSUE + "x" + state), _message("robot", "beep")]
+    rows = [_row(382, True, good), _row(383, False, unresolved), _row(384, False, broken)]
+    path = directory / "data" / "train-00000-of-00001.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), path)
+    return path.parent
+
+
+def _import(source: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "collectors.importers", "swe_agent", "--input", str(source)]
+    argv += ["--out", str(out), "--no-progress"]
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_rows_import_with_swe_tools_and_verdict(tmp_path: Path) -> None:
+    source, out = write_sample(tmp_path), tmp_path / "out"
+    done = _import(source, out)
+    assert done.returncode == 0, done.stderr
+    assert "imported 2 of 3 rows" in done.stdout
+    found = {t.task.id: t for t in read_trajectories(str(out), validate=True)}
+    assert set(found) == {"marshmallow-code__apispec-382", "marshmallow-code__apispec-383"}
+
+    solved = found["marshmallow-code__apispec-382"]
+    assert solved.domain == "swe" and solved.environment.backend == "imported"
+    assert [tool.name for tool in solved.environment.tools] == ["read", "edit", "bash"]
+    assert solved.initial_observation.text == "Repository marshmallow-code/apispec at /apispec."
+    assert solved.task.instruction.startswith(ISSUE) and "bash-$" not in solved.task.instruction
+    assert solved.environment.config["agent_system_prompt"] == SYSTEM_PROMPT
+    search, read, edit = solved.steps
+    assert search.action.text == "bash(command='search_dir \"paths\" apispec')"
+    assert (
+        search.observation.text
+        == 'Found 1 matches for "paths" in /apispec/apispec:\n/apispec/apispec/core.py'
+    )
+    assert search.info["thought"] == 'Let\'s look for "paths".'
+    assert search.info["state"] == {"open_file": "n/a", "working_dir": "/apispec"}
+    # The window command is our read of the lines the window showed, numbered as cat -n.
+    assert read.action.text == "read(path='apispec/core.py', start_line=10, end_line=12)"
+    assert read.observation.text == "    10\tdef path(self):\n    11\t    return {'summary': 1}\n    12\t\n"
+    assert read.observation.format == "swe_tool_result"
+    assert edit.action.kind == "bash" and edit.action.arguments["command"].startswith("edit 11:11\n")
+    assert edit.observation.text == "File updated. Please review the changes."
+    assert solved.task.metadata["unanswered_action"] == "submit"
+    assert solved.policy.config == {"agent": "SWE-agent", "model": "swe-agent-llama-70b"}
+    assert solved.outcome.reward == 1.0 and solved.outcome.verification.reward == 1.0
+    assert solved.outcome.verification.verifier == "imported:swe-bench-tests"
+    assert "PASSED" in solved.outcome.verification.output
+    source_row = solved.provenance.source
+    assert source_row.dataset == "nebius/SWE-agent-trajectories" and source_row.format == "swe_agent"
+    assert source_row.license == "CC-BY-4.0" and source_row.row_id == "train-00000-of-00001.parquet#0"
+
+    failed = found["marshmallow-code__apispec-383"]
+    assert failed.outcome.reward == 0.0
+    bad_reply, listing = failed.steps
+    assert bad_reply.action.kind == "invalid"
+    assert bad_reply.observation.text == "invalid action: the reply holds no fenced command"
+    assert bad_reply.observation.data["recorded"] == "Your output was not formatted correctly."
+    assert (
+        listing.action.text == "bash(command='ls -F')" and listing.observation.text == "AUTHORS.rst\napispec/"
+    )
+
+    dead = [
+        json.loads(line) for line in (out / "dead_letter" / "import-swe_agent.jsonl").read_text().splitlines()
+    ]
+    assert len(dead) == 1 and dead[0]["row_id"] == "train-00000-of-00001.parquet#2"
+    assert "unknown role 'robot'" in dead[0]["reason"]
+
+    again = _import(source, out)
+    assert again.returncode == 0, again.stderr
+    assert (
+        "imported 0 of 3 rows" in again.stdout
+        and "already imported by an earlier run (skipped): 2" in again.stdout
+    )
+    assert len(list(read_trajectories(str(out)))) == 2

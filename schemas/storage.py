@@ -148,6 +148,7 @@ class TrajectoryWriter:
         max_bytes_per_shard: int = 64 << 20,
         row_group_size: int = 64,
         attachments_root: str | None = None,
+        track_ids: bool = True,
     ) -> None:
         self.writer_id = writer_id or default_writer_id()
         # A generated id holds a random part no earlier run can have used: its names need no check,
@@ -168,11 +169,16 @@ class TrajectoryWriter:
         self._lock = threading.Lock()
         self._buffers: dict[str, _ShardBuffer] = {}
         self._next_seq = 0
+        # `written_ids` for callers that ask; an import of millions of rows does not, and its memory
+        # must not grow with them.
+        self._track_ids = track_ids
         self._written: set[str] = set()
         self._closed = False
 
     @property
     def written_ids(self) -> set[str]:
+        if not self._track_ids:
+            raise RuntimeError("this writer was made with track_ids=False")
         with self._lock:
             return set(self._written)
 
@@ -302,7 +308,8 @@ class TrajectoryWriter:
             )
         except (OSError, pa.ArrowException) as exc:
             raise StorageError(f"cannot commit a {domain} shard under {self.root}: {exc}") from exc
-        self._written.update(ids)
+        if self._track_ids:
+            self._written.update(ids)
 
     def _path(self, *parts: str) -> str:
         return posixpath.join(self._root_path, *parts)

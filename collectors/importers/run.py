@@ -97,7 +97,7 @@ def import_rows(
     bar = tqdm(desc=f"importing {importer.name}", unit=" rows", disable=not progress, smoothing=0.1)
     error: BaseException | None = None
     try:
-        with TrajectoryWriter(out, max_rows_per_shard=shard_rows) as writer:
+        with TrajectoryWriter(out, max_rows_per_shard=shard_rows, track_ids=False) as writer:
             for row in _limited((row for source in sources for row in importer.read(source)), limit):
                 summary.read += 1
                 bar.update()

@@ -112,9 +112,13 @@ def _files(source: str) -> tuple[list[str], bool]:
             raise FileNotFoundError(f"--decontaminate {source}: the glob matches no file")
     elif fs.isdir(local):
         found = sorted(fs.find(local))
-        files = [p for p in found if p.endswith((".jsonl", ".json"))]
-        if not files:
+        if any(p.endswith(".parquet") for p in found):
             return [source], True  # a dataset directory (Parquet files, maybe partitioned)
+        files = [p for p in found if p.endswith(".jsonl")]
+        if not files:
+            raise FileNotFoundError(
+                f"--decontaminate {source}: no AgentWorldBench .jsonl file and no trajectory Parquet under it"
+            )
     elif fs.exists(local):
         files = [local]
     else:

@@ -203,6 +203,8 @@ RENDERERS = {
     "world_model_rl": lambda r: __import__("benchmarks.world_model_rl").world_model_rl.markdown_lines(r),
     "task_rewards": lambda r: __import__("benchmarks.task_rewards").task_rewards.markdown_lines(r),
     "openenv_serve": lambda r: __import__("benchmarks.openenv_serve").openenv_serve.markdown_lines(r),
+    "importers": lambda r: __import__("benchmarks.importers").importers.markdown_lines(r),
+    "decontamination": lambda r: __import__("benchmarks.decontamination").decontamination.markdown_lines(r),
     "synthesis_throughput": lambda r: __import__(
         "benchmarks.synthesis_throughput", fromlist=["_"]
     ).markdown_lines(r),

@@ -59,6 +59,7 @@ CONFIGS = ("Kimi-K2", "OSS", "Qwen3", "SFT")  # the card's configs, one folder e
 class ServerTool:
     server: str  # the server's name as the row gives it; "" when the row names none
     name: str  # the name our action uses (see the module doc)
+    own_name: str  # the name the server itself gives the tool
     definition: ToolDefinition
 
 
@@ -100,7 +101,7 @@ class ToucanImporter(Importer):
         )
 
     def _turn(self, exchange: ToolExchange, catalogue: dict[str, ServerTool]) -> Turn:
-        known = catalogue.get(exchange.name)
+        known = catalogue.get(exchange.name) or _by_suffix(exchange.name, catalogue)
         # A call to a tool the row does not list is kept under its own name: what the framework
         # answered (an unknown-tool error) is what a world model must learn for it.
         name, server = (known.name, known.server) if known else (exchange.name, "")
@@ -118,9 +119,16 @@ class ToucanImporter(Importer):
 
 def _optional_json(data: dict[str, Any], key: str, kind: type) -> Any:
     value = data.get(key)
-    if value is None or value == "":
+    if value in (None, "", "null"):
         return kind()
     return json_value(value, f"field {key!r}", kind)
+
+
+def _by_suffix(name: str, catalogue: dict[str, ServerTool]) -> ServerTool | None:
+    """The one tool whose own name ends a prefixed call name whose prefix is not the slug we derive
+    (a server name with punctuation the generating framework wrote differently); None if not one."""
+    matches = {id(e): e for e in catalogue.values() if e.server and name.endswith("-" + e.own_name)}
+    return next(iter(matches.values())) if len(matches) == 1 else None
 
 
 def _servers(metadata: dict[str, Any]) -> list[dict[str, Any]]:
@@ -151,7 +159,7 @@ def _catalogue(servers: list[dict[str, Any]]) -> dict[str, ServerTool]:
     for server, tool in listed:
         prefixed = f"{slug(server)}-{tool.name}"
         name = tool.name if shared[tool.name] == 1 else prefixed
-        entry = ServerTool(server, name, ToolDefinition(name, tool.description, tool.input_schema))
+        entry = ServerTool(server, name, tool.name, ToolDefinition(name, tool.description, tool.input_schema))
         catalogue.setdefault(prefixed, entry)
         if shared[tool.name] == 1:
             catalogue[tool.name] = entry
@@ -162,7 +170,7 @@ def _plain_catalogue(data: dict[str, Any]) -> dict[str, ServerTool]:
     """Rows without server metadata (the SFT config): the OpenAI-form tool list, names as given."""
     key = "available_tools" if data.get("available_tools") not in (None, "") else "tools"
     definitions = tool_definitions(data.get(key), f"field {key!r}")
-    return {tool.name: ServerTool("", tool.name, tool) for tool in definitions}
+    return {tool.name: ServerTool("", tool.name, tool.name, tool) for tool in definitions}
 
 
 def _unique_definitions(catalogue: dict[str, ServerTool]) -> list[ToolDefinition]:

@@ -367,12 +367,16 @@ def test_multi_turn_rows_keep_later_requests_and_unknown_tools_keep_their_name()
             {"role": "user", "content": "time?"},
             call("time-mcp-server-current_time", {"format": "YYYY"}),
             result("time-mcp-server-current_time", "2025"),
+            call("time_mcp_server-convert_time", {"sourceTimezone": "UTC"}),
+            result("time_mcp_server-convert_time", "09:00"),
             {"role": "user", "content": "and the weather?"},
             call("weather_now", {"city": "Oslo"}),
             result("weather_now", "Tool weather_now not found"),
         ]
     )
-    assert [turn.info["user_turn"] for turn in episode.turns] == [0, 1]
+    assert [turn.info["user_turn"] for turn in episode.turns] == [0, 0, 1]
+    # A prefix other than the slug we derive still finds the server's tool by its own name.
+    assert episode.turns[1].action.arguments["name"] == "convert_time"
     assert episode.task.metadata["later_user_messages"] == ["and the weather?"]
-    assert episode.turns[1].action.arguments == {"name": "weather_now", "arguments": {"city": "Oslo"}}
-    assert episode.turns[1].observation.data["server"] == ""
+    assert episode.turns[2].action.arguments == {"name": "weather_now", "arguments": {"city": "Oslo"}}
+    assert episode.turns[2].observation.data["server"] == ""

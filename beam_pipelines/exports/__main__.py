@@ -19,9 +19,6 @@ examples:
   # a Hugging Face Hub dataset folder (Parquet per config and split, README.md dataset card)
   python -m beam_pipelines.exports hub --corpus out/corpus --out out/hub --name my-org/agentworld-corpus
   huggingface-cli upload my-org/agentworld-corpus out/hub --repo-type dataset
-
-  # object storage works on both sides
-  python -m beam_pipelines.exports hub --corpus s3://bucket/corpus --out s3://bucket/hub
 """
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import sys
 from typing import Any
 
 import numpy as np
@@ -193,4 +194,8 @@ def main_megatron(args: Any) -> int:
         progress=not args.no_progress,
     )
     print(summary(result).render(f"Megatron indexed datasets ({result['dtype']} tokens) in {args.out}"))
+    for d in result["datasets"]:
+        if d["files"] == 0:  # most likely a misspelt --splits
+            note = f"note: the corpus has no {d['corpus']}/{d['split']}: wrote an empty dataset"
+            print(note, file=sys.stderr)
     return 0

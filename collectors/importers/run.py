@@ -58,24 +58,32 @@ class ImportSummary:
 
 
 class DeadLetters:
-    """OUT/dead_letter/import-<format>.jsonl, written to a temporary file and renamed at the end."""
+    """OUT/dead_letter/import-<format>.jsonl: opened at the first bad row under a temporary name and
+    renamed at the end; a run with none removes the file an earlier run left."""
 
     def __init__(self, out: str, format_name: str) -> None:
-        fs, root = url_to_fs(out)
-        fs.makedirs(posixpath.join(root, DEAD_LETTER_DIR), exist_ok=True)
         self.path = posixpath.join(out, DEAD_LETTER_DIR, f"import-{format_name}.jsonl")
-        self._held = atomic_open(self.path)
-        self._file = self._held.__enter__()
+        self._held = None
+        self._file = None
         self.count = 0
 
     def add(self, row: SourceRow, kind: str, reason: str) -> None:
+        if self._held is None:
+            self._held = atomic_open(self.path)
+            self._file = self._held.__enter__()
         data = row.data.text if isinstance(row.data, Unreadable) else excerpt(row.data)
         line = {"row_id": row.row_id, "uri": row.uri, "kind": kind, "reason": reason, "row": data}
         self._file.write((json.dumps(line, ensure_ascii=False) + "\n").encode())
         self.count += 1
 
     def close(self, error: BaseException | None = None) -> None:
-        self._held.__exit__(type(error) if error else None, error, None)
+        if self._held is not None:
+            self._held.__exit__(type(error) if error else None, error, None)
+            return
+        if error is None:
+            fs, path = url_to_fs(self.path)
+            if fs.exists(path):
+                fs.rm(path)
 
 
 def import_rows(

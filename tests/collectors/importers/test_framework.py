@@ -102,6 +102,11 @@ def test_bad_rows_go_to_the_dead_letter_file_and_the_run_goes_on(tmp_path: Path)
     assert any(r.startswith("line 2 is not JSON") for r in reasons.values())
     assert "dead letters: 4" in summary.format_text()
 
+    source.write_text("\n".join(json.dumps(r) for r in rows(3)) + "\n")  # the bad rows fixed
+    again = import_rows(EchoLog(), [str(source)], out, context(), progress=False)
+    assert (again.imported, again.already, sum(again.dead.values())) == (0, 3, 0)
+    assert not Path(summary.dead_letter_path).exists()  # no stale reasons left behind
+
 
 def test_parquet_streams_through_datasets_and_limit_stops_early(tmp_path: Path):
     table = pa.Table.from_pylist(rows(40))

@@ -18,8 +18,9 @@ tools (`web_search`, `web_extractor`) with arguments in our search form, else mc
 - search: actions and observations as our search sandbox writes them (sandboxes/search): a result
   that is JSON with a list of {url, title, snippet} is rendered as our numbered result list; other
   text is kept as it is. A page's text gets our `URL:` header line.
-What a chat log does not hold (timings, the assistant's own words between calls, `isError`) is not
-made up; the assistant's text is left out, as it is the agent's, not the environment's.
+A chat log holds no step timings and no MCP `isError`: none are made up (the result text says
+`"isError": false` because our form requires the flag; its `data["is_error"]` is None, not recorded).
+The assistant's own text is left out: it is the agent's, not the environment's.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from collectors.importers.openhands import bash_output
+from collectors.importers.swe_common import editor_turn
 from schemas import read_trajectories
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -174,7 +175,7 @@ def write_sample(directory: Path) -> Path:
         },
         {"role": "assistant", "content": "<function=finish>\n</function>"},
     ]
-    folder = directory / "data"
+    folder = directory / "openhands" / "data"
     folder.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(raw_rows, schema=RAW), folder / "train.raw-00000-of-00001.parquet")
     pq.write_table(
@@ -261,3 +262,26 @@ def test_bash_output_keeps_a_still_running_command_as_recorded() -> None:
         "[Command finished with exit code 2]"
     )
     assert bash_output(newer) == ("done\n", 2, {"cwd": "/w"})
+
+
+def test_insert_answers_with_our_diff_and_an_unmatched_snippet_keeps_the_recorded_text() -> None:
+    path = f"{REPO}/moto/core.py"
+    snippet = (
+        f"The file {path} has been edited. "
+        "Here's the result of running `cat -n` on a snippet of the edited file:\n"
+        "     9\tx = 1\n    10\timport os\n    11\ty = 2\n"
+        "Review the changes and make sure they are as expected."
+    )
+    insert = editor_turn(
+        {"command": "insert", "path": path, "insert_line": "9", "new_str": "import os"}, snippet, REPO
+    )
+    assert insert.action.text == f"edit(command='insert', path='{path}', new_str='import os', insert_line=9)"
+    assert (
+        insert.observation.text
+        == "--- a/moto/core.py\n+++ b/moto/core.py\n@@ -9,2 +9,3 @@\n x = 1\n+import os\n y = 2\n"
+    )
+    # A snippet that does not show new_str (OpenHands expands tabs in it) cannot be undone: kept as recorded.
+    tabbed = editor_turn(
+        {"command": "str_replace", "path": path, "old_str": "a", "new_str": "\tb"}, snippet, REPO
+    )
+    assert tabbed.observation.text == snippet and tabbed.observation.data["diff"] == ""

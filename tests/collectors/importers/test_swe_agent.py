@@ -95,7 +95,7 @@ def write_sample(directory: Path) -> Path:
     ]
     broken = [_message("user", ISSUE + "x" + state), _message("robot", "beep")]
     rows = [_row(382, True, good), _row(383, False, unresolved), _row(384, False, broken)]
-    path = directory / "data" / "train-00000-of-00001.parquet"
+    path = directory / "swe_agent" / "data" / "train-00000-of-00001.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), path)
     return path.parent

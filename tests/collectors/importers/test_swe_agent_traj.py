@@ -106,7 +106,7 @@ def _v1_run() -> dict:
 def write_sample(directory: Path) -> Path:
     """A run folder as SWE-agent lays it out (`<run>/<instance_id>/<instance_id>.traj`): two good
     runs, one file that is not JSON and one without `trajectory`."""
-    root = directory / "trajectories"
+    root = directory / "swe_agent_traj" / "trajectories"
     files = {
         "marshmallow-code__marshmallow-1359": json.dumps(_v0_run(), indent=2),
         "pydata__xarray-4094": json.dumps(_v1_run()),

@@ -297,7 +297,7 @@ def replay(cast: Cast) -> tuple[Observation, list[Turn], list[dict[str, Any]], s
             markers.append({"time": time, "label": data, "step": len(turns) if pending else None})
         elif code == "x":
             exit_status = data
-        # Other codes are ignored, as players do.
+        # Other codes (none in v2/v3 today) are ignored.
     if pending is None or initial is None:
         raise BadRow(
             "the recording has no input events, so no actions: record with `asciinema rec --stdin`"

@@ -17,6 +17,8 @@ EXAMPLES = """examples:
   python -m collectors.importers swe_agent --input ~/hf/SWE-agent-trajectories/data --out data/raw
   # SWE-agent's own .traj files, straight from an S3 bucket
   python -m collectors.importers swe_agent_traj --input 's3://runs/swe-agent/**/*.traj' --out data/raw
+  # MCP tool use from a local copy of Agent-Ark/Toucan-1.5M (one of its configs)
+  python -m collectors.importers toucan --input ~/hf/Toucan-1.5M/Kimi-K2 --out data/raw
   # asciinema recordings, replayed into screens
   python -m collectors.importers asciinema --input casts/ --out data/raw --dataset my-casts --license CC0-1.0
   # then build corpora from everything under data/raw
@@ -50,7 +52,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--domain",
         default="",
-        help="the domain, for formats whose rows do not tell it (openai_chat: default from its tools)",
+        help="the domain, for formats whose rows do not tell it (openai_chat: mcp or search; default: "
+        "search when every call is web_search/web_extractor, else mcp)",
     )
     p.add_argument("--limit", type=int, help="read at most this many rows")
     p.add_argument("--shard-rows", type=int, default=256, help="trajectories per Parquet shard (256)")

@@ -73,7 +73,7 @@ PAGER_SESSION = [
 
 def write_sample(directory: Path) -> Path:
     """Two recordings as asciinema writes them: a v2 shell session typed key by key, a v3 pager."""
-    folder = directory / "casts"
+    folder = directory / "asciinema"
     folder.mkdir(parents=True, exist_ok=True)
     v2 = {"version": 2, "width": 40, "height": 6, "timestamp": 1700000000, "idle_time_limit": 2.0}
     (folder / "shell.cast").write_text(_cast_text({**v2, "title": "Demo", "env": TERM_ENV}, SHELL_SESSION))
@@ -143,7 +143,7 @@ def test_recordings_import_through_the_cli_with_screens_dead_letters_and_resume(
     assert shell.provenance.started_at.timestamp() == 1700000000
     source = shell.provenance.source
     assert (source.dataset, source.format, source.license) == ("team/casts", "asciinema", "CC0-1.0")
-    assert source.uri.endswith("casts/shell.cast") and source.row_id.startswith("shell.cast@")
+    assert source.uri.endswith("asciinema/shell.cast") and source.row_id.startswith("shell.cast@")
 
     # Leaving the pager gives the shell's screen back, as a real terminal's alternate screen does.
     assert _steps(pager) == [

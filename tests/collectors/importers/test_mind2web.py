@@ -10,6 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from collectors.importers.__main__ import main
 from collectors.importers.html_tree import render_page
 from schemas import read_trajectories
 
@@ -138,7 +143,15 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
-def test_tasks_import_as_web_trajectories_with_bids_and_resume(tmp_path: Path) -> None:
+def _run_here(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """The same CLI in this process (no second interpreter start): its summary text."""
+    assert main(["mind2web", "--no-progress", *args]) == 0
+    return capsys.readouterr().out
+
+
+def test_tasks_import_as_web_trajectories_with_bids_and_resume(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     source, out = write_sample(tmp_path), tmp_path / "out"
     result = _run("--input", str(source), "--out", str(out))
     assert result.returncode == 0, result.stderr
@@ -183,11 +196,8 @@ def test_tasks_import_as_web_trajectories_with_bids_and_resume(tmp_path: Path) -
     assert letter["row_id"] == "c0ffee00-0000-4000-8000-000000000000"
     assert "raw_html" in letter["reason"] and "cleaned_html" in letter["reason"], letter["reason"]
 
-    again = _run("--input", str(source), "--out", str(out))
-    assert again.returncode == 0, again.stderr
-    assert "imported 0 of 3 rows" in again.stdout and "already imported by an earlier run (skipped): 2" in (
-        again.stdout
-    )
+    again = _run_here(capsys, "--input", str(source), "--out", str(out))
+    assert "imported 0 of 3 rows" in again and "already imported by an earlier run (skipped): 2" in again
     assert len(list(read_trajectories(out))) == 2
 
 
@@ -196,3 +206,16 @@ def test_a_click_on_an_icon_lands_on_the_button_that_shows_it() -> None:
     assert page.shown_bid("39") == "37"  # the <path> has no line; its button does
     assert "[37] button 'Find cars'" in page.tree.text
     assert page.shown_bid("21") is None  # hidden, and no shown ancestor
+
+
+def test_the_hubs_parquet_copy_imports_the_same(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The Hub's Parquet conversion: the same columns, `operation` and the candidates as structs."""
+    tasks = json.loads(write_sample(tmp_path / "raw").read_text())[:2]
+    path = tmp_path / "hub" / "train-00000-of-00001.parquet"
+    path.parent.mkdir()
+    pq.write_table(pa.Table.from_pylist(tasks), path)
+    summary = _run_here(capsys, "--input", str(path.parent), "--out", str(tmp_path / "out"))
+    assert "imported 2 of 2 rows" in summary, summary
+    found = {t.task.id: t for t in read_trajectories(tmp_path / "out", validate=True)}
+    steps = found["401c4e6f-6b0b-47b4-8157-92d7ca468bbc"].steps
+    assert [s.action.text for s in steps][1] == "fill('31', 'Brooklyn Central')"

@@ -72,24 +72,33 @@ def text_ngrams(text: str, n: int = DEFAULT_NGRAM) -> np.ndarray:
     return combine(word_hashes(text_words(text)), n)
 
 
+def runs_ngrams(hashes: np.ndarray, lengths: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(n-gram hashes, run of each) for word hashes that are several runs (texts) laid end to end,
+    `lengths` words each: one `combine` over all of them, the n-grams crossing a run's end left out."""
+    grams = combine(hashes, n)
+    if len(grams) == 0:
+        return grams, np.zeros(0, dtype=np.int64)
+    run_of_word = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    ends = np.cumsum(lengths)
+    starts = np.arange(len(grams), dtype=np.int64)
+    run = run_of_word[: len(grams)]
+    inside = starts + n <= ends[run]
+    return grams[inside], run[inside]
+
+
 def ngram_set(texts: Iterable[str], n: int = DEFAULT_NGRAM) -> np.ndarray:
-    """Sorted unique n-gram hashes of several texts; no n-gram spans two texts. The words of all
-    texts are hashed in one pass and combined once; n-grams that would cross a text's end are masked."""
+    """Sorted unique n-gram hashes of several texts; no n-gram spans two texts."""
     words: list[bytes] = []
-    ends: list[int] = []
+    lengths: list[int] = []
     for text in dict.fromkeys(texts):  # successive screens are often identical
         ws = text_words(text)
         if len(ws) >= n:
-            words.extend(ws)
-            ends.append(len(words))
+            words += ws
+            lengths.append(len(ws))
     if not words:
         return np.zeros(0, dtype=np.uint64)
-    grams = combine(word_hashes(words), n)
-    bounds = np.asarray(ends, dtype=np.int64)
-    lengths = np.diff(bounds, prepend=0)
-    end_of_word = np.repeat(bounds, lengths)[: len(grams)]
-    inside = np.arange(len(grams), dtype=np.int64) + n <= end_of_word
-    return np.unique(grams[inside])
+    grams, _ = runs_ngrams(word_hashes(words), np.asarray(lengths, dtype=np.int64), n)
+    return np.unique(grams)
 
 
 @dataclass(frozen=True)
@@ -111,7 +120,7 @@ class SourceStats:
     samples: int = 0
     turns: int = 0  # turn texts read
     short_turns: int = 0  # fewer than n words: no n-gram, skipped
-    ngrams: int = 0  # distinct n-grams of its indexed turns (summed over turns)
+    ngrams: int = 0  # distinct n-grams of each of its distinct turn texts, summed
 
     def to_json(self) -> dict:
         return {
@@ -127,22 +136,41 @@ class SourceStats:
 class BenchmarkIndex:
     n: int
     hashes: np.ndarray  # uint64, sorted, unique
-    offsets: (
-        np.ndarray
-    )  # int64, len(hashes) + 1: the turns of hashes[i] are postings[offsets[i]:offsets[i+1]]
+    # len(hashes) + 1 entries: the turns of hashes[i] are postings[offsets[i]:offsets[i+1]]
+    offsets: np.ndarray
     postings: np.ndarray  # int32 turn ids
     turn_ngrams: np.ndarray  # int32: distinct n-grams per turn
     refs: list[tuple[TurnRef, ...]]  # per turn
     sources: list[SourceStats] = field(default_factory=list)
+    # a one-hash Bloom filter over the top bits of `hashes`: most n-grams of a trajectory are in no
+    # benchmark, and one bit test per n-gram is far cheaper than a binary search that misses the
+    # cache at every step of a large index
+    filter_bits: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
+    filter_shift: np.uint64 = np.uint64(64)
+
+    def __post_init__(self) -> None:
+        if len(self.filter_bits) == 0 and len(self.hashes):
+            # about 16 bits per hash (6% false positives), as a power of two between 2^16 and 2^30
+            log2 = min(max(int(np.ceil(np.log2(16 * len(self.hashes)))), 16), 30)
+            self.filter_shift = np.uint64(64 - log2)
+            present = np.zeros(1 << log2, dtype=bool)
+            present[self.hashes >> self.filter_shift] = True
+            self.filter_bits = np.packbits(present, bitorder="little")
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.hashes, self.offsets, self.postings, self.turn_ngrams))
+        arrays = (self.hashes, self.offsets, self.postings, self.turn_ngrams, self.filter_bits)
+        return sum(a.nbytes for a in arrays)
+
+    def _maybe_present(self, grams: np.ndarray) -> np.ndarray:
+        slot = grams >> self.filter_shift
+        return (self.filter_bits[slot >> np.uint64(3)] >> (slot & np.uint64(7)).astype(np.uint8)) & 1 == 1
 
     def coverage(self, grams: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(turn ids, coverage) of every turn sharing an n-gram with `grams` (sorted unique hashes)."""
         if len(grams) == 0 or len(self.hashes) == 0:
             return np.zeros(0, np.int32), np.zeros(0)
+        grams = grams[self._maybe_present(grams)]
         at = np.searchsorted(self.hashes, grams)
         at[at == len(self.hashes)] = 0
         hit = at[self.hashes[at] == grams]
@@ -177,7 +205,9 @@ class BenchmarkIndex:
 
 class IndexBuilder:
     """Benchmark turn texts in, one `BenchmarkIndex` out. Identical turn texts (the same turn quoted
-    by several samples of one trajectory) are indexed once and keep all their references."""
+    by several samples of one trajectory) are indexed once and keep all their references. The words
+    of new turns are kept as one joined byte string each; `build` hashes and combines all of them in
+    one pass, because per-turn numpy calls cost more than the arithmetic on a benchmark's size."""
 
     def __init__(self, n: int = DEFAULT_NGRAM) -> None:
         if n < 1:
@@ -185,47 +215,61 @@ class IndexBuilder:
         self.n = n
         self.sources: list[SourceStats] = []
         self._turn_of: dict[bytes, int] = {}
-        self._grams: list[np.ndarray] = []
+        self._words: list[bytes] = []  # per turn: its words joined by spaces
+        self._lengths: list[int] = []  # per turn: its word count
         self._refs: list[list[TurnRef]] = []
+        self._source_turns: list[set[int]] = []
 
     def add_source(self, label: str) -> int:
         self.sources.append(SourceStats(label))
+        self._source_turns.append(set())
         return len(self.sources) - 1
 
     def add(self, text: str, ref: TurnRef) -> bool:
         """Index one turn text; False when it has fewer than n words (skipped)."""
         stats = self.sources[ref.source]
         stats.turns += 1
-        hashes = word_hashes(text_words(text))
-        if len(hashes) < self.n:
+        words = text_words(text)
+        if len(words) < self.n:
             stats.short_turns += 1
             return False
-        key = xxhash.xxh3_128_digest(hashes.tobytes())
+        joined = b" ".join(words)
+        key = xxhash.xxh3_128_digest(joined)
         turn = self._turn_of.get(key)
         if turn is None:
-            turn = self._turn_of[key] = len(self._grams)
-            self._grams.append(np.unique(combine(hashes, self.n)))
+            turn = self._turn_of[key] = len(self._words)
+            self._words.append(joined)
+            self._lengths.append(len(words))
             self._refs.append([])
-        stats.ngrams += len(self._grams[turn])
+        self._source_turns[ref.source].add(turn)
         if len(self._refs[turn]) < MAX_REFS_PER_TURN:
             self._refs[turn].append(ref)
         return True
 
     def build(self) -> BenchmarkIndex:
-        counts = np.fromiter((len(g) for g in self._grams), dtype=np.int64, count=len(self._grams))
-        all_hashes = np.concatenate(self._grams) if self._grams else np.zeros(0, np.uint64)
-        turn_of_hash = np.repeat(np.arange(len(counts), dtype=np.int32), counts)
-        order = np.argsort(all_hashes, kind="stable")
-        all_hashes, postings = all_hashes[order], turn_of_hash[order]
-        starts_row = np.ones(len(all_hashes), dtype=bool)
-        starts_row[1:] = all_hashes[1:] != all_hashes[:-1]
-        first = np.flatnonzero(starts_row)
+        lengths = np.asarray(self._lengths, dtype=np.int64)
+        grams, turn = runs_ngrams(word_hashes(b" ".join(self._words).split()), lengths, self.n)
+        # stable: within one hash the turns stay in increasing order, so a turn's repeats of an
+        # n-gram are neighbours and one comparison removes them
+        order = np.argsort(grams, kind="stable")
+        grams, turn = grams[order], turn[order]
+        distinct = np.ones(len(grams), dtype=bool)
+        distinct[1:] = (grams[1:] != grams[:-1]) | (turn[1:] != turn[:-1])
+        grams, turn = grams[distinct], turn[distinct]
+        row_start = np.ones(len(grams), dtype=bool)
+        row_start[1:] = grams[1:] != grams[:-1]
+        first = np.flatnonzero(row_start)
+        turn_ngrams = np.bincount(turn, minlength=len(lengths)).astype(np.int32)
+        for stats, turns in zip(self.sources, self._source_turns, strict=True):
+            stats.ngrams = int(turn_ngrams[list(turns)].sum())
+        # offsets index the postings: 32 bits suffice below 2^31 postings, and halve their size
+        offset_type = np.int32 if len(grams) < 2**31 else np.int64
         return BenchmarkIndex(
             n=self.n,
-            hashes=all_hashes[first],
-            offsets=np.append(first, len(all_hashes)).astype(np.int64),
-            postings=postings.astype(np.int32),
-            turn_ngrams=counts.astype(np.int32),
+            hashes=grams[first],
+            offsets=np.append(first, len(grams)).astype(offset_type),
+            postings=turn.astype(np.int32),
+            turn_ngrams=turn_ngrams,
             refs=[tuple(r) for r in self._refs],
             sources=self.sources,
         )

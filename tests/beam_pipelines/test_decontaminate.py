@@ -130,6 +130,34 @@ def test_index_coverage_counts_distinct_turns_and_skips_short_ones():
     assert index.contaminating(part, 0.5) == [] and index.contaminating(part, 0.3) == [(0, 15 / 48)]
 
 
+def test_index_lookup_equals_a_brute_force_count(tmp_path: Path):
+    """The Bloom filter, binary search and CSR gathering give exactly the per-turn share of n-grams
+    that plain Python sets give, over turns sharing many n-grams (overlapping windows of one text)."""
+    words = _prose(13, 3000).split()
+    rng = random.Random(13)
+    texts = [" ".join(words[a : a + rng.randint(10, 400)]) for a in (rng.randrange(2900) for _ in range(150))]
+    builder = IndexBuilder(8)
+    source = builder.add_source("windows")
+    for i, text in enumerate(texts):
+        builder.add(text, TurnRef(source, f"s{i}", 1, "observation", "terminal"))
+    index = builder.build()
+    turn_sets = {}
+    for text in texts:
+        grams = set(text_ngrams(text, 8).tolist())
+        if grams:
+            turn_sets.setdefault(frozenset(grams), None)
+    assert len(index.turn_ngrams) == len(turn_sets)
+    by_size = sorted(turn_sets, key=lambda g: (len(g), min(g)))
+    for trial in range(5):
+        start = rng.randrange(2500)
+        query = ngram_set([" ".join(words[start : start + 500])], 8)
+        turns, coverage = index.coverage(query)
+        found = {int(t): c for t, c in zip(turns, coverage, strict=True)}
+        expected = [len(g & set(query.tolist())) / len(g) for g in by_size]
+        got = sorted((int(index.turn_ngrams[t]), c) for t, c in found.items())  # (size, coverage) pairs
+        assert got == sorted((len(g), e) for g, e in zip(by_size, expected, strict=True) if e > 0), trial
+
+
 def test_turn_headers_are_stripped():
     assert strip_turn_header("### Turn 3\n\n**Action:**\nls -la") == "ls -la"
     assert strip_turn_header("**Environment Observation:**\ntotal 8\n").strip() == "total 8"

@@ -83,8 +83,8 @@ def _exchange(call_id: str, name: str, arguments: dict | str, result: str, said:
 
 
 def write_sample(directory: Path) -> Path:
-    """A folder of two Parquet files: three tool-call rows (resolved, unresolved, one with broken
-    arguments: a dead letter) and one row in the `.oss` text form."""
+    """A folder of two Parquet files: two tool-call rows (resolved, unresolved) and one row in the
+    `.oss` text form."""
     core = f"{REPO}/moto/core.py"
     view = {"command": "view", "path": core, "view_range": [1, 3]}
     replace = {"command": "str_replace", "path": core, "old_str": "    return 1", "new_str": "    return 2"}
@@ -136,7 +136,6 @@ def write_sample(directory: Path) -> Path:
             "Last edit undone.",
         ),
     ]
-    broken = [_msg("user", TASK), *_exchange("e1", "execute_bash", "{not json", "x")]
     raw_rows = [
         {
             "instance_id": "getmoto__moto-5000_0",
@@ -150,13 +149,6 @@ def write_sample(directory: Path) -> Path:
             "run_id": "gpt-4o-2024-08-06_maxiter_50_N_v2.1-run_1",
             "resolved": False,
             "messages": unresolved,
-            "test_result": None,
-        },
-        {
-            "instance_id": "getmoto__moto-5002_0",
-            "run_id": "r",
-            "resolved": False,
-            "messages": broken,
             "test_result": None,
         },
     ]
@@ -185,6 +177,14 @@ def write_sample(directory: Path) -> Path:
     return folder
 
 
+def write_malformed(folder: Path) -> None:
+    """A second file of the tool-call layout whose one row has arguments that are not JSON."""
+    broken = [_msg("user", TASK), *_exchange("e1", "execute_bash", "{not json", "x")]
+    row = {"instance_id": "getmoto__moto-5002_0", "run_id": "r", "resolved": False, "messages": broken}
+    table = pa.Table.from_pylist([{**row, "test_result": None}], schema=RAW)
+    pq.write_table(table, folder / "train.raw-00001-of-00002.parquet")
+
+
 def _import(source: Path, out: Path) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "collectors.importers", "openhands", "--input", str(source)]
     argv += ["--out", str(out), "--no-progress"]
@@ -193,6 +193,7 @@ def _import(source: Path, out: Path) -> subprocess.CompletedProcess[str]:
 
 def test_trajectories_import_as_swe_tools(tmp_path: Path) -> None:
     source, out = write_sample(tmp_path), tmp_path / "out"
+    write_malformed(source)
     done = _import(source, out)
     assert done.returncode == 0, done.stderr
     assert "imported 3 of 4 rows" in done.stdout
@@ -245,7 +246,7 @@ def test_trajectories_import_as_swe_tools(tmp_path: Path) -> None:
     dead = [
         json.loads(line) for line in (out / "dead_letter" / "import-openhands.jsonl").read_text().splitlines()
     ]
-    assert [d["row_id"] for d in dead] == ["train.raw-00000-of-00001.parquet#2"]
+    assert [d["row_id"] for d in dead] == ["train.raw-00001-of-00002.parquet#0"]
     assert "arguments are not JSON" in dead[0]["reason"]
 
     again = _import(source, out)

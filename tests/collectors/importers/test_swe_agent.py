@@ -68,8 +68,7 @@ def _row(number: int, target: bool, trajectory: list[dict]) -> dict:
 
 
 def write_sample(directory: Path) -> Path:
-    """Three rows in the dataset's Parquet layout: a resolved run, an unresolved one, and one whose
-    trajectory has an unknown role (a dead letter)."""
+    """Two rows in the dataset's Parquet layout: a resolved run and an unresolved one."""
     state = PROMPT.format(file="n/a")
     opened = PROMPT.format(file="/apispec/apispec/core.py")
     good = [
@@ -93,12 +92,18 @@ def write_sample(directory: Path) -> Path:
         _message("ai", "```\nls -F\n```"),
         _message("user", "AUTHORS.rst\napispec/" + state),
     ]
-    broken = [_message("user", ISSUE + "x" + state), _message("robot", "beep")]
-    rows = [_row(382, True, good), _row(383, False, unresolved), _row(384, False, broken)]
+    rows = [_row(382, True, good), _row(383, False, unresolved)]
     path = directory / "swe_agent" / "data" / "train-00000-of-00001.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), path)
     return path.parent
+
+
+def write_malformed(folder: Path) -> None:
+    """A second Parquet file whose one row has a message of an unknown role (a dead letter)."""
+    broken = [_message("user", ISSUE + "x" + PROMPT.format(file="n/a")), _message("robot", "beep")]
+    table = pa.Table.from_pylist([_row(384, False, broken)], schema=SCHEMA)
+    pq.write_table(table, folder / "malformed-00000-of-00001.parquet")
 
 
 def _import(source: Path, out: Path) -> subprocess.CompletedProcess[str]:
@@ -109,6 +114,7 @@ def _import(source: Path, out: Path) -> subprocess.CompletedProcess[str]:
 
 def test_rows_import_with_swe_tools_and_verdict(tmp_path: Path) -> None:
     source, out = write_sample(tmp_path), tmp_path / "out"
+    write_malformed(source)
     done = _import(source, out)
     assert done.returncode == 0, done.stderr
     assert "imported 2 of 3 rows" in done.stdout
@@ -157,7 +163,7 @@ def test_rows_import_with_swe_tools_and_verdict(tmp_path: Path) -> None:
     dead = [
         json.loads(line) for line in (out / "dead_letter" / "import-swe_agent.jsonl").read_text().splitlines()
     ]
-    assert len(dead) == 1 and dead[0]["row_id"] == "train-00000-of-00001.parquet#2"
+    assert len(dead) == 1 and dead[0]["row_id"] == "malformed-00000-of-00001.parquet#0"
     assert "unknown role 'robot'" in dead[0]["reason"]
 
     again = _import(source, out)

@@ -104,20 +104,31 @@ def _v1_run() -> dict:
 
 
 def write_sample(directory: Path) -> Path:
-    """A run folder as SWE-agent lays it out (`<run>/<instance_id>/<instance_id>.traj`): two good
-    runs, one file that is not JSON and one without `trajectory`."""
+    """A run folder as SWE-agent lays it out (`<run>/<instance_id>/<instance_id>.traj`): a 0.x run
+    and a 1.x run."""
     root = directory / "swe_agent_traj" / "trajectories"
     files = {
         "marshmallow-code__marshmallow-1359": json.dumps(_v0_run(), indent=2),
         "pydata__xarray-4094": json.dumps(_v1_run()),
+    }
+    _write(root, files)
+    return root
+
+
+def write_malformed(root: Path) -> None:
+    """A file that is not JSON and one without `trajectory`."""
+    files = {
         "django__django-11099": '{"trajectory": [',
         "sympy__sympy-20590": json.dumps({"history": [], "info": {}}),
     }
+    _write(root, files)
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
     for instance, text in files.items():
         path = root / instance / f"{instance}.traj"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-    return root
 
 
 def _import(source: Path, out: Path) -> subprocess.CompletedProcess[str]:
@@ -128,6 +139,7 @@ def _import(source: Path, out: Path) -> subprocess.CompletedProcess[str]:
 
 def test_traj_files_import_as_swe_tools(tmp_path: Path) -> None:
     source, out = write_sample(tmp_path), tmp_path / "out"
+    write_malformed(source)
     done = _import(source, out)
     assert done.returncode == 0, done.stderr
     assert "imported 2 of 4 rows" in done.stdout

@@ -1,7 +1,9 @@
 """Rows of a public dataset, streamed from a local copy or any fsspec URI.
 
 JSON Lines are read here line by line, so a line that is not JSON is one bad row (it goes to the
-dead-letter file) instead of the end of the file. Parquet, Arrow, CSV and whole-file JSON go through
+dead-letter file) instead of the end of the file. A JSON file holding one array of rows (Mind2Web's
+raw release: hundreds of MB each) is parsed incrementally with ijson, an item at a time; a JSON file
+holding anything else, Parquet, Arrow and CSV go through
 Hugging Face `datasets` in streaming mode, the reader the Hub's own datasets are made for: a local
 snapshot of a Hub dataset (`huggingface-cli download --repo-type dataset`) is a folder of such files.
 Nothing is held beyond one batch, at any input size.
@@ -60,6 +62,8 @@ def stream_rows(source: str) -> Iterator[tuple[int, str, Any]]:
     for uri in data_files(source, (*JSON_LINES, *BUILDERS)):
         if uri.lower().endswith(JSON_LINES):
             yield from ((i, uri, row) for i, row in enumerate(json_lines(uri)))
+        elif uri.lower().endswith(".json") and _starts_with_array(uri):
+            yield from ((i, uri, row) for i, row in enumerate(json_array(uri)))
         else:
             yield from ((i, uri, row) for i, row in enumerate(dataset_rows(uri)))
 
@@ -77,6 +81,27 @@ def json_lines(uri: str) -> Iterator[Any]:
                 yield json.loads(line)
             except ValueError as exc:
                 yield Unreadable(f"line {number} is not JSON: {exc}", line[:2000])
+
+
+def _starts_with_array(uri: str) -> bool:
+    fs, path = url_to_fs(uri)
+    with fs.open(path, "rb") as handle:
+        head = handle.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    return head.startswith(b"[")
+
+
+def json_array(uri: str) -> Iterator[Any]:
+    """The items of a top-level JSON array, parsed as they stream by. A syntax error ends the file
+    with one `Unreadable` (a parser cannot find the next item after it)."""
+    import ijson  # the importers extra
+
+    fs, path = url_to_fs(uri)
+    with fs.open(path, "rb") as handle:
+        items = ijson.items(handle, "item", use_float=True)
+        try:
+            yield from items
+        except ijson.JSONError as exc:
+            yield Unreadable(f"the JSON array breaks off after the rows before this one: {exc}", "")
 
 
 def dataset_rows(uri: str) -> Iterator[dict[str, Any]]:

@@ -117,6 +117,19 @@ def test_parquet_streams_through_datasets_and_limit_stops_early(tmp_path: Path):
     assert {t.provenance.source.row_id for t in read_trajectories(out)} == {f"r{i}" for i in range(25)}
 
 
+def test_a_json_array_streams_item_by_item_and_a_broken_tail_is_one_dead_letter(tmp_path: Path):
+    whole = tmp_path / "whole.json"
+    whole.write_text(json.dumps(rows(6)))
+    broken = tmp_path / "broken.json"
+    others = [{**row, "id": f"b{row['id']}"} for row in rows(3)]
+    broken.write_text(json.dumps(others)[:-30])  # cut inside the third row
+    out = str(tmp_path / "out")
+    summary = import_rows(EchoLog(), [str(whole), str(broken)], out, context(), progress=False)
+    assert (summary.imported, dict(summary.dead)) == (8, {"unreadable": 1})
+    (dead,) = [json.loads(line) for line in Path(summary.dead_letter_path).read_text().splitlines()]
+    assert dead["uri"] == str(broken) and "breaks off" in dead["reason"]
+
+
 def test_inputs_that_name_no_data_are_refused(tmp_path: Path):
     with pytest.raises(InputError, match="does not exist"):
         list(EchoLog().read(str(tmp_path / "missing.jsonl")))

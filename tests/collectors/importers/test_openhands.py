@@ -165,6 +165,17 @@ def write_sample(directory: Path) -> Path:
             "content": "EXECUTION RESULT of [execute_bash]:\n"
             f"1 passed\n{SHELL}\n[Command finished with exit code 0]",
         },
+        {
+            "role": "assistant",
+            "content": "<function=str_replace_editor>\n<parameter=command>view</parameter>\n"
+            f"<parameter=path>{REPO}/setup.py</parameter>\n"
+            "<parameter=view_range>[2, 2]</parameter>\n</function>",
+        },
+        {
+            "role": "user",
+            "content": "EXECUTION RESULT of [str_replace_editor]:\n"
+            f"Here's the result of running `cat -n` on {REPO}/setup.py:\n     2\tsetup()\n",
+        },
         {"role": "assistant", "content": "<function=finish>\n</function>"},
     ]
     folder = directory / "openhands" / "data"
@@ -236,7 +247,9 @@ def test_trajectories_import_as_swe_tools(tmp_path: Path) -> None:
     assert failed.outcome.reward == 0.0
 
     text_form = found["train.success.oss-00000-of-00001.parquet#0"]
-    (tests,) = text_form.steps
+    tests, view = text_form.steps
+    assert view.action.text == f"read(path='{REPO}/setup.py', start_line=2, end_line=2)"
+    assert view.observation.text == "     2\tsetup()\n"
     assert (
         tests.action.text == "bash(command='pytest -q')"
         and tests.observation.text == "1 passed\n[exit status: 0]"

@@ -222,13 +222,17 @@ def _add_decontamination(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--decontaminate-threshold",
+        metavar="THRESHOLD",
         type=_fraction,
         default=0.5,
         help="share of one benchmark turn's n-grams a trajectory must contain to be contaminated (0.5)",
     )
-    g.add_argument("--decontaminate-ngram", type=_positive_int, default=13, help="words per n-gram (13)")
+    g.add_argument(
+        "--decontaminate-ngram", metavar="N", type=_positive_int, default=13, help="words per n-gram (13)"
+    )
     g.add_argument(
         "--decontaminate-splits",
+        metavar="SPLITS",
         type=_splits,
         default=("train",),
         help="the splits checked, comma-separated (train)",

@@ -2,11 +2,14 @@
 
 JSON Lines are read here line by line, so a line that is not JSON is one bad row (it goes to the
 dead-letter file) instead of the end of the file. A JSON file holding one array of rows (Mind2Web's
-raw release: hundreds of MB each) is parsed incrementally with ijson, an item at a time; a JSON file
-holding anything else, Parquet, Arrow and CSV go through
-Hugging Face `datasets` in streaming mode, the reader the Hub's own datasets are made for: a local
-snapshot of a Hub dataset (`huggingface-cli download --repo-type dataset`) is a folder of such files.
-Nothing is held beyond one batch, at any input size.
+raw release: hundreds of MB each) is parsed incrementally with ijson, an item at a time. Parquet (what
+the Hub stores and converts every dataset to) is read a batch at a time with pyarrow's streaming
+reader, the one `datasets` uses underneath: through `datasets`' streaming mode the peak RSS of an
+import was 700 MB for 100,000 small rows and grew 23-33% to 400,000 (it opens a fragment per row
+group), against a flat 100 MB this way. Arrow, CSV and JSON files holding anything but an array go
+through `datasets` in streaming mode. A local snapshot of a Hub dataset (`huggingface-cli download
+--repo-type dataset`) is a folder of such files; `hf://datasets/...` and other fsspec URIs read the
+same way.
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ from typing import Any, NamedTuple
 from fsspec.core import url_to_fs
 
 # `datasets` builder for each file kind it reads; .jsonl is read here (see the module doc).
-BUILDERS = {".parquet": "parquet", ".arrow": "arrow", ".csv": "csv", ".json": "json"}
+BUILDERS = {".arrow": "arrow", ".csv": "csv", ".json": "json"}
+PARQUET = (".parquet",)
+# What `datasets.save_to_disk` and Hub snapshots keep beside the data: never rows.
+METADATA_FILES = frozenset({"dataset_info.json", "dataset_infos.json", "state.json", "dataset_dict.json"})
 JSON_LINES = (".jsonl", ".jsonl.gz", ".ndjson")
 
 
@@ -51,7 +57,11 @@ def data_files(source: str, suffixes: tuple[str, ...]) -> list[str]:
         found = [path]
     else:
         raise InputError(f"{source} does not exist; give a file, a folder or a glob")
-    files = sorted(p for p in found if p.lower().endswith(suffixes) and not fs.isdir(p))
+    files = sorted(
+        p
+        for p in found
+        if p.lower().endswith(suffixes) and posixpath.basename(p) not in METADATA_FILES and not fs.isdir(p)
+    )
     if not files:
         raise InputError(f"{source} holds no {'/'.join(suffixes)} files")
     return [fs.unstrip_protocol(p) if "://" in source else p for p in files]
@@ -59,11 +69,13 @@ def data_files(source: str, suffixes: tuple[str, ...]) -> list[str]:
 
 def stream_rows(source: str) -> Iterator[tuple[int, str, Any]]:
     """(index within its file, file URI, row) for every row of every data file `source` names."""
-    for uri in data_files(source, (*JSON_LINES, *BUILDERS)):
+    for uri in data_files(source, (*JSON_LINES, *PARQUET, *BUILDERS)):
         if uri.lower().endswith(JSON_LINES):
             yield from ((i, uri, row) for i, row in enumerate(json_lines(uri)))
         elif uri.lower().endswith(".json") and _starts_with_array(uri):
             yield from ((i, uri, row) for i, row in enumerate(json_array(uri)))
+        elif uri.lower().endswith(PARQUET):
+            yield from ((i, uri, row) for i, row in enumerate(parquet_rows(uri)))
         else:
             yield from ((i, uri, row) for i, row in enumerate(dataset_rows(uri)))
 
@@ -104,14 +116,26 @@ def json_array(uri: str) -> Iterator[Any]:
             yield Unreadable(f"the JSON array breaks off after the rows before this one: {exc}", "")
 
 
-def dataset_rows(uri: str) -> Iterator[dict[str, Any]]:
-    """The rows of one Parquet/Arrow/CSV/JSON file through `datasets`' streaming reader."""
+def parquet_rows(uri: str, batch_rows: int = 256) -> Iterator[dict[str, Any]]:
+    """The rows of one Parquet file, a batch of `batch_rows` at a time."""
+    import pyarrow.parquet as pq
+
+    fs, path = url_to_fs(uri)
+    with fs.open(path, "rb") as handle:
+        for batch in pq.ParquetFile(handle).iter_batches(batch_size=batch_rows):
+            yield from batch.to_pylist()
+
+
+def dataset_rows(uri: str, batch_rows: int = 256) -> Iterator[dict[str, Any]]:
+    """The rows of one Arrow/CSV/JSON file through `datasets`' streaming reader, as Arrow batches
+    turned into rows here (row by row, its stream grew the peak RSS with the rows read)."""
     import datasets  # the importers extra; loaded only for the file kinds that need it
 
     builder = next(b for suffix, b in BUILDERS.items() if uri.lower().endswith(suffix))
     datasets.logging.set_verbosity_error()
     stream = datasets.load_dataset(builder, data_files={"rows": uri}, split="rows", streaming=True)
-    yield from stream
+    for batch in stream.with_format("arrow").iter(batch_size=batch_rows):
+        yield from batch.to_pylist()
 
 
 def file_records(source: str, suffixes: tuple[str, ...]) -> Iterator[tuple[str, bytes | Unreadable]]:

@@ -108,7 +108,7 @@ def test_bad_rows_go_to_the_dead_letter_file_and_the_run_goes_on(tmp_path: Path)
     assert not Path(summary.dead_letter_path).exists()  # no stale reasons left behind
 
 
-def test_parquet_streams_through_datasets_and_limit_stops_early(tmp_path: Path):
+def test_parquet_streams_a_batch_at_a_time_and_limit_stops_early(tmp_path: Path):
     table = pa.Table.from_pylist(rows(40))
     pq.write_table(table, tmp_path / "train-00000-of-00001.parquet", row_group_size=8)
     out = str(tmp_path / "out")
@@ -128,6 +128,23 @@ def test_a_json_array_streams_item_by_item_and_a_broken_tail_is_one_dead_letter(
     assert (summary.imported, dict(summary.dead)) == (8, {"unreadable": 1})
     (dead,) = [json.loads(line) for line in Path(summary.dead_letter_path).read_text().splitlines()]
     assert dead["uri"] == str(broken) and "breaks off" in dead["reason"]
+
+
+def test_a_saved_datasets_folder_and_json_lines_named_json_go_through_datasets(tmp_path: Path):
+    import datasets
+
+    datasets.Dataset.from_list(rows(5)).save_to_disk(str(tmp_path / "saved"))  # .arrow files
+    (tmp_path / "lines.json").write_text(
+        "".join(json.dumps({**r, "id": f"j{i}"}) + "\n" for i, r in enumerate(rows(2)))
+    )
+    out = str(tmp_path / "out")
+    summary = import_rows(EchoLog(), [str(tmp_path / "saved"), str(tmp_path / "lines.json")], out, context())
+    assert (summary.imported, sum(summary.dead.values())) == (7, 0)
+    assert {t.provenance.source.row_id for t in read_trajectories(out)} == {
+        *(f"r{i}" for i in range(5)),
+        "j0",
+        "j1",
+    }
 
 
 def test_inputs_that_name_no_data_are_refused(tmp_path: Path):

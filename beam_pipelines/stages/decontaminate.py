@@ -23,7 +23,9 @@ reason `contaminated`; in `flag` mode it stays in the corpus unchanged. Either w
 in OUT/decontamination/matches.jsonl (its id, domain, split, the action taken and the matching
 benchmark sample ids, turns and coverages, best first, at most `MAX_MATCHES`): downstream users of a
 flagged corpus filter on those trajectory ids. Counters `decontaminate/<domain>.checked|flagged|
-dropped` and `decontaminate/source=<source>.flagged|dropped` go to the report, and
+dropped`, `decontaminate/origin=<dataset>.checked|flagged|dropped` (the public dataset an imported
+trajectory came from, `captured` for our own) and `decontaminate/source=<source>.flagged|dropped`
+go to the report, and
 OUT/decontamination/benchmark.json records what each source gave the index.
 
 Scale. The driver builds the index once while the pipeline is constructed (`expand`), from the
@@ -290,7 +292,9 @@ class _Decontaminate(beam.DoFn):
         if split not in self._config.splits:
             yield pair
             return
+        origin = t.provenance.source.dataset if t.provenance.source else "captured"
         count(STAGE, f"{t.domain}.checked")
+        count(STAGE, f"origin={origin}.checked")
         found = self._index.contaminating(
             ngram_set(trajectory_texts(t), self._index.n), self._config.threshold
         )
@@ -300,6 +304,7 @@ class _Decontaminate(beam.DoFn):
         action = "dropped" if self._config.mode == "drop" else "flagged"
         record = match_record(t, split, action, found, self._index)
         count(STAGE, f"{t.domain}.{action}")
+        count(STAGE, f"origin={origin}.{action}")
         for label in dict.fromkeys(m["source"] for m in record["matches"]):
             count(STAGE, f"source={label}.{action}")
         yield beam.pvalue.TaggedOutput(MATCHES, record)

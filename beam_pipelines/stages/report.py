@@ -89,14 +89,18 @@ DECONTAMINATION_COLUMNS = ("checked", "flagged", "dropped")
 
 
 def decontamination_summary(counters: dict[str, int], benchmark: dict[str, Any]) -> dict[str, Any]:
-    """Per trajectory domain and per benchmark source, from the decontaminate stage's counters
-    (`<domain>.<counter>`, `source=<source>.<counter>`) and OUT/decontamination/benchmark.json."""
+    """Per trajectory domain, per trajectory origin and per benchmark source, from the decontaminate
+    stage's counters (`<domain>.<counter>`, `origin=<dataset>.<counter>`, `source=<source>.<counter>`)
+    and OUT/decontamination/benchmark.json."""
     by_domain: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(DECONTAMINATION_COLUMNS, 0))
+    by_origin: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(DECONTAMINATION_COLUMNS, 0))
     by_source: dict[str, dict[str, int]] = defaultdict(lambda: {"flagged": 0, "dropped": 0})
     for name, value in counters.items():
         key, _, counter = name.rpartition(".")
         if key.startswith("source="):
             by_source[key.removeprefix("source=")][counter] = value
+        elif key.startswith("origin="):
+            by_origin[key.removeprefix("origin=")][counter] = value
         else:
             by_domain[key][counter] = value
     sources = []
@@ -109,6 +113,7 @@ def decontamination_summary(counters: dict[str, int], benchmark: dict[str, Any])
         "distinct_turns": benchmark.get("distinct_turns"),
         "distinct_ngrams": benchmark.get("distinct_ngrams"),
         "by_domain": {d: by_domain[d] for d in sorted(by_domain)},
+        "by_origin": {o: by_origin[o] for o in sorted(by_origin)},
         "by_source": sources,
     }
 
@@ -144,12 +149,14 @@ def _decontamination_lines(d: dict[str, Any]) -> list[str]:
             f"{d['distinct_ngrams']:,} distinct n-grams.",
             "",
         ]
-    lines += ["| domain | checked | flagged | dropped | contaminated share |", "|---|---:|---:|---:|---:|"]
-    for domain, c in d["by_domain"].items():
-        share = f"{(c['flagged'] + c['dropped']) / c['checked']:.2%}" if c["checked"] else "-"
-        lines.append(f"| {domain} | {c['checked']:,} | {c['flagged']:,} | {c['dropped']:,} | {share} |")
+    for title, rows in (("domain", d["by_domain"]), ("trajectory origin", d.get("by_origin", {}))):
+        header = f"| {title} | checked | flagged | dropped | contaminated share |"
+        lines += [header, "|---|---:|---:|---:|---:|"]
+        for name, c in rows.items():
+            share = f"{(c['flagged'] + c['dropped']) / c['checked']:.2%}" if c["checked"] else "-"
+            lines.append(f"| {name} | {c['checked']:,} | {c['flagged']:,} | {c['dropped']:,} | {share} |")
+        lines.append("")
     lines += [
-        "",
         "| benchmark source | samples | turns | short turns skipped | n-grams | flagged | dropped |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]

@@ -209,6 +209,8 @@ def test_a_benchmark_observation_inside_a_longer_screen_is_caught(tmp_path: Path
     counters = stage_counters(result)["decontaminate"]
     assert counters["terminal.checked"] == len(trajectories)
     assert counters[f"terminal.{action}"] == 1 and counters[f"source={bench}.{action}"] == 1
+    assert counters["origin=captured.checked"] == len(trajectories)
+    assert counters[f"origin=captured.{action}"] == 1
     assert f"source={clean}.{action}" not in counters
     benchmark = json.loads((out / SUMMARY_FILE).read_text())
     report = build_report(stage_counters(result), {}, benchmark)["decontamination"]
@@ -353,6 +355,7 @@ def test_a_flagged_build_keeps_the_trajectory_and_reports_it(tmp_path: Path, rec
     assert leaked.trajectory_id in rl_ids  # flagged, not dropped
     report = json.loads((out / "report.json").read_text())
     assert report["decontamination"]["by_domain"]["terminal"] == {"checked": 12, "flagged": 1, "dropped": 0}
+    assert report["decontamination"]["by_origin"] == {"captured": {"checked": 12, "flagged": 1, "dropped": 0}}
     assert "## Decontamination" in (out / "report.md").read_text()
     manifest = json.loads((out / "manifest.json").read_text())
     assert MATCHES_FILE in {f["path"] for f in manifest["files"]}

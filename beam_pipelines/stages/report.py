@@ -168,6 +168,20 @@ def _decontamination_lines(d: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _sources_lines(sources: dict[str, int]) -> list[str]:
+    """Where the validated trajectories came from (the validate stage's `sources` counters)."""
+    lines = ["", "## Sources", "", "| origin | trajectories |", "|---|---:|"]
+    if sources.get("captured"):
+        lines.append(f"| captured by our collectors | {sources['captured']:,} |")
+    for prefix, label in (("dataset.", "dataset"), ("license.", "licence")):
+        lines += [
+            f"| {label} {name.removeprefix(prefix)} | {value:,} |"
+            for name, value in sorted(sources.items())
+            if name.startswith(prefix)
+        ]
+    return lines
+
+
 def _synthesis_lines(synthesis: dict[str, dict[str, int]]) -> list[str]:
     lines = [
         "",
@@ -216,6 +230,8 @@ def render_markdown(report: dict[str, Any]) -> str:
                 f"| {kind} | {k['values']:,} | {k['chars']:,} | {k['share']:.4%} |"
                 for kind, k in redaction["by_kind"].items()
             ]
+    if report["stages"].get("sources"):
+        lines += _sources_lines(report["stages"]["sources"])
     if report.get("decontamination"):
         lines += _decontamination_lines(report["decontamination"])
     if report.get("synthesis"):

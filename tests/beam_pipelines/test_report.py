@@ -32,3 +32,13 @@ def test_report_from_the_metrics_of_a_finished_run(tmp_path):
     assert (tmp_path / "report.md").read_text() == markdown == render_markdown(report)
     assert list(report["stages"]) == ["read", "write"]  # pipeline order, not alphabetical by accident
     assert "| write | sft_tokens | 6 |" in markdown and "| sft | train/terminal | 1 | 3 | 6 |" in markdown
+
+
+def test_the_markdown_names_the_origins_and_licences_of_the_trajectories():
+    sources = {"captured": 3, "dataset.nebius/SWE-agent-trajectories": 5, "license.CC-BY-4.0": 5}
+    report = {"stages": {"validate": {"valid": 8}, "sources": sources}, "outputs": {}}
+    markdown = render_markdown(report)
+    assert "## Sources" in markdown
+    assert "| captured by our collectors | 3 |" in markdown
+    assert "| dataset nebius/SWE-agent-trajectories | 5 |" in markdown
+    assert "| licence CC-BY-4.0 | 5 |" in markdown

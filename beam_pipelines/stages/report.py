@@ -21,6 +21,7 @@ from beam_pipelines.dead_letter import NAMESPACE
 STAGE_ORDER = (
     "read",
     "validate",
+    "sources",  # counted by validate: where the valid trajectories came from
     "normalise",
     "redact",
     "dedup",

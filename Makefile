@@ -12,7 +12,7 @@ setup:
 	bash sandboxes/harbor/make_venv.sh
 
 # The whole loop on embedded defaults, on a CPU: collect real terminal, web, search, MCP and SWE trajectories,
-# build the corpus with the base's tokenizer, fine-tune SmolLM2-135M-Instruct's top layers for about 8
+# build the corpus with the base's tokenizer (exported for Megatron-LM and as a Hub folder too), fine-tune SmolLM2-135M-Instruct's top layers for about 8
 # minutes, and measure it against real sandboxes beside its base and repeat-previous-observation.
 demo: setup
 	$(PY) -m collectors.terminal --sandboxes 4 --episodes 32 --max-steps 12 --out $(DEMO_OUT)/raw
@@ -28,6 +28,8 @@ demo: setup
 	$(PY) -m schemas stats $(DEMO_OUT)/raw
 	$(PY) -m beam_pipelines.build_corpus --input $(DEMO_OUT)/raw --output $(DEMO_OUT)/corpus \
 		--tokenizer $(DEMO_BASE) --seq-len 2048 --split-ratios 0.6,0.1,0.3
+	$(PY) -m beam_pipelines.exports megatron --corpus $(DEMO_OUT)/corpus --out $(DEMO_OUT)/megatron --overwrite
+	$(PY) -m beam_pipelines.exports hub --corpus $(DEMO_OUT)/corpus --out $(DEMO_OUT)/hub --overwrite
 	HF_HUB_OFFLINE=1 $(PY) -m training.sft --data $(DEMO_OUT)/corpus --out $(DEMO_OUT)/model \
 		--base $(DEMO_BASE) --train-layers 10 --max-steps 20 --batch-size 1 --grad-accum 2 --lr 3e-4 \
 		--warmup-steps 2 --eval-every 10 --eval-batches 4 --save-every 20 --resume

@@ -12,8 +12,9 @@ setup:
 	bash sandboxes/harbor/make_venv.sh
 
 # The whole loop on embedded defaults, on a CPU: collect real terminal, web, search, MCP and SWE trajectories,
-# build the corpus with the base's tokenizer (exported for Megatron-LM and as a Hub folder too), fine-tune SmolLM2-135M-Instruct's top layers for about 8
-# minutes, and measure it against real sandboxes beside its base and repeat-previous-observation.
+# build the corpus with the base's tokenizer (exported for Megatron-LM and as a Hub folder too), fine-tune
+# SmolLM2-135M-Instruct's top layers for about 8 minutes, and measure it against real sandboxes beside its
+# base and repeat-previous-observation.
 demo: setup
 	$(PY) -m collectors.terminal --sandboxes 4 --episodes 32 --max-steps 12 --out $(DEMO_OUT)/raw
 	$(PY) -m collectors.terminal --harbor-tasks collectors/terminal/harbor_tasks --map-base-images \

@@ -47,7 +47,7 @@ from collectors.importers.base import BadRow, Episode, ImportContext, Importer, 
 from sandboxes.base import InvalidActionError
 from sandboxes.terminal.actions import MAX_DURATION, is_key_name, keystrokes_action
 from sandboxes.terminal.config import TerminalConfig
-from sandboxes.terminal.sandbox import _plain as plain_output
+from sandboxes.terminal.sandbox import scrolled_off
 from sandboxes.terminal.shell import StepOutput
 from schemas.records import Action, Attachment, Environment, Observation, Policy, Task
 
@@ -343,17 +343,8 @@ def _observation(screen: ReplayScreen, pending: _Pending) -> Observation:
     text = screen.text()
     attachments: list[Attachment] = []
     if hidden > 0:
-        text = f"[... {hidden} lines of output not shown; full output in attachment output.txt]\n" + text
-        content = plain_output(pending.output.content())
-        attachments.append(
-            Attachment(
-                name="output.txt",
-                media_type="text/plain",
-                sha256=hashlib.sha256(content).hexdigest(),
-                size=len(content),
-                content=content,
-            )
-        )
+        text, output = scrolled_off(text, hidden, pending.output.content())
+        attachments.append(output)
     data = {"output_bytes": pending.output.total, "output_truncated": hidden > 0}
     return Observation(
         format="terminal_screen",

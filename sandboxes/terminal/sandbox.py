@@ -65,6 +65,22 @@ def _plain(raw: bytes) -> bytes:
     return _LINE_START_CR.sub(rb"\1", _CR_LF.sub(b"\n", _ESCAPES.sub(b"", raw)))
 
 
+def scrolled_off(text: str, hidden: int, raw_output: bytes, at_least: bool = False) -> tuple[str, Attachment]:
+    """A screen whose step scrolled `hidden` lines out of view: the note the model sees above it, and
+    the step's whole output (escape sequences dropped) as the attachment the note names."""
+    count = f"at least {hidden}" if at_least else str(hidden)
+    note = f"[... {count} lines of output not shown; full output in attachment output.txt]"
+    content = _plain(raw_output)
+    attachment = Attachment(
+        name="output.txt",
+        media_type="text/plain",
+        sha256=hashlib.sha256(content).hexdigest(),
+        size=len(content),
+        content=content,
+    )
+    return f"{note}\n{text}", attachment
+
+
 class _Live:
     """One booted environment: the instance, its tmux pane and the pane's output stream."""
 
@@ -349,21 +365,10 @@ class TerminalSandbox(Sandbox):
         text = "\n".join(screen)
         attachments: list[Attachment] = []
         if hidden > 0:
-            at_least = "at least " if scrolled >= self.config.history_limit else ""
-            text = (
-                f"[... {at_least}{hidden} lines of output not shown; full output in attachment output.txt]\n"
-                + text
+            text, output = scrolled_off(
+                text, hidden, stream.step.content(), at_least=scrolled >= self.config.history_limit
             )
-            content = _plain(stream.step.content())
-            attachments.append(
-                Attachment(
-                    name="output.txt",
-                    media_type="text/plain",
-                    sha256=hashlib.sha256(content).hexdigest(),
-                    size=len(content),
-                    content=content,
-                )
-            )
+            attachments.append(output)
         if timed_out:
             text += f"\n[command timed out after {timeout:g} s and was interrupted]"
         # An exit status belongs to this step only if a prompt came back during it (a key sent to

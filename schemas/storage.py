@@ -188,7 +188,7 @@ class TrajectoryWriter:
         with self._lock:
             if self._closed:
                 raise StorageError(f"writer {self.writer_id} on {self.root} is closed")
-            self._store_attachments(t)
+            self.store_attachments(t)
             row = to_row(t)
             buffer = self._buffers.setdefault(t.domain, _ShardBuffer())
             buffer.rows.append(row)
@@ -234,7 +234,8 @@ class TrajectoryWriter:
                 f"cannot write to {self.root}: {exc}; choose another --out or fix permissions"
             ) from exc
 
-    def _store_attachments(self, t: Trajectory) -> None:
+    def store_attachments(self, t: Trajectory) -> None:
+        """Store `t`'s in-memory attachments, filling their sha256, size and uri (`write` does it too)."""
         for observation in [t.initial_observation, *(step.observation for step in t.steps)]:
             for attachment in observation.attachments:
                 if attachment.content is None:

@@ -14,14 +14,17 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import pyarrow as pa
 from fsspec.core import url_to_fs
 from tqdm import tqdm
 
 from collectors.importers.base import BadRow, ImportContext, Importer, SourceRow, build_trajectory, excerpt
 from collectors.importers.base import trajectory_id as make_id
 from collectors.importers.reading import Unreadable
-from schemas import TrajectoryWriter, ValidationError, finished_ids
+from schemas import TRAJECTORY_SCHEMA, Trajectory, TrajectoryWriter, ValidationError, finished_ids, to_row
 from schemas.atomic import atomic_open
+from schemas.columnar import table_problems
+from schemas.validation import validate_row
 
 DEAD_LETTER_DIR = "dead_letter"
 
@@ -106,18 +109,24 @@ def import_rows(
     error: BaseException | None = None
     try:
         with TrajectoryWriter(out, max_rows_per_shard=shard_rows, track_ids=False) as writer:
-            for row in _limited((row for source in sources for row in importer.read(source)), limit):
-                summary.read += 1
-                bar.update()
-                if make_id(importer.name, context.dataset, row.row_id) in done:
-                    summary.already += 1
-                    continue
-                kind, reason = _import_one(importer, row, context, writer, summary)
-                if kind:
-                    summary.dead[kind] += 1
-                    dead.add(row, kind, reason)
-                    bar.set_postfix(dead=dead.count, refresh=False)
-    except BaseException as exc:  # Ctrl-C included: what was committed stays, the dead letters too
+            shards = _Shards(writer, dead, summary, shard_rows)
+            try:
+                for row in _limited((row for source in sources for row in importer.read(source)), limit):
+                    summary.read += 1
+                    bar.update()
+                    if make_id(importer.name, context.dataset, row.row_id) in done:
+                        summary.already += 1
+                        continue
+                    trajectory, kind, reason = _convert(importer, row, context)
+                    if trajectory is None:
+                        summary.dead[kind] += 1
+                        dead.add(row, kind, reason)
+                        bar.set_postfix(dead=dead.count, refresh=False)
+                    else:
+                        shards.add(row, trajectory)
+            finally:
+                shards.flush()  # what was converted before a Ctrl-C or a failing source is kept
+    except BaseException as exc:
         error = exc
         raise
     finally:
@@ -134,29 +143,91 @@ def _limited(rows: Iterable[SourceRow], limit: int | None) -> Iterable[SourceRow
         yield row
 
 
-def _import_one(
-    importer: Importer,
-    row: SourceRow,
-    context: ImportContext,
-    writer: TrajectoryWriter,
-    summary: ImportSummary,
-) -> tuple[str, str]:
-    """("", "") when written, else (reason kind, reason) for the dead-letter file."""
+def _convert(
+    importer: Importer, row: SourceRow, context: ImportContext
+) -> tuple[Trajectory | None, str, str]:
+    """(the trajectory, "", "") or (None, reason kind, reason) for the dead-letter file."""
     if isinstance(row.data, Unreadable):
-        return "unreadable", row.data.reason
+        return None, "unreadable", row.data.reason
     try:
-        episode = importer.convert(row, context)
-        trajectory = build_trajectory(importer, row, episode, context)
-        writer.write(trajectory)
+        return build_trajectory(importer, row, importer.convert(row, context), context), "", ""
     except BadRow as exc:
-        return "bad_row", str(exc)
-    except ValidationError as exc:
-        return "invalid", f"the converted trajectory is invalid: {exc}"
+        return None, "bad_row", str(exc)
     # A shape the converter did not foresee must not end an import of millions of rows; the kind
     # `unexpected` in the summary says the converter needs a look.
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        return "unexpected", f"{type(exc).__name__}: {exc}"
-    summary.imported += 1
-    summary.steps += len(trajectory.steps)
-    summary.domains[trajectory.domain] += 1
-    return "", ""
+        return None, "unexpected", f"{type(exc).__name__}: {exc}"
+
+
+@dataclass
+class _Pending:
+    rows: list[dict] = field(default_factory=list)
+    sources: list[SourceRow] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
+
+
+class _Shards:
+    """Converted trajectories as Parquet rows per domain, checked a shard at a time by
+    `schemas.columnar` (the rules of `schemas.validate`, at a fraction of its per-record cost) and
+    committed with `TrajectoryWriter.write_table`; the rows it refuses go to the dead letters."""
+
+    def __init__(
+        self, writer: TrajectoryWriter, dead: DeadLetters, summary: ImportSummary, rows: int
+    ) -> None:
+        self._writer, self._dead, self._summary, self._rows = writer, dead, summary, rows
+        self._pending: dict[str, _Pending] = {}
+
+    def add(self, row: SourceRow, trajectory: Trajectory) -> None:
+        self._writer.store_attachments(trajectory)
+        try:
+            encoded = to_row(trajectory)
+        except ValueError as exc:  # a naive datetime: it has no instant
+            self._refuse(row, f"the converted trajectory is invalid: {exc}")
+            return
+        pending = self._pending.setdefault(trajectory.domain, _Pending())
+        pending.rows.append(encoded)
+        pending.sources.append(row)
+        pending.steps.append(len(trajectory.steps))
+        if len(pending.rows) >= self._rows:
+            self._commit(trajectory.domain)
+
+    def flush(self) -> None:
+        for domain in list(self._pending):
+            self._commit(domain)
+
+    def _commit(self, domain: str) -> None:
+        pending = self._pending.pop(domain)
+        try:
+            table = pa.Table.from_pylist(pending.rows, schema=TRAJECTORY_SCHEMA)
+        except (pa.ArrowException, TypeError, ValueError):
+            table = self._typed_rows_only(pending)  # a value of the wrong type: find its row
+        table, problems = table_problems(table)
+        for index, problem in sorted(problems.items()):
+            self._refuse(pending.sources[index], f"the converted trajectory is invalid: {problem}")
+        if problems:
+            keep = [i for i in range(table.num_rows) if i not in problems]
+            table = table.take(keep)
+            pending.steps = [pending.steps[i] for i in keep]
+        if table.num_rows:
+            self._writer.write_table(domain, table)
+        self._summary.imported += table.num_rows
+        self._summary.steps += sum(pending.steps)
+        self._summary.domains[domain] += table.num_rows
+
+    def _typed_rows_only(self, pending: _Pending) -> pa.Table:
+        kept = _Pending()
+        for encoded, source, steps in zip(pending.rows, pending.sources, pending.steps, strict=True):
+            try:
+                validate_row(encoded)
+            except ValidationError as exc:
+                self._refuse(source, f"the converted trajectory is invalid: {exc}")
+                continue
+            kept.rows.append(encoded)
+            kept.sources.append(source)
+            kept.steps.append(steps)
+        pending.rows, pending.sources, pending.steps = kept.rows, kept.sources, kept.steps
+        return pa.Table.from_pylist(kept.rows, schema=TRAJECTORY_SCHEMA)
+
+    def _refuse(self, row: SourceRow, reason: str) -> None:
+        self._summary.dead["invalid"] += 1
+        self._dead.add(row, "invalid", reason)

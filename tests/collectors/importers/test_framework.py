@@ -17,7 +17,7 @@ from collectors.importers.base import BadRow, Episode, ImportContext, Importer, 
 from collectors.importers.reading import InputError
 from collectors.importers.run import import_rows
 from schemas import read_trajectories
-from schemas.records import Action, Environment, Observation, Policy, Task
+from schemas.records import Action, Environment, Observation, Outcome, Policy, Task
 
 
 class EchoLog(Importer):
@@ -41,6 +41,7 @@ class EchoLog(Importer):
             for c, out in commands
         ]
         return Episode(
+            outcome=Outcome(status="completed", reward=row.data.get("reward")),
             domain="terminal",
             task=Task(id=f"echo-{row.row_id}"),
             initial=Observation(format="terminal_screen", text="$ "),
@@ -88,24 +89,43 @@ def test_bad_rows_go_to_the_dead_letter_file_and_the_run_goes_on(tmp_path: Path)
         json.dumps({"id": "empty", "commands": []}),
         json.dumps({"id": "no-commands"}),
         json.dumps({"id": "wrong", "commands": [["only one"]]}),  # unpacking fails: unexpected
+        json.dumps({"id": "too-good", "commands": [["a", "b"]], "reward": 2.0}),  # fails validation
+        json.dumps({"id": "odd-type", "commands": [[7, "b"]]}),  # an int as the action text
     ]
     source.write_text("\n".join(lines) + "\n")
     out = str(tmp_path / "out")
     summary = import_rows(EchoLog(), [str(source)], out, context(), progress=False)
     assert summary.imported == 3
-    assert dict(summary.dead) == {"unreadable": 1, "bad_row": 2, "unexpected": 1}
+    assert dict(summary.dead) == {"unreadable": 1, "bad_row": 2, "unexpected": 1, "invalid": 2}
     dead = [json.loads(line) for line in Path(summary.dead_letter_path).read_text().splitlines()]
     reasons = {d["row_id"]: d["reason"] for d in dead}
     assert reasons["empty"] == "no commands"
     assert reasons["no-commands"] == "missing field 'commands'"
     assert "not enough values to unpack" in reasons["wrong"]
+    assert "outcome.reward" in reasons["too-good"]
+    assert "steps[0].action.text" in reasons["odd-type"]
     assert any(r.startswith("line 2 is not JSON") for r in reasons.values())
-    assert "dead letters: 4" in summary.format_text()
+    assert "dead letters: 6" in summary.format_text()
 
     source.write_text("\n".join(json.dumps(r) for r in rows(3)) + "\n")  # the bad rows fixed
     again = import_rows(EchoLog(), [str(source)], out, context(), progress=False)
     assert (again.imported, again.already, sum(again.dead.values())) == (0, 3, 0)
     assert not Path(summary.dead_letter_path).exists()  # no stale reasons left behind
+
+
+def test_a_shard_is_checked_at_once_and_only_its_invalid_rows_are_refused(tmp_path: Path):
+    source = tmp_path / "log.jsonl"
+    data = rows(5)
+    data[3]["reward"] = 1.5
+    source.write_text("\n".join(json.dumps(r) for r in data) + "\n")
+    out = str(tmp_path / "out")
+    summary = import_rows(EchoLog(), [str(source)], out, context(), progress=False, shard_rows=2)
+    assert (summary.imported, dict(summary.dead), summary.steps) == (4, {"invalid": 1}, 8)
+    (dead,) = [json.loads(line) for line in Path(summary.dead_letter_path).read_text().splitlines()]
+    assert dead["row_id"] == "r3" and dead["reason"].endswith("outcome.reward is not in [0, 1]")
+    assert sorted(t.provenance.source.row_id for t in read_trajectories(out, validate=True)) == [
+        "r0", "r1", "r2", "r4",
+    ]  # fmt: skip
 
 
 def test_parquet_streams_a_batch_at_a_time_and_limit_stops_early(tmp_path: Path):

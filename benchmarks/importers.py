@@ -186,7 +186,7 @@ def markdown_lines(r: dict[str, Any]) -> list[str]:
     s, m = r["speed"], r["memory"]
     lines = [
         f"**Speed** ({s['rows']:,} SWE-agent rows of {s['steps_per_row']} steps, "
-        f"{s['file_mb']:.1f} MB Parquet, best of alternating runs):",
+        f"{s['file_mb'] * 1024:.0f} KiB of zstd Parquet, best of alternating runs):",
         "",
         "| reader | seconds | rows/s |",
         "|---|---|---|",

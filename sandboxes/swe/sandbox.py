@@ -220,8 +220,11 @@ class SweSandbox(Sandbox):
 
     def describe(self) -> Environment:
         backend = self.config.backend
+        # Tuples (a bwrap backend's ro_paths) as lists: the record must survive a JSON round trip.
         config: dict[str, Any] = {
-            k: v for k, v in dataclasses.asdict(backend).items() if k != "kind" and v is not None
+            k: list(v) if isinstance(v, tuple) else v
+            for k, v in dataclasses.asdict(backend).items()
+            if k != "kind" and v is not None
         }
         config.update(
             command_timeout_s=self.config.command_timeout_s,

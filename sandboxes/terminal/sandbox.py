@@ -32,7 +32,7 @@ from sandboxes.terminal.control import TmuxError, TmuxSession, quote
 from sandboxes.terminal.reaper import tmux_socket_path
 from sandboxes.terminal.shell import SHELL_RC, ShellStream
 from sandboxes.terminal.verify import COMMAND as COMMAND_VERIFIER
-from sandboxes.terminal.verify import run_checks
+from sandboxes.terminal.verify import end_agent, run_checks
 from schemas.records import Action, Attachment, Environment, Observation, Step, Task, Verification
 
 log = logging.getLogger(__name__)
@@ -96,6 +96,9 @@ class _Live:
         self.box: ProcessBox | None = None
         self.stream = ShellStream(config.max_output_bytes)
         self.start_row = 0
+        # Set when a verifier ended the episode: its processes were killed on purpose, which is
+        # not a crash; the environment waits for the next reset to be retired.
+        self.finished = False
         try:
             # The tmux server and all that the pane starts (a local shell's setsid jobs too).
             self.box = ProcessBox()
@@ -211,6 +214,10 @@ class TerminalSandbox(Sandbox):
     def step(self, action: Action) -> StepResult:
         live = self._require_live()
         action = parse_action(action.kind, action.arguments)
+        if live.finished:
+            raise SandboxError(
+                "the episode is over: its processes were stopped for the verifier; reset first"
+            )
         if live.stream.ended is not None:
             raise self._crashed(live, None)
         try:
@@ -254,7 +261,8 @@ class TerminalSandbox(Sandbox):
     def alive(self) -> bool:
         if not self._started or self._closed:
             return False
-        return self._live is None or self._live.stream.ended is None
+        live = self._live
+        return live is None or live.finished or live.stream.ended is None
 
     def describe(self) -> Environment:
         backend = self.config.backend
@@ -274,9 +282,18 @@ class TerminalSandbox(Sandbox):
     def verify(self, task: Task, steps: list[Step]) -> Verification | None:
         if task.verifier.get("kind") != COMMAND_VERIFIER:
             return super().verify(task, steps)
-        live = self._require_live()
+        live = self._end_episode()
         assert live.instance is not None
         return run_checks(live.instance, task.verifier)
+
+    def _end_episode(self) -> _Live:
+        """Kill everything the agent started, before a verifier reads what it left (see
+        verify.end_agent); the environment takes no more steps."""
+        live = self._require_live()
+        live.finished = True
+        assert live.instance is not None
+        end_agent(live.instance, live.box)
+        return live
 
     def resources(self) -> list[str]:
         """What this sandbox holds now: "pid:<n>", "container:<id>" and "path:<dir>" strings."""

@@ -6,10 +6,14 @@
     optional "timeout_s" per check (default 30)
 
 The checks run in the episode's own environment (`docker exec`, or a second bwrap over the same
-private home), never typed into the agent's pane: whatever the agent left running there (an editor,
-a pager) cannot change the verdict. One environment entry runs them all, each in its own `bash -c`,
-because entering the environment is most of a verifier's cost. When the whole run exceeds its time
-bound (timeout_s per check), the checks that did not report fail.
+private home), never typed into the agent's pane. Before they run, `end_agent` kills everything the
+agent started (its pane, what it left running in the background, setsid and double-forked daemons
+included), so nothing of it can change the end state while it is read. The checks do not trust the
+agent's tools either: a fixed system PATH, no Python user site (`~/.local`), and git's fsmonitor
+hook off (a repository's own `core.fsmonitor` can make `git diff` report a changed file as clean).
+One environment entry runs them all, each in its own `bash -c`, because entering the environment is
+most of a verifier's cost. When the whole run exceeds its time bound (timeout_s per check), the
+checks that did not report fail.
 """
 
 from __future__ import annotations
@@ -17,12 +21,37 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
-from sandboxes.base import VERIFIER_OUTPUT_CHARS, VerifierError
-from sandboxes.terminal.backends import Instance
+from sandboxes.base import VERIFIER_OUTPUT_CHARS, SandboxError, VerifierError
+from sandboxes.containment import ProcessBox, kill_cgroup
+from sandboxes.terminal.backends import DockerInstance, Instance
+from sandboxes.terminal.reaper import run_quietly
 from schemas.records import Verification
 
 COMMAND = "command"
 DEFAULT_TIMEOUT_S = 30.0
+DOCKER_TIMEOUT_S = 60.0
+
+
+def end_agent(instance: Instance, box: ProcessBox | None) -> None:
+    """Kill every process the agent started, before a verifier reads the end state it left.
+
+    The box holds the pane (its tmux server and what that started: a local shell's jobs, the
+    bwrap of a bwrap sandbox). A bwrap sandbox's limit cgroups hold its processes too. A container's
+    processes belong to the docker engine, not to us: restarting the container ends its PID
+    namespace, so every process in it dies, whatever it did to detach, and its files stay."""
+    if box is not None:
+        box.kill()
+    for cgroup in getattr(instance, "cgroups", ()):
+        kill_cgroup(cgroup)
+    if isinstance(instance, DockerInstance):
+        try:
+            done = run_quietly(
+                ["docker", "restart", "-t", "0", instance.container_id], timeout=DOCKER_TIMEOUT_S
+            )
+        except subprocess.TimeoutExpired:
+            raise SandboxError(f"docker restart did not finish within {DOCKER_TIMEOUT_S:g} s") from None
+        if done.returncode != 0:
+            raise SandboxError(f"cannot stop the agent's processes (docker restart): {done.stderr.strip()}")
 
 
 def checks_of(verifier: dict[str, Any]) -> list[str]:
@@ -33,9 +62,19 @@ def checks_of(verifier: dict[str, Any]) -> list[str]:
 
 
 # Each check's output, then a line of this separator and its exit status. The checks travel as
-# positional arguments, never spliced into the script.
+# positional arguments, never spliced into the script. The environment the checks get: the system's
+# programs only (the agent cannot write there), none of the agent's Python user site, and git
+# ignoring a fsmonitor hook the repository's config may name (env config outranks the repository's).
 _SEPARATOR = "\x1eagentworld-check-exit"
-_RUNNER = f'for c in "$@"; do bash --norc -c "$c" </dev/null 2>&1; printf "\\n{_SEPARATOR} %d\\n" "$?"; done'
+_CHECK_ENV = (
+    "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin PYTHONNOUSERSITE=1"
+    " GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0=false;"
+    " unset BASH_ENV ENV PYTHONPATH PYTHONSTARTUP"
+)
+_RUNNER = (
+    f'{_CHECK_ENV}; for c in "$@"; do bash --norc -c "$c" </dev/null 2>&1;'
+    f' printf "\\n{_SEPARATOR} %d\\n" "$?"; done'
+)
 
 
 def run_checks(instance: Instance, verifier: dict[str, Any]) -> Verification:

@@ -94,3 +94,50 @@ def test_checks_read_the_container_and_report_each_exit_status(tmp_path: Path, t
     assert [c["exit_code"] for c in verification.details["checks"]] == [0, 0, 3, 0]
     assert verification.reward == 0.75
     assert 'tricky $HOME "quotes"' in verification.output, json.dumps(verification.output)
+
+
+# The checks take a moment (a slow first check): long enough for a daemon the agent left to put
+# the right answer in place after the episode, unless it is gone by then.
+SLOW_CHECKS = {"kind": "command", "checks": ["sleep 2", "grep -qx 3 count.txt"]}
+DAEMON = "echo 2 > count.txt; (setsid nohup sh -c 'sleep 1; echo 3 > count.txt' >/dev/null 2>&1 </dev/null &)"
+# A git fsmonitor hook that always says "nothing changed": git then takes a modified file as clean.
+FSMONITOR = (
+    "printf '#!/bin/sh\\nprintf \"tok\\\\0\"\\n' > ~/hook && chmod +x ~/hook"
+    " && git config core.fsmonitor ~/hook && git status --short"
+    " && git update-index --fsmonitor && git status --short"
+)
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [pytest.param("docker", marks=pytest.mark.docker), pytest.param("bwrap", marks=pytest.mark.bwrap)],
+)
+def test_the_agents_leftover_processes_and_tools_cannot_sway_the_checks(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    request.getfixturevalue("terminal_image" if backend == "docker" else "bwrap")
+    tasks = [
+        {"id": "honest", "verifier": SLOW_CHECKS, "actions": [{"command": "echo 3 > count.txt"}]},
+        {"id": "daemon", "verifier": SLOW_CHECKS, "actions": [{"command": DAEMON}]},
+        {
+            **embedded(
+                "git-restore",
+                [
+                    {"command": "cd repo"},
+                    {"command": FSMONITOR},
+                    {"command": "echo oops > stock.py"},
+                    {"command": "git diff --quiet -- stock.py && echo looks clean"},
+                ],
+            ),
+            "id": "fsmonitor",
+        },
+    ]
+    got, _ = collect(tmp_path, backend, tasks)
+    assert got["honest"].outcome.reward == 1.0
+    # The daemon was killed with the agent's shell: the file keeps the 2 the episode left.
+    daemon = got["daemon"].outcome.verification
+    assert [c["passed"] for c in daemon.details["checks"]] == [True, False], daemon.output
+    # The agent's own git saw the broken file as clean; the check's git did not use its hook.
+    fooled = got["fsmonitor"]
+    assert "looks clean" in fooled.steps[-1].observation.text
+    assert fooled.outcome.reward == 0.0, fooled.outcome.verification.output

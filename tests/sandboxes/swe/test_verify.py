@@ -1,7 +1,9 @@
 """The `swe_tests` verifier through the real runner: an embedded task (webcolors, the fastest suite)
 in the real SWE sandbox under bwrap, its verifier's tests run there after the episode. The oracle
 (the task's scripted fix) scores 1; no fix, a fix that breaks a passing test, and a "fix" that edits
-the failing tests instead of the source all score 0."""
+the failing tests instead of the source all score 0. So do an agent's tools planted for the verifier
+to run: a `python3` early on its PATH, a pytest plugin loaded from its Python user site, a git
+filter that would rewrite the test files as they are put back."""
 
 from __future__ import annotations
 
@@ -35,6 +37,29 @@ HOOK = (
     "printf '%s\\n' 'import pytest' '@pytest.hookimpl(hookwrapper=True)' "
     "'def pytest_runtest_makereport(item, call):' '    report = (yield).get_result()' "
     "'    report.outcome = \"passed\"' > tests/conftest.py"
+)
+
+# A python3 in ~/.local/bin (first on the agent's PATH) that reports every failed test as passed.
+FAKE_PYTHON = (
+    "mkdir -p ~/.local/bin && printf '%s\\n' '#!/bin/sh'"
+    ' \'/usr/bin/python3 "$@" 2>&1 | sed "s/^FAILED \\\\([^ ]*\\\\).*/PASSED \\\\1/"\''
+    " > ~/.local/bin/python3 && chmod +x ~/.local/bin/python3"
+)
+# A usercustomize in the user site that makes every pytest load a plugin passing every test.
+USER_SITE = (
+    "d=$(python3 -c 'import site; print(site.getusersitepackages())') && mkdir -p \"$d\""
+    " && printf '%s\\n' 'import os' 'os.environ[\"PYTEST_PLUGINS\"] = \"agenthook\"'"
+    ' > "$d/usercustomize.py"'
+    " && printf '%s\\n' 'import pytest' '@pytest.hookimpl(hookwrapper=True)'"
+    " 'def pytest_runtest_makereport(item, call):' '    report = (yield).get_result()'"
+    ' \'    report.outcome = "passed"\' > "$d/agenthook.py"'
+)
+# A smudge filter that would turn every assertion of the test files true as git checks them out.
+SMUDGE = (
+    "printf '%s\\n' '#!/bin/sh' 'exec sed \"s/^\\\\( *\\\\)assert /\\\\1assert True or /\"' > ~/evil.sh"
+    " && chmod +x ~/evil.sh && git config filter.evil.smudge ~/evil.sh && git config filter.evil.clean cat"
+    " && echo 'tests/*.py filter=evil' > .gitattributes && rm tests/test_html5.py"
+    " && git checkout -- tests/test_html5.py && grep -c 'assert True or' tests/test_html5.py"
 )
 
 
@@ -157,3 +182,23 @@ def test_summary_parsing_and_scoring() -> None:
     patch = "diff --git a/t/x.py b/t/x.py\n--- a/t/x.py\n+++ b/t/x.py\n@@\ndiff --git a/n.py b/n.py\n"
     patch += "new file mode 100644\n--- /dev/null\n+++ b/n.py\n"
     assert patch_files(patch) == ["n.py", "t/x.py"]
+
+
+def test_tools_the_agent_planted_for_the_verifier_earn_nothing(tmp_path: Path) -> None:
+    oracle = next(s for s in embedded_tasks("swe") if s.id == TASK)
+    run_tests = oracle.actions[0]
+    commands = {"fake-python3": FAKE_PYTHON, "user-site-plugin": USER_SITE, "smudge-filter": SMUDGE}
+    plant = {
+        label: {"kind": "bash", "arguments": {"command": command}} for label, command in commands.items()
+    }
+    specs = [variant(label, [action, run_tests]) for label, action in plant.items()]
+    found = run(tmp_path / "out", specs)
+    for label in plant:
+        trajectory = found[label]
+        planted, agents_run = (step.observation for step in trajectory.steps)
+        assert planted.data["exit_status"] == 0, planted.text[-2000:]
+        verification = trajectory.outcome.verification
+        assert trajectory.outcome.reward == 0.0 and verification is not None, (label, verification)
+        assert set(verification.details["FAIL_TO_PASS"].values()) == {"FAILED"}, (label, verification.output)
+        if label != "smudge-filter":  # the agent's own test run was fooled
+            assert agents_run.data["exit_status"] == 0 or "PASSED" in agents_run.text, agents_run.text[-2000:]

@@ -9,10 +9,11 @@ import sys
 from collectors.cli import CliError, collector_version, main_guard, open_output
 from collectors.importers import FORMATS, load_importer
 from collectors.importers.base import ImportContext
-from collectors.importers.reading import InputError
+from collectors.importers.reading import MAX_DEPTH, MAX_ROW_BYTES, InputError
 from collectors.importers.run import import_rows
+from collectors.importers.terminal_text import MAX_COLUMNS, MAX_LINES, MAX_STEPS
 
-EXAMPLES = """examples:
+EXAMPLES = f"""examples:
   # SWE-agent trajectories from a local snapshot of nebius/SWE-agent-trajectories
   python -m collectors.importers swe_agent --input ~/hf/SWE-agent-trajectories/data --out data/raw
   # SWE-agent's own .traj files, straight from an S3 bucket
@@ -26,6 +27,12 @@ EXAMPLES = """examples:
 
 A rerun resumes: rows an earlier run imported are skipped. Rows that cannot be converted go to
 OUT/dead_letter/import-FORMAT.jsonl with their reason, and the run goes on.
+
+Limits (past one, the row is a dead letter saying which): a row (a JSON line, an array item, a
+whole .traj or .cast file) of at most {MAX_ROW_BYTES // 2**20} MiB, nesting at most {MAX_DEPTH}
+arrays/objects, in UTF-8; an asciinema terminal of at most {MAX_COLUMNS}x{MAX_LINES} and {MAX_STEPS:,}
+actions. A truncated or corrupt .gz/.bz2/.xz file, or one that fails part-way, keeps the rows read
+before the failure; the next file is read.
 """
 
 

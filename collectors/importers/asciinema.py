@@ -27,12 +27,19 @@ Not mapped: a recording without input events (plain `asciinema rec`, no --stdin)
 commands cannot be told reliably from prompt lines, so it is a bad row saying so. Exit statuses and
 working directories are not known per step (data holds what the stream gives: output size, truncation).
 Colours and themes are dropped, as in the sandbox's text screens.
+
+Limits (a recording past one is a dead letter saying which): a terminal of at most `MAX_COLUMNS` x
+`MAX_LINES` (1000 x 500), in the header and in every resize event, since the emulator's work and
+memory grow with the screen's area; at most `MAX_STEPS` (10,000) actions; the file size and JSON
+nesting of `collectors.importers.reading` (128 MiB, 256 levels). Output is replayed through
+`terminal_text.ControlStrings`, so DCS/SOS/PM/APC/OSC payloads and stray control characters never
+show on a screen, and header fields (title, command, tags, TERM, SHELL, marker labels) are stored as
+plain text, without escape sequences or control characters.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from collections.abc import Iterator
@@ -44,6 +51,14 @@ import pyte
 
 from collectors.importers import reading
 from collectors.importers.base import BadRow, Episode, ImportContext, Importer, SourceRow, Turn
+from collectors.importers.terminal_text import (
+    MAX_COLUMNS,
+    MAX_LINES,
+    MAX_STEPS,
+    ControlStrings,
+    plain_text,
+    plain_values,
+)
 from sandboxes.base import InvalidActionError
 from sandboxes.terminal.actions import MAX_DURATION, is_key_name, keystrokes_action
 from sandboxes.terminal.config import TerminalConfig
@@ -52,7 +67,7 @@ from sandboxes.terminal.shell import StepOutput
 from schemas.records import Action, Attachment, Environment, Observation, Policy, Task
 
 _DEFAULTS = TerminalConfig()
-_RESIZE = re.compile(r"(\d+)x(\d+)")
+_RESIZE = re.compile(r"([0-9]+)x([0-9]+)")
 # Input bytes a terminal sends for a key -> the tmux key name our actions use (xterm sequences, both the
 # normal and the application cursor-key forms).
 _CURSOR_KEYS = {"A": "Up", "B": "Down", "C": "Right", "D": "Left", "H": "Home", "F": "End"}
@@ -101,7 +116,9 @@ def parse_cast(text: str) -> Cast:
     if not lines or not lines[0].strip():
         raise BadCast("line 1: empty file, expected an asciicast header (a JSON object)")
     try:
-        header = json.loads(lines[0])
+        header = reading.loads(lines[0])
+    except reading.RowRefused as exc:
+        raise BadCast(f"line 1: the header {exc}") from None
     except ValueError as exc:
         raise BadCast(f"line 1: the header is not JSON: {exc}") from None
     if not isinstance(header, dict):
@@ -117,13 +134,16 @@ def parse_cast(text: str) -> Cast:
     if not isinstance(size, dict) or not all(_positive_int(size.get(k)) for k in keys):
         where = "term.cols/term.rows" if version == 3 else "width/height"
         raise BadCast(f"line 1: the header needs a positive integer terminal size ({where})")
+    _check_size(1, size[keys[0]], size[keys[1]])
     events: list[tuple[float, str, str]] = []
     now = 0.0
     for number, line in enumerate(lines[1:], 2):
         if not line.strip() or (version == 3 and line.startswith("#")):
             continue
         try:
-            event = json.loads(line)
+            event = reading.loads(line)
+        except reading.RowRefused as exc:
+            raise BadCast(f"line {number}: the event {exc}") from None
         except ValueError as exc:
             raise BadCast(f"line {number}: the event is not JSON: {exc}") from None
         if not (
@@ -137,11 +157,24 @@ def parse_cast(text: str) -> Cast:
         time = now + event[0] if version == 3 else float(event[0])
         if event[0] < 0 or time < now:
             raise BadCast(f"line {number}: time {event[0]} goes back (previous event at {now:g} s)")
-        if event[1] == "r" and not _RESIZE.fullmatch(event[2]):
-            raise BadCast(f"line {number}: a resize event needs data COLSxROWS, got {event[2]!r}")
+        if event[1] == "r":
+            resize = _RESIZE.fullmatch(event[2])
+            if not resize:
+                raise BadCast(f"line {number}: a resize event needs data COLSxROWS, got {event[2][:200]!r}")
+            _check_size(number, resize[1], resize[2])
         now = time
         events.append((time, event[1], event[2]))
     return Cast(header=header, width=size[keys[0]], height=size[keys[1]], events=events)
+
+
+def _check_size(number: int, columns: int | str, lines: int | str) -> None:
+    """BadCast for a terminal over the size limit; digits are compared as text first, since int() of
+    thousands of digits is refused (and slow)."""
+    if any(len(str(n)) > 9 for n in (columns, lines)) or int(columns) > MAX_COLUMNS or int(lines) > MAX_LINES:
+        raise BadCast(
+            f"line {number}: a terminal of {str(columns)[:20]}x{str(lines)[:20]} is over the"
+            f" {MAX_COLUMNS}x{MAX_LINES} limit"
+        )
 
 
 def _positive_int(value: Any) -> bool:
@@ -230,11 +263,29 @@ class ReplayScreen(pyte.Screen):
         super().reset_mode(*modes, **kwargs)
 
     def text(self) -> str:
-        """The screen as the sandbox shows tmux's: rows without trailing blanks, no trailing empty rows."""
-        rows = [row.rstrip() for row in self.display]
+        """The screen as the sandbox shows tmux's: rows without trailing blanks, no trailing empty rows.
+        pyte's `display` would render every cell of every row (a second for an empty 1000x1000
+        screen); a row's cells past its last written one are blank, so only written cells are read."""
+        rows = [_row_text(self.buffer.get(y), self.columns) for y in range(self.lines)]
         while rows and not rows[-1]:
             rows.pop()
         return "\n".join(rows)
+
+
+def _row_text(row: dict[int, Any] | None, columns: int) -> str:
+    """One row as pyte's `display` renders it (a wide character's stub cell skipped), right-trimmed."""
+    if not row:
+        return ""
+    chars: list[str] = []
+    wide = False
+    for x in range(min(max(row) + 1, columns)):
+        if wide:
+            wide = False
+            continue
+        char = row[x].data  # a missing cell is the row's default, a blank
+        wide = bool(char) and pyte.screens.wcwidth(char[0]) == 2
+        chars.append(char)
+    return "".join(chars).rstrip()
 
 
 @dataclass
@@ -271,6 +322,7 @@ def replay(cast: Cast) -> tuple[Observation, list[Turn], list[dict[str, Any]], s
     """(initial observation, turns, markers, exit status) of a parsed recording."""
     screen = ReplayScreen(cast.width, cast.height)
     stream = pyte.Stream(screen)
+    output_filter = ControlStrings()  # DCS/APC/... payloads and stray controls never reach pyte
     initial: Observation | None = None
     pending: _Pending | None = None
     markers: list[dict[str, Any]] = []
@@ -281,12 +333,15 @@ def replay(cast: Cast) -> tuple[Observation, list[Turn], list[dict[str, Any]], s
             if pending is None:
                 initial = Observation(format="terminal_screen", text=screen.text())
             elif not pending.open:
+                if len(turns) >= MAX_STEPS:
+                    raise BadRow(f"the recording has over {MAX_STEPS:,} actions (the limit)")
                 turns.append(Turn(action=_action(pending, time), observation=_observation(screen, pending)))
                 pending = None
             if pending is None:
                 pending = _Pending(start_row=screen.cursor.y, start_scrolled=screen.scrolled)
             pending.add_input(time, data)
         elif code == "o":
+            data = output_filter.feed(data)
             stream.feed(data)
             if pending is not None:
                 pending.add_output(data)
@@ -294,9 +349,9 @@ def replay(cast: Cast) -> tuple[Observation, list[Turn], list[dict[str, Any]], s
             columns, lines = map(int, data.split("x"))
             screen.resize(lines=lines, columns=columns)
         elif code == "m":
-            markers.append({"time": time, "label": data, "step": len(turns) if pending else None})
+            markers.append({"time": time, "label": plain_text(data), "step": len(turns) if pending else None})
         elif code == "x":
-            exit_status = data
+            exit_status = plain_text(data)
         # Other codes (none in v2/v3 today) are ignored.
     if pending is None or initial is None:
         raise BadRow(
@@ -380,15 +435,16 @@ class AsciinemaImporter(Importer):
         header = cast.header
         env = header.get("env") if isinstance(header.get("env"), dict) else {}
         term = header.get("term") if isinstance(header.get("term"), dict) else {}
+        # Header fields are the recording's own words: stored as plain text, no escape sequences.
         config = {
             "width": cast.width,
             "height": cast.height,
-            "term": term.get("type") or env.get("TERM"),
-            "shell": env.get("SHELL"),
+            "term": plain_values(term.get("type") or env.get("TERM")),
+            "shell": plain_values(env.get("SHELL")),
             "recorder": f"asciinema (asciicast v{header['version']})",
         }
         metadata = {
-            key: header[key]
+            key: plain_values(header[key])
             for key in ("title", "command", "idle_time_limit", "duration", "tags")
             if header.get(key) not in (None, "", [])
         }
@@ -397,7 +453,10 @@ class AsciinemaImporter(Importer):
         if exit_status is not None:
             metadata["exit_status"] = exit_status
         timestamp = header.get("timestamp")
-        started = datetime.fromtimestamp(timestamp, UTC) if _number(timestamp) else None
+        try:
+            started = datetime.fromtimestamp(timestamp, UTC) if _number(timestamp) else None
+        except (OverflowError, OSError, ValueError):
+            raise BadCast(f"line 1: the timestamp {timestamp} is not a time") from None
         return Episode(
             domain="terminal",
             task=Task(id=row.row_id, metadata=metadata),

@@ -167,8 +167,11 @@ def excerpt(data: Any, limit: int = 2000) -> str:
     """A row as the dead-letter file shows it: JSON where it can be, cut to `limit` characters."""
     try:
         text = json.dumps(data, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        text = repr(data)
+    except (TypeError, ValueError, RecursionError):
+        try:
+            text = repr(data)
+        except RecursionError:  # rows are read with a depth limit; this is a converter's own value
+            text = f"<a {type(data).__name__} nested too deep to show>"
     return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more characters)"
 
 

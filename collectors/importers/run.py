@@ -154,8 +154,17 @@ def _convert(
     except BadRow as exc:
         return None, "bad_row", str(exc)
     # A shape the converter did not foresee must not end an import of millions of rows; the kind
-    # `unexpected` in the summary says the converter needs a look.
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+    # `unexpected` in the summary says the converter needs a look. RecursionError and OverflowError:
+    # a nested JSON string a converter parses, a number no date or integer can hold.
+    except (
+        KeyError,
+        TypeError,
+        ValueError,
+        AttributeError,
+        IndexError,
+        RecursionError,
+        OverflowError,
+    ) as exc:
         return None, "unexpected", f"{type(exc).__name__}: {exc}"
 
 

@@ -51,7 +51,13 @@ class SweAgentTrajImporter(Importer):
 
     def convert(self, row: SourceRow, context: ImportContext) -> Episode:
         try:
-            data = json.loads(row.data)
+            # json.loads(bytes) would guess the encoding the same way; decoding first lets the depth
+            # limit of `reading.loads` look at the text before the parser recurses into it.
+            data = reading.loads(row.data.decode(json.detect_encoding(row.data)))
+        except UnicodeDecodeError as exc:
+            raise BadRow(f"the file is not text in the encoding it starts with: {exc}") from None
+        except reading.RowRefused as exc:
+            raise BadRow(f"the file {exc}") from None
         except ValueError as exc:
             raise BadRow(f"the file is not JSON: {exc}") from exc
         if not isinstance(data, dict):

@@ -14,7 +14,10 @@
 llama.cpp's server here answers one request at a time (no parallel slots), so 64 in flight measures
 the cost our server adds around a saturated endpoint, not batching.
 
-    python -m benchmarks.openenv_serve [hop|simulator_64|soak_256 ...] [--soak-seconds 300]
+    python -m benchmarks.openenv_serve [hop|simulator_64|soak_256 ...] [--soak-seconds 300] [--write]
+
+`--write` merges what ran into benchmarks/results/openenv_serve.json and .md (as `make bench` writes
+them), keeping the results of the benches not rerun, each with the time it finished.
 """
 
 from __future__ import annotations
@@ -383,14 +386,31 @@ def run(names: list[str] | None = None, soak_seconds: float = 300.0) -> dict[str
     return results
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("names", nargs="*", help=f"any of {', '.join(BENCHES)} (default: all)")
-    parser.add_argument("--soak-seconds", type=float, default=300.0)
-    options = parser.parse_args()
-    print(json.dumps(run(options.names, options.soak_seconds), indent=1, default=str))
+def write_results(ran: dict[str, Any]) -> None:
+    """Merge `ran` into benchmarks/results/openenv_serve.{json,md}; each bench keeps its finish time."""
+    from benchmarks.run import RESULTS
+
+    path = os.path.join(RESULTS, "openenv_serve.json")
+    merged: dict[str, Any] = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            merged = json.load(f)
+    finished = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for name, result in ran.items():
+        merged[name] = {**result, "finished_at": finished}
+    merged["_meta"] = {**merged.get("_meta", {}), "cpus": os.cpu_count(), "finished_at": finished}
+    with open(path, "w") as f:
+        json.dump(merged, f, indent=2, default=str)
+    lines = [f"## openenv_serve\n\n{os.cpu_count()} CPUs; each bench as of the time it says\n"]
+    for name in BENCHES:
+        if name in merged:
+            when = merged[name].get("finished_at") or merged["_meta"].get("finished_at", "")
+            try:
+                lines += [f"_{name}, {when}:_", *markdown_lines({name: merged[name]})]
+            except KeyError:  # written by an older version of this bench
+                lines += [f"_{name}, {when}:_ in an older format: see openenv_serve.json", ""]
+    with open(os.path.join(RESULTS, "openenv_serve.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 def markdown_lines(result: dict[str, Any]) -> list[str]:
@@ -428,3 +448,17 @@ def markdown_lines(result: dict[str, Any]) -> list[str]:
             f"{'met' if k['met'] else 'NOT met'}.",
         ]
     return lines
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("names", nargs="*", help=f"any of {', '.join(BENCHES)} (default: all)")
+    parser.add_argument("--soak-seconds", type=float, default=300.0)
+    parser.add_argument("--write", action="store_true", help="merge the results into benchmarks/results/")
+    options = parser.parse_args()
+    ran = run(options.names, options.soak_seconds)
+    print(json.dumps(ran, indent=1, default=str))
+    if options.write:
+        write_results(ran)

@@ -6,11 +6,24 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from sandboxes.domains import KNOWN_DOMAINS
 from sandboxes.serve import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_STEPS, TERMINAL_BACKENDS
-from sandboxes.serve.auth import TOKEN_ENV, TokenRequiredError, check_bind, resolve_token
+from sandboxes.serve.auth import (
+    DEFAULT_MAX_ACTION_BYTES,
+    TOKEN_DIR,
+    TOKEN_ENV,
+    TokenRequiredError,
+    check_bind,
+    new_token,
+    remove_token_file,
+    resolve_token,
+    token_path,
+    write_token_file,
+)
 
 EXAMPLES = f"""
 examples:
@@ -24,10 +37,11 @@ examples:
   # the web domain's simulator: a world model behind an OpenAI-compatible endpoint
   python -m sandboxes.serve --domain web --simulator http://127.0.0.1:8001/v1 --simulator-model wm
 
-  # reachable from other machines: a bearer token is required
+  # reachable from other machines, with a token of your choosing
   {TOKEN_ENV}=$(openssl rand -hex 32) python -m sandboxes.serve --domain web --host 0.0.0.0
 
-  # a client (openenv's own GenericEnvClient, with the token header added)
+  # a client on this machine (openenv's own GenericEnvClient, plus the token header; connect() reads
+  # a generated token from {TOKEN_DIR}/PORT.token)
   python -c 'from sandboxes.serve.client import connect
   with connect("http://127.0.0.1:8000").sync() as env:
       print(env.reset(task_id="files-create-notes").observation["text"])
@@ -37,6 +51,14 @@ examples:
 The server prints `serving <domain> on http://HOST:PORT` once it accepts connections, and on SIGINT or
 SIGTERM closes every sandbox and prints a summary. Sessions: WebSocket /ws (openenv's protocol) and
 HTTP POST /sessions, /sessions/ID/reset, /sessions/ID/step, GET /sessions/ID/state, DELETE /sessions/ID.
+
+security: every call but GET /health needs `Authorization: Bearer TOKEN`. Without --token or
+${TOKEN_ENV} the server generates a token, prints it once (the line after `serving`) and writes it to
+{TOKEN_DIR}/PORT.token (mode 0600, removed at exit); --no-token serves loopback without one. A
+request or WebSocket handshake whose Host header is not this server's (DNS rebinding) gets 421, one
+whose Origin is another site's (a web page) 403, a request body that is not application/json 415,
+and one over --max-action-bytes 413; a WebSocket message over it gets an error and the session goes
+on. A client that disconnects mid-step has its sandbox closed and its session freed at once.
 """
 
 
@@ -90,7 +112,38 @@ def parser() -> argparse.ArgumentParser:
     )
     net.add_argument(
         "--token",
-        help=f"bearer token clients must send (default ${TOKEN_ENV}); required beyond loopback",
+        help=f"bearer token clients must send (default ${TOKEN_ENV}, else one is generated and written "
+        f"to {TOKEN_DIR}/PORT.token, mode 0600)",
+    )
+    net.add_argument(
+        "--no-token",
+        action="store_true",
+        help="serve without a token (loopback only): any local process, and any page a local browser "
+        "opens from an allowed origin, can then run actions",
+    )
+    net.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests whose Host header is NAME (a proxy's name, *.example.org, or *: any); "
+        "by default only the listening address, localhost and IP addresses it can receive",
+    )
+    net.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="let web pages from ORIGIN (http://host:port, or *) call the server; by default a request "
+        "carrying another site's Origin header is refused",
+    )
+    net.add_argument(
+        "--max-action-bytes",
+        type=int,
+        default=DEFAULT_MAX_ACTION_BYTES,
+        metavar="N",
+        help="largest HTTP request body and WebSocket message, i.e. one action with its envelope "
+        f"(default {DEFAULT_MAX_ACTION_BYTES}, 64 KiB); larger ones get 413 or an error, unrun",
     )
     net.add_argument("--log-level", default="warning", help="uvicorn's log level (stderr)")
     return p
@@ -126,6 +179,13 @@ def probe(factory: Callable[[], Any], args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     token = resolve_token(args.token)
+    if args.no_token and token is not None:
+        given = "--token" if args.token else f"${TOKEN_ENV}"
+        print(f"error: --no-token contradicts the token given by {given}", file=sys.stderr)
+        return 2
+    generated = token is None and not args.no_token
+    if generated:
+        token = new_token()
     try:
         check_bind(args.host, token)
     except TokenRequiredError as exc:
@@ -147,6 +207,10 @@ def main(argv: list[str] | None = None) -> int:
             idle_timeout_s=args.idle_timeout,
             max_steps=args.max_steps,
             token=token,
+            host=args.host,
+            allow_hosts=args.allow_host,
+            allow_origins=args.allow_origin,
+            max_action_bytes=args.max_action_bytes,
         )
     except (PluginMissingError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -158,10 +222,26 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
 
-    def announce(url: str) -> None:
-        print(f"serving {args.domain} on {url}", flush=True)
+    written: list[Path] = []
 
-    run(app, args.host, args.port, announce=announce, log_level=args.log_level)
+    def announce(url: str) -> None:
+        if generated:  # written before the line that tells clients to come
+            path = token_path(urlparse(url).port or args.port)
+            write_token_file(path, token)
+            written.append(path)
+        print(f"serving {args.domain} on {url}", flush=True)
+        if generated:
+            print(
+                f"token {token} (clients send `Authorization: Bearer <token>`; it is in {written[0]}, "
+                "readable by you only, where sandboxes.serve.client.connect finds it)",
+                flush=True,
+            )
+
+    try:
+        run(app, args.host, args.port, announce=announce, log_level=args.log_level)
+    finally:
+        for path in written:
+            remove_token_file(path, token)
     print(f"stopped: {app.state.stats.summary()}", flush=True)
     return 0
 

@@ -1,7 +1,9 @@
 """A client of `python -m sandboxes.serve`: openenv-core's own GenericEnvClient, plus the bearer token.
 
 openenv's client opens its WebSocket without a way to add headers, so a server started with a token
-would refuse it; `SandboxClient` only changes how the connection is opened. Everything else (the
+(every server, unless started with --no-token) would refuse it; `SandboxClient` only changes how the
+connection is opened. The token is the one given, else $AGENTWORLD_SERVE_TOKEN, else, for a server on
+this machine, the one it generated (`auth.token_path(port)`). Everything else (the
 messages, `.sync()`, TRL's use of it) is openenv's::
 
     from sandboxes.serve.client import connect
@@ -21,7 +23,7 @@ from openenv.core.generic_client import GenericEnvClient
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import InvalidStatus
 
-from sandboxes.serve.auth import TOKEN_ENV, resolve_token
+from sandboxes.serve.auth import TOKEN_ENV, resolve_token, stored_token
 
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
@@ -65,5 +67,6 @@ class SandboxClient(GenericEnvClient):
 def connect(base_url: str, token: str | None = None, **options: Any) -> SandboxClient:
     """A client of the server at `base_url` (http:// or ws://), not yet connected: use it as
     `async with connect(url) as env` or `with connect(url).sync() as env`. `token` defaults to
-    $AGENTWORLD_SERVE_TOKEN; options go to openenv's EnvClient (message_timeout_s, ...)."""
-    return SandboxClient(base_url, token=resolve_token(token), **options)
+    $AGENTWORLD_SERVE_TOKEN, then to the token a server on this machine generated for that port;
+    options go to openenv's EnvClient (message_timeout_s, ...)."""
+    return SandboxClient(base_url, token=resolve_token(token) or stored_token(base_url), **options)

@@ -152,6 +152,15 @@ class SandboxEnvironment(Environment[SandboxAction, SandboxObservation, SandboxS
         self._closed = True
         self._discard_sandbox()
 
+    def interrupt(self) -> None:
+        """End the session from another thread, a call perhaps still running in its own: close the
+        sandbox, which the contract allows from any thread (it kills the sandbox's processes, so the
+        running call fails soon). `close()` in the session's thread releases the rest afterwards."""
+        self._closed = True
+        sandbox = self._sandbox
+        if sandbox is not None:
+            sandbox.close()
+
     # -- internals -------------------------------------------------------------------------------
 
     def _check_open(self) -> None:

@@ -6,6 +6,8 @@ keeps, so one capacity covers both and one reaper reclaims both. What this adds 
 - a refusal that says the limit and what to do, counted;
 - a lease per session: every call renews it, a session idle past it is reclaimed (its sandbox closed),
   a session busy in a long step is not; later calls are told it expired, not that it never existed;
+- a WebSocket session whose client leaves (or says close) while a reset or step runs: the call is
+  interrupted (its sandbox closed from here) and the slot freed at once, not after the step's timeout;
 - why each session ended (expired, closed by its client, its connection dropped, server shutdown),
   remembered for the HTTP routes and counted for the shutdown summary;
 - episode counts and the mean task reward.
@@ -15,24 +17,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import json
+import functools
 import logging
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from contextvars import ContextVar
 from typing import Any
 
-from fastapi import WebSocketDisconnect
 from openenv.core.env_server.exceptions import SessionCapacityError
 from openenv.core.env_server.http_server import HTTPEnvServer
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import ConcurrencyConfig
 
 from sandboxes.base import Sandbox
-from sandboxes.serve.auth import ASGIApp, Message, Receive, Scope, Send
+from sandboxes.serve.connection import CURRENT_CONNECTION, Connection, asks_to_close
 from sandboxes.serve.environment import EpisodeStateError, SandboxEnvironment
 from sandboxes.serve.models import SandboxAction, SandboxObservation
 from schemas.records import Task
@@ -45,7 +44,6 @@ CLOSED = "closed"  # its client closed it (DELETE, or openenv's close message be
 DISCONNECTED = "disconnected"  # its WebSocket dropped without a close message (client killed, network)
 SHUTDOWN = "shutdown"  # the server stopped
 REMEMBERED_ENDINGS = 10_000  # ended HTTP session ids kept to answer 410 / "was closed" instead of 404
-REFUSAL_LINGER_S = 5.0  # how long a refused WebSocket stays open for its client's first message
 
 
 class SessionEndedError(EpisodeStateError):
@@ -123,87 +121,11 @@ class ServedEnvironment(SandboxEnvironment):
             raise SessionEndedError(self.ended)
 
 
-# -- which WebSocket a session belongs to, and whether its client said goodbye ----------------------
-
-
-@dataclasses.dataclass
-class _Connection:
-    close_requested: bool = False
-    refused: bool = False  # openenv sent CAPACITY_REACHED and is about to close
-
-
-_CONNECTION: ContextVar[_Connection | None] = ContextVar("agentworld_serve_connection", default=None)
-
-
-class ConnectionTracker:
-    """ASGI middleware for WebSockets: notes openenv's `{"type": "close"}` message, so the pool can
-    tell a session its client closed from one whose connection dropped (openenv's /ws handler runs
-    inside this call, so the pool finds the connection through a context variable); and spells out
-    openenv's VALIDATION_ERROR, whose message ("Invalid message") is all its client shows."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "websocket":
-            await self.app(scope, receive, send)
-            return
-        connection = _Connection()
-
-        async def tracked() -> Message:
-            message = await receive()
-            text = message.get("text") if message.get("type") == "websocket.receive" else None
-            if text and '"close"' in text and not connection.close_requested:
-                try:
-                    connection.close_requested = json.loads(text).get("type") == "close"
-                except (ValueError, AttributeError):
-                    pass
-            return message
-
-        async def explained(message: Message) -> None:
-            text = message.get("text") if message.get("type") == "websocket.send" else None
-            if text and text.startswith(_ERROR_PREFIX):
-                if "VALIDATION_ERROR" in text:
-                    message = {**message, "text": _explain_validation(text)}
-                connection.refused = connection.refused or "CAPACITY_REACHED" in text
-            elif message.get("type") == "websocket.close" and connection.refused:
-                # openenv refuses a session right after the handshake and closes at once; openenv's
-                # client sends before it reads, so it would see the close, not the refusal. Wait for
-                # its first message (bounded), so that the refusal is what it reads.
-                with contextlib.suppress(Exception):
-                    async with asyncio.timeout(REFUSAL_LINGER_S):
-                        await receive()
-            await send(message)
-
-        token = _CONNECTION.set(connection)
-        try:
-            await self.app(scope, tracked, explained)
-        except WebSocketDisconnect:
-            # openenv's /ws handler closes the socket after its client has already gone, which raises
-            # this once the session is cleaned up: a normal end, not an application error to log.
-            pass
-        finally:
-            _CONNECTION.reset(token)
-
-
-_ERROR_PREFIX = '{"type":"error"'  # how openenv's WSErrorResponse.model_dump_json() begins
-
-
-def _explain_validation(text: str) -> str:
-    try:
-        response = json.loads(text)
-        data = response["data"]
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in error.get('loc', ())) or 'message'}: {error.get('msg', '')}"
-            for error in data.get("errors", [])
-        )
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return text
-    if problems:
-        data["message"] = (
-            f"Invalid message: {problems}. A step's data is an action {{kind, arguments}} (GET /schema)"
-        )
-    return json.dumps(response)
+def _log_failure(done: Any) -> None:
+    """A done-callback: retrieve a background future's error (asyncio would otherwise report it as
+    never retrieved) and log it at debug level: the session it belonged to is gone."""
+    if not done.cancelled() and done.exception() is not None:
+        log.debug("after its session ended: %r", done.exception())
 
 
 # -- the pool --------------------------------------------------------------------------------------
@@ -232,7 +154,7 @@ class SessionPool(HTTPEnvServer):
         self.idle_timeout_s = idle_timeout_s
         self.stopping = False  # set when shutdown starts: sessions ending now end by SHUTDOWN
         self.http_sessions: set[str] = set()
-        self._connections: dict[str, _Connection] = {}
+        self._connections: dict[str, Connection] = {}
         self._busy: dict[str, int] = {}  # calls in flight per session: never reclaimed mid-step
         self._ended: OrderedDict[str, tuple[str, str]] = OrderedDict()  # HTTP session -> (why, message)
 
@@ -273,7 +195,7 @@ class SessionPool(HTTPEnvServer):
                 exc.active_sessions, exc.max_sessions, self.capacity_message(exc.active_sessions)
             ) from exc
         self.stats.count("opened")
-        connection = _CONNECTION.get()
+        connection = CURRENT_CONNECTION.get()
         if connection is not None:
             self._connections[session_id] = connection
         return session_id, env
@@ -294,15 +216,49 @@ class SessionPool(HTTPEnvServer):
     ) -> None:
         """Remove a session and close its sandbox (in the session's own thread, as Playwright needs).
         With `idle_over`, only if the session is still idle past it and no call is in flight."""
+        forgotten = await self._forget(session_id, reason, message, idle_over)
+        if forgotten is not None:
+            await self._cleanup_session_resources(*forgotten)
+
+    async def _abandon(self, session_id: str, reason: str) -> None:
+        """The client left while a call ran in the session: free its slot now and interrupt the call.
+        A sandbox's close() is safe from any thread and kills its processes (a runner aborts the same
+        way), which ends the call; the session's own thread then closes what is left, Playwright's
+        objects included, once the call has returned. Nobody waits for that."""
+        forgotten = await self._forget(session_id, reason, "")
+        if forgotten is None:
+            return
+        env, executor, stack = forgotten
+        if stack is not None:
+            with contextlib.suppress(Exception):
+                await stack.aclose()
+        if isinstance(env, ServedEnvironment):
+            try:
+                await asyncio.to_thread(env.interrupt)
+            except Exception as exc:  # the close below, in the session's thread, tries again
+                log.warning("interrupting an abandoned session's sandbox: %s", exc)
+        if executor is None:
+            return
+        closed = executor.submit(env.close)
+        closed.add_done_callback(_log_failure)
+        if executor is not self._shared_session_executor:
+            executor.shutdown(wait=False)
+
+    async def _forget(
+        self, session_id: str, reason: str | None, message: str, idle_over: float | None = None
+    ) -> tuple[Environment, Any, Any] | None:
+        """Take the session out of the table, count why it ended and tell its environment; its
+        (env, executor, exit stack) to clean up, or None if it was gone (or is not idle past
+        `idle_over`)."""
         async with self._session_lock:
             if session_id not in self._sessions:
-                return
+                return None
             if idle_over is not None:
                 info = self._session_info.get(session_id)
                 if self._busy.get(session_id) or (
                     info is not None and time.time() - info.last_activity_at <= idle_over
                 ):
-                    return
+                    return None
             env = self._sessions.pop(session_id)
             executor = self._session_executors.pop(session_id, None)
             stack = self._session_stacks.pop(session_id, None)
@@ -324,16 +280,27 @@ class SessionPool(HTTPEnvServer):
             self._ended[session_id] = (reason, message)
             while len(self._ended) > REMEMBERED_ENDINGS:
                 self._ended.popitem(last=False)
-        await self._cleanup_session_resources(env, executor, stack)
+        return env, executor, stack
 
     async def close_session(self, session_id: str) -> None:
         await self._destroy_session(session_id, CLOSED)
 
     async def close_all(self) -> None:
-        """Close every session's sandbox (at shutdown)."""
+        """Close every session's sandbox (at shutdown); a call still running is interrupted first,
+        so that shutdown does not wait for its step (up to its own timeout)."""
         self.stopping = True
+        busy = [env for sid, env in self._sessions.items() if self._busy.get(sid)]
+        for env in busy:
+            if isinstance(env, ServedEnvironment):
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(env.interrupt)
         for session_id in list(self._sessions):
             await self._destroy_session(session_id, SHUTDOWN, "the server shut down")
+
+    @property
+    def calls_in_flight(self) -> int:
+        """Resets and steps running now, all sessions together."""
+        return sum(self._busy.values())
 
     def session_resources(self) -> dict[str, list[str]]:
         """Session id -> what its sandbox holds now; for leak checks."""
@@ -347,7 +314,10 @@ class SessionPool(HTTPEnvServer):
         self._busy[session_id] = self._busy.get(session_id, 0) + 1
         self._update_session_activity(session_id)
         try:
-            return await super()._run_in_session_executor(session_id, func, *args, **kwargs)
+            connection = self._connections.get(session_id)
+            if connection is None:  # an HTTP session: its lease reclaims it
+                return await super()._run_in_session_executor(session_id, func, *args, **kwargs)
+            return await self._watched(session_id, connection, functools.partial(func, *args, **kwargs))
         finally:
             left = self._busy.get(session_id, 1) - 1
             if left > 0:
@@ -355,6 +325,29 @@ class SessionPool(HTTPEnvServer):
             else:
                 self._busy.pop(session_id, None)
             self._update_session_activity(session_id)
+
+    async def _watched(self, session_id: str, connection: Connection, call: Callable[[], Any]) -> Any:
+        """Run a WebSocket session's call in its thread while listening to its socket: openenv's
+        handler reads nothing until the call returns, so a client that leaves (closes, or is killed)
+        mid-step would otherwise hold its sandbox and slot until the step's own timeout."""
+        executor = self._session_executors.get(session_id, self._executor)
+        running = asyncio.get_running_loop().run_in_executor(executor, call)
+        if connection.next is None:
+            connection.next = asyncio.ensure_future(connection.receive())
+        await asyncio.wait((running, connection.next), return_when=asyncio.FIRST_COMPLETED)
+        if running.done():
+            return running.result()
+        message = connection.next.result()
+        leaving = message.get("type") == "websocket.disconnect"
+        if not leaving and not asks_to_close(message):
+            return await running  # a message sent ahead: the handler reads it next
+        connection.close_requested = connection.close_requested or not leaving
+        connection.gone = connection.gone or leaving  # nothing more can reach this client
+        running.add_done_callback(_log_failure)  # the interrupted call's error is nobody's to raise
+        await self._abandon(session_id, DISCONNECTED if leaving else CLOSED)
+        # openenv's handler answers this (to no one, or to a client that said goodbye), then reads
+        # the message waiting in connection.next: the disconnect or the close, and ends.
+        raise SessionEndedError(f"the client {'left' if leaving else 'closed the session'} during the call")
 
     async def run_in_session(self, session_id: str, func: Callable[..., Any], *args, **kwargs) -> Any:
         """Run `func` in the session's own thread (where its sandbox was made), renewing its lease."""

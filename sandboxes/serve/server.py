@@ -10,6 +10,9 @@ Routes:
 - `/schema` (SandboxAction / SandboxObservation / SandboxState), `/metadata` (the domain's action
   space), `/health` (open even with a token).
 
+Every request and handshake passes `auth.Guard` first (Host, Origin, token, JSON bodies, body size),
+and every WebSocket message `connection.ConnectionTracker` (its size).
+
 openenv's stateless `/reset`, `/step` and `/state` would build a fresh environment per request, outside
 the session limit: they are left out (openenv's production mode), as are its `/mcp` routes (an MCP
 JSON-RPC face for environments that are MCP servers, which a sandbox is not).
@@ -33,13 +36,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sandboxes.base import Sandbox, SandboxError
 from sandboxes.domains import KNOWN_DOMAINS, domain_spec
 from sandboxes.serve import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_STEPS, TERMINAL_BACKENDS
-from sandboxes.serve.auth import BearerAuth
+from sandboxes.serve.auth import DEFAULT_MAX_ACTION_BYTES, Guard, HostPolicy
+from sandboxes.serve.connection import ConnectionTracker
 from sandboxes.serve.environment import EpisodeStateError
 from sandboxes.serve.models import SandboxAction, SandboxObservation, SandboxState
 from sandboxes.serve.pool import (
     CLOSED,
     EXPIRED,
-    ConnectionTracker,
     ServedEnvironment,
     ServeStats,
     SessionEndedError,
@@ -49,6 +52,7 @@ from sandboxes.tasks import TaskSpec, embedded_tasks, load_tasks
 from schemas.records import Environment, Task
 
 _TASK_PACKAGES = {"os": "desktop"}  # collectors.<package>/tasks.jsonl holds the domain's suite
+WS_HARD_CAP_BYTES = 16 * 1024 * 1024  # uvicorn's default ws_max_size, named: what a message may cost us
 STEP_SHAPE = '{"action": {"kind": "<kind>", "arguments": {...}}}'
 
 
@@ -96,15 +100,26 @@ def build_app(
     idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
     max_steps: int = DEFAULT_MAX_STEPS,
     token: str | None = None,
+    host: str = "127.0.0.1",
+    allow_hosts: Sequence[str] = (),
+    allow_origins: Sequence[str] = (),
+    max_action_bytes: int = DEFAULT_MAX_ACTION_BYTES,
 ) -> FastAPI:
     """The ASGI app serving `domain`'s sandboxes; `app.state.pool` is its SessionPool and
-    `app.state.stats` its ServeStats. Run it with `run` (or any ASGI server)."""
+    `app.state.stats` its ServeStats. Run it with `run` (or any ASGI server).
+
+    `host` is the address it will listen on: the Host names it answers follow from it, plus
+    `allow_hosts` ("*.example.org" patterns, "*" for any); `allow_origins` are the web origins
+    ("http://host:port", "*") whose pages may call it besides its own. `max_action_bytes` bounds a
+    request body and a WebSocket message. `token`: the bearer token every call but /health needs."""
     if domain not in KNOWN_DOMAINS:
         raise ValueError(f"unknown domain {domain!r}; known domains: {', '.join(KNOWN_DOMAINS)}")
     if max_sessions < 1:
         raise ValueError("max_sessions must be at least 1")
     if idle_timeout_s is not None and idle_timeout_s <= 0:
         raise ValueError("idle_timeout_s must be positive (None: sessions never expire)")
+    if max_action_bytes < 1024:
+        raise ValueError("max_action_bytes must be at least 1024 (a reset message alone takes ~100)")
     stats = ServeStats()
     env_factory = functools.partial(
         ServedEnvironment, sandbox_factory, list(tasks), domain=domain, max_steps=max_steps, stats=stats
@@ -116,7 +131,7 @@ def build_app(
         version="1",
         description=__doc__,
     )
-    app.state.pool, app.state.stats = pool, stats
+    app.state.pool, app.state.stats, app.state.max_action_bytes = pool, stats, max_action_bytes
 
     @app.get("/schema", response_model=SchemaResponse, tags=["Schema"])
     async def schema() -> SchemaResponse:
@@ -136,9 +151,10 @@ def build_app(
         and not (getattr(route, "path", "") == "/schema" and getattr(route, "endpoint", None) is not schema)
     ]
     app.router.on_shutdown.append(pool.close_all)
-    app.add_middleware(ConnectionTracker)
-    if token:
-        app.add_middleware(BearerAuth, token=token)  # added last: outermost, before anything runs
+    app.add_middleware(ConnectionTracker, max_message_bytes=max_action_bytes)
+    policy = HostPolicy.for_bind(host, allow_hosts, allow_origins)
+    # Added last: outermost, so nothing else runs for a request it refuses.
+    app.add_middleware(Guard, policy=policy, token=token or None, max_body_bytes=max_action_bytes)
     return app
 
 
@@ -323,11 +339,14 @@ def run(
 ) -> None:
     """Serve `app` until SIGINT/SIGTERM; `announce(url)` once it accepts connections. Returns after
     every session's sandbox is closed. WebSocket pings (uvicorn's, every 20 s) find clients that
-    vanished without closing their connection."""
+    vanished without closing their connection. A WebSocket message past `WS_HARD_CAP_BYTES` (or
+    twice the app's action limit, if larger) closes its connection (1009) before it is read whole;
+    below that, ConnectionTracker refuses one over the action limit and the session goes on."""
+    ws_max_size = max(WS_HARD_CAP_BYTES, 2 * getattr(app.state, "max_action_bytes", 0))
     # uvloop: asyncio's own loop spent about 0.35 ms more per served step here (0.78 against 0.43 ms
     # for a step the sandbox refuses at once), a third of the hop's 1 ms budget.
     config = uvicorn.Config(
         app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=graceful_s, lifespan="on",
-        loop="uvloop",
+        loop="uvloop", ws_max_size=ws_max_size,
     )  # fmt: skip
     _Server(config, app.state.pool, announce).run()

@@ -1,18 +1,25 @@
 """A client killed with SIGKILL mid-episode: its WebSocket drops without a goodbye, and the server
-reclaims the session at once: the docker container and every process of the sandbox are gone."""
+reclaims the session at once: the docker container and every process of the sandbox are gone. Killed
+mid-step (a `sleep 100` allowed 600 s), or closing its WebSocket mid-step, the step is interrupted:
+its sandbox closed and its slot free within 5 s, and nothing logged as an error."""
 
 from __future__ import annotations
 
+import json
+import logging
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
+from websockets.sync.client import connect as ws_connect
 
 from sandboxes.serve.server import build_app, real_sandbox_factory
 from sandboxes.tasks import embedded_tasks
-from tests.sandboxes.serve.conftest import Recorder, pool_of, serving, wait_for
+from tests.sandboxes.serve.conftest import Recorder, call, pool_of, serving, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.tmux]
 
@@ -30,6 +37,116 @@ assert "started" in json.loads(ws.recv())["data"]["observation"]["text"]
 print("READY", flush=True)
 time.sleep(600)
 """
+
+
+# The same, but the step it leaves running is a long one: the client is killed while it runs.
+MID_STEP_CLIENT = """
+import json, sys, time
+from websockets.sync.client import connect
+ws = connect(sys.argv[1], proxy=None)
+ws.send(json.dumps({"type": "reset", "data": {"task_id": "files-create-notes"}}))
+assert json.loads(ws.recv())["type"] == "observation"
+step = {"kind": "command", "arguments": {"command": "sleep 100", "timeout": 600}}
+ws.send(json.dumps({"type": "step", "data": step}))
+print("READY", flush=True)
+time.sleep(600)
+"""
+STEP_LIMIT_S = 5.0  # from the client's end to its sandbox closed and its slot free
+
+
+class _Kept(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.WARNING or record.exc_info:
+            self.lines.append(self.format(record))
+
+
+@contextmanager
+def server_log() -> Iterator[list[str]]:
+    """What the server logs at WARNING or above, or with a traceback, while the block runs (uvicorn's
+    loggers do not propagate to the root: the handler goes on them too)."""
+    kept = _Kept()
+    loggers = [logging.getLogger(name) for name in ("", "uvicorn", "uvicorn.error", "asyncio")]
+    for each in loggers:
+        each.addHandler(kept)
+    try:
+        yield kept.lines
+    finally:
+        for each in loggers:
+            each.removeHandler(kept)
+
+
+@pytest.fixture
+def bwrap_recorder(need_tools) -> Iterator[Recorder]:
+    need_tools("bwrap", "tmux")
+    made = Recorder(real_sandbox_factory("terminal", "bwrap"))
+    yield made
+    assert not made.leaked(), f"sandbox resources survived: {made.leaked()}"
+
+
+def _reclaimed_within(pool, recorder: Recorder, url: str, started: float) -> float:
+    """Seconds from `started` until the session's slot is free (a new session opens on this one-slot
+    server) and every process of its sandbox is gone."""
+    wait_for(lambda: pool.active_sessions == 0 and not recorder.leaked(), 30, "the session to be reclaimed")
+    took = time.monotonic() - started
+    status, opened = call("POST", f"{url}/sessions")
+    assert status == 201, opened
+    assert call("DELETE", f"{url}/sessions/{opened['session_id']}")[0] == 200
+    return took
+
+
+def test_a_client_killed_mid_step_frees_its_sandbox_and_slot_within_5_s(bwrap_recorder: Recorder) -> None:
+    recorder = bwrap_recorder
+    app = build_app(recorder, [s.task for s in embedded_tasks("terminal")], domain="terminal", max_sessions=1)
+    pool = pool_of(app)
+    with serving(app) as url, server_log() as logged:
+        client = subprocess.Popen(
+            [sys.executable, "-c", MID_STEP_CLIENT, url.replace("http", "ws") + "/ws"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            line = client.stdout.readline()
+            assert line.strip() == "READY", f"the client failed: {line!r} {client.stderr.read()[-2000:]}"
+            wait_for(lambda: pool.calls_in_flight == 1, 30, "the step to run")
+            time.sleep(0.5)  # well into its `sleep 100`
+            assert pool.calls_in_flight == 1 and recorder.held(), "the step runs, its sandbox held"
+            client.send_signal(signal.SIGKILL)
+            started = time.monotonic()
+            client.wait(timeout=10)
+        finally:
+            if client.poll() is None:
+                client.kill()
+                client.wait()
+        took = _reclaimed_within(pool, recorder, url, started)
+        assert took <= STEP_LIMIT_S, f"reclaimed {took:.2f} s after the kill"
+        wait_for(lambda: pool.calls_in_flight == 0, 10, "the interrupted step to return")
+    assert app.state.stats.counts["disconnected"] == 1
+    assert logged == [], "\n".join(logged)
+
+
+def test_a_websocket_closed_mid_step_frees_its_sandbox_and_slot_within_5_s(bwrap_recorder: Recorder) -> None:
+    recorder = bwrap_recorder
+    app = build_app(recorder, [s.task for s in embedded_tasks("terminal")], domain="terminal", max_sessions=1)
+    pool = pool_of(app)
+    with serving(app) as url, server_log() as logged:
+        with ws_connect(url.replace("http", "ws") + "/ws", proxy=None) as ws:
+            ws.send(json.dumps({"type": "reset", "data": {"task_id": "files-create-notes"}}))
+            assert json.loads(ws.recv(timeout=60))["type"] == "observation"
+            step = {"kind": "command", "arguments": {"command": "sleep 100", "timeout": 600}}
+            ws.send(json.dumps({"type": "step", "data": step}))
+            wait_for(lambda: pool.calls_in_flight == 1, 30, "the step to run")
+            time.sleep(0.5)
+            ws.close()  # a clean close frame, mid-step
+            started = time.monotonic()
+        took = _reclaimed_within(pool, recorder, url, started)
+        assert took <= STEP_LIMIT_S, f"reclaimed {took:.2f} s after the close"
+    assert app.state.stats.counts["disconnected"] == 1
+    assert logged == [], "\n".join(logged)
 
 
 @pytest.fixture

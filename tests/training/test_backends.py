@@ -27,8 +27,9 @@ from training.backends.openai_http import OpenAIBackend
 from training.backends.transformers_local import TransformersBackend, cut_at_stop
 from training.backends.vllm_offline import VLLMOfflineBackend
 
-# A reply: the message `content`, or (content, extra message fields such as reasoning_content).
-Reply = str | tuple[str | None, dict]
+# A reply: the message `content`, or (content, extra message fields such as reasoning_content), or an
+# HTTP error status to answer with instead.
+Reply = str | tuple[str | None, dict] | int
 SCRIPTED_MODEL = "scripted-world-model"
 
 
@@ -66,6 +67,8 @@ def scripted_chat_server(model: Callable[[list[dict]], Reply]) -> Iterator[Scrip
             request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             server_state.requests.append(request)
             reply = model(request["messages"])
+            if isinstance(reply, int):  # an HTTP error status: a failing endpoint
+                return self._send({"error": {"message": f"status {reply}"}}, reply)
             content, extra = (reply, {}) if isinstance(reply, str) else reply
             message = {"role": "assistant", "content": content, **extra}
             self._send(

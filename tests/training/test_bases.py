@@ -15,7 +15,7 @@ import torch
 
 from schemas.base_files import builtin_gguf, tokenizer_source
 from schemas.chat_tokens import ChatTokenizer
-from tests.training.conftest import OFFLINE, ROOT, TERMINAL_RUN
+from tests.training.conftest import OFFLINE, ROOT, TERMINAL_RUN, counting_corpus
 from training.backends.transformers_local import TransformersBackend
 from training.bases import resolve_base
 from training.loop import main
@@ -111,3 +111,16 @@ def test_a_smollm2_corpus_trains_smollm2_and_refuses_another_tokenizer(
     TransformersBackend(str(checkpoint))  # its own tokenizer: accepted
     with pytest.raises(ValueError, match="rebuild the corpus"):
         TransformersBackend(str(checkpoint), tokenizer=load_tokenizer())
+
+
+def test_a_corpus_without_a_tokenizer_fingerprint_is_refused_unless_skipped_explicitly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus = counting_corpus(tmp_path / "corpus")  # hand-written shards: no manifest names a tokenizer
+    common = ["--data", str(corpus), "--base", "qwen3-tiny", "--max-steps", "1", "--warmup-steps", "1"]
+    assert main("sft", [*common, "--out", str(tmp_path / "refused")]) == 2
+    error = capsys.readouterr().err
+    assert "no manifest.json with a tokenizer fingerprint" in error and "--skip-tokenizer-check" in error
+    assert not (tmp_path / "refused").exists()
+    assert main("sft", [*common, "--out", str(tmp_path / "skipped"), "--skip-tokenizer-check"]) == 0
+    assert (tmp_path / "skipped" / "checkpoint-000001").is_dir()

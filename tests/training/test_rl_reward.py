@@ -3,6 +3,8 @@ reference system saw score nothing whatever the judge says, and the judge only e
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from schemas.records import Observation
@@ -10,9 +12,11 @@ from schemas.render import CLOSE_TAG, OPEN_TAG, chat_messages, target_text
 from schemas.storage import read_trajectories
 from tests.llm_server import llm_server_fixture  # noqa: F401 - the session-wide server fixture
 from tests.training.conftest import TERMINAL_RUN
+from tests.training.test_backends import scripted_chat_server
 from training.backends import make_backend
+from training.rewards import judge as judge_module
 from training.rewards.hybrid import ECHO, EMPTY, RewardWeights, echoes_action, hybrid_score
-from training.rl.rewards import HybridRewards
+from training.rl.rewards import HybridRewards, fill_missing_from_siblings
 
 WEIGHTS = RewardWeights()
 
@@ -132,3 +136,40 @@ def test_trl_reward_functions_share_one_scoring_pass_per_batch(turn, judge: Spy)
     assert len(judge.sent) == 1, "one judge request for the one unguarded reply, shared by both functions"
     assert [f.__name__ for f in rewards.reward_functions()] == ["judge", "rules"]
     assert rewards.reward_weights() == [0.9, 0.1]
+
+
+def test_a_missing_judge_score_takes_its_siblings_mean_so_the_advantage_does_not_move() -> None:
+    filled = fill_missing_from_siblings([0.5, None, 0.7, None, None], ["a", "a", "a", "b", "b"])
+    assert filled[:3] == [0.5, 0.6, 0.7]
+    assert all(math.isnan(x) for x in filled[3:]), "a group with no judged reply is NaN alike"
+
+
+def test_a_flaky_judge_is_retried_and_an_unreachable_one_costs_no_reward(turn) -> None:
+    context, reference, action = turn
+    good = '{"format": 5, "factuality": 5, "consistency": 5, "realism": 5, "quality": 5}'
+    honest = [[{"role": "assistant", "content": target_text(Observation("", reference))}]] * 3
+    columns = {
+        "domain": ["terminal"] * 3,
+        "reference": [reference] * 3,
+        "action_text": [action] * 3,
+        "sample_id": ["s1"] * 3,
+    }
+    logged: dict[str, float] = {}
+    columns["log_metric"] = logged.__setitem__
+    failures = iter([503, 503])  # the first two requests fail; the client itself does not retry
+    with scripted_chat_server(lambda messages: next(failures, good)) as server:
+        backend = make_backend(server.base_url, max_retries=0)
+        rewards = HybridRewards(WEIGHTS, backend, concurrency=1)
+        assert rewards.judge([context] * 3, honest, **columns) == [1.0, 1.0, 1.0]
+        assert len(server.requests) == 5 and logged["judge_attempts"] == 5 / 3
+        assert logged["judge_missing"] == 0.0
+        rewards.close()
+    # The endpoint is gone: every request fails, and the judge part is NaN for the whole group, which
+    # TRL's nansum leaves out for all of them alike.
+    rewards = HybridRewards(WEIGHTS, backend, concurrency=3)
+    parts = rewards.judge([context] * 3, honest, **columns)
+    assert all(math.isnan(p) for p in parts) and logged["judge_missing"] == 1.0
+    assert logged["judge_attempts"] == judge_module.ATTEMPTS
+    assert rewards.rules([context] * 3, honest, **columns) == [1.0, 1.0, 1.0]
+    rewards.close()
+    backend.close()

@@ -47,6 +47,7 @@ class HybridScore:
     guarded: tuple[Failure, ...] = field(default_factory=tuple)  # why the reply earns nothing
     failures: tuple[Failure, ...] = field(default_factory=tuple)  # every rule check that failed
     judge_error: str = ""
+    judge_attempts: int = 0  # requests sent to the judge for this reply
 
     def total(self, weights: RewardWeights) -> float:
         """The weighted reward; a judge that could not score leaves the rules' part alone."""
@@ -104,5 +105,10 @@ def hybrid_score(
     )
     mean = sample_score(result.percent)
     return HybridScore(
-        rules, None if mean is None else mean / 100, (), verdict.failures, judge_error=result.error
+        rules,
+        None if mean is None else mean / 100,
+        (),
+        verdict.failures,
+        judge_error=result.error,
+        judge_attempts=result.attempts,
     )

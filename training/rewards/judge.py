@@ -31,6 +31,7 @@ from training.rewards.public_judge import DIMENSIONS, clip
 
 PROJECT_PROMPT = "project"  # JudgeResult.prompt of our own judge prompt
 RETRY_PAUSE_S = 2.0
+ATTEMPTS = 3  # per judged sample, our prompt's; the public protocol has its own (public_judge.ATTEMPTS)
 MAX_CHARS = (
     4000  # our prompt cuts each text to this by default, for small judges; the public one cuts nothing
 )
@@ -67,6 +68,7 @@ class JudgeResult:
     error: str = ""
     percent: dict[str, float] = field(default_factory=dict)  # (x - 1) / 4 * 100 per scored dimension
     prompt: str = PROJECT_PROMPT  # which judge prompt: ours, or public_judge.prompt_label(...)
+    attempts: int = 0  # requests sent for this sample (0: none needed or possible)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -214,9 +216,9 @@ def _public_judge(
         scores, error = public_judge.parse_reply(reply)
         if scores is not None:
             percent = {d: to_percent(v) for d, v in scores.items() if v > 0}
-            return JudgeResult(scores, raw=reply, percent=percent, prompt=label)
+            return JudgeResult(scores, raw=reply, percent=percent, prompt=label, attempts=attempt + 1)
     attempts = f" ({public_judge.ATTEMPTS} attempts)"
-    return JudgeResult(None, raw=reply, error=error + attempts, prompt=label)
+    return JudgeResult(None, raw=reply, error=error + attempts, prompt=label, attempts=public_judge.ATTEMPTS)
 
 
 def judge(
@@ -248,10 +250,23 @@ def judge(
     messages = judge_messages(
         domain, context, reference, prediction, max_chars=MAX_CHARS if max_chars is None else max_chars
     )
-    try:
-        reply = backend.complete(messages, config or JUDGE_CONFIG)
-    except Exception as exc:  # the endpoint's failure is this sample's judge failure, not the run's
-        return JudgeResult(None, error=f"judge request failed: {type(exc).__name__}: {exc}")
-    scores, error = parse_judge_reply(reply)
-    percent = {d: to_percent(v) for d, v in scores.items()} if scores else {}
-    return JudgeResult(scores, raw=reply, error=error, percent=percent)
+    base = config or JUDGE_CONFIG
+    reply, error = "", ""
+    # A failed request is sent again, a bounded number of times, so that one flaky answer does not cost an
+    # RL sample its judge score; an unreadable reply too when sampling (greedy decoding would only repeat
+    # it). A new seed per attempt, as in the public protocol.
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            reply = backend.complete(messages, replace(base, seed=base.seed + attempt - 1))
+        except Exception as exc:  # the endpoint's failure is this sample's judge failure, not the run's
+            reply, error = "", f"judge request failed: {type(exc).__name__}: {exc}"
+            if attempt < ATTEMPTS:
+                time.sleep(RETRY_PAUSE_S)
+            continue
+        scores, error = parse_judge_reply(reply)
+        if scores is not None:
+            percent = {d: to_percent(v) for d, v in scores.items()}
+            return JudgeResult(scores, raw=reply, percent=percent, attempts=attempt)
+        if base.temperature == 0:
+            return JudgeResult(None, raw=reply, error=error, attempts=attempt)
+    return JudgeResult(None, raw=reply, error=f"{error} ({ATTEMPTS} attempts)", attempts=ATTEMPTS)

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from training.bases import BASE_HELP
+from training.bases import BASE_HELP, SKIP_CHECK_FLAG
 from training.rl.trainer import RLConfig, train
 
 EXAMPLES = """examples:
@@ -80,6 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="rollout engine (auto: vLLM when installed and a GPU is present)",
     )
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
+    p.add_argument(
+        SKIP_CHECK_FLAG,
+        action="store_true",
+        help="train on a corpus whose manifest does not name its tokenizer (refused by default)",
+    )
     return p
 
 

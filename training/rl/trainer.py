@@ -59,6 +59,7 @@ class RLConfig:
     seed: int = 0
     generation: Literal["auto", "vllm", "transformers"] = "auto"
     resume: bool = False
+    skip_tokenizer_check: bool = False  # a corpus without a tokenizer fingerprint (see training.bases)
 
     def weights(self) -> RewardWeights:
         if self.reward == "rules":
@@ -141,7 +142,7 @@ def train(cfg: RLConfig) -> dict:
         )
     tok_folder = tokenizer_dir(resolved)
     fingerprint = corpus_fingerprint(cfg.corpus)
-    check_fingerprint(fingerprint, tok_folder, cfg.corpus, cfg.base)
+    check_fingerprint(fingerprint, tok_folder, cfg.corpus, cfg.base, skip=cfg.skip_tokenizer_check)
     tokenizer = AutoTokenizer.from_pretrained(tok_folder, local_files_only=True)
     dataset, samples = _dataset(cfg, tokenizer)
     os.makedirs(cfg.out, exist_ok=True)

@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
-# Make .venv-harbor: a Python 3.12 venv with harbor==0.25.0, whose own task model reads Harbor task
-# folders (harbor needs Python >= 3.12; the project's venv is 3.11). Idempotent and quick when there.
+# What Harbor task folders need, idempotent and quick when there:
+#   - bash-static and busybox-static: the Harbor verifier runs test.sh with these, copied into the
+#     container after the agent's processes are gone (sandboxes/harbor/verifier.py), never with the
+#     container's own bash or timeout, which the agent may have replaced;
+#   - .venv-harbor: a Python 3.12 venv with harbor==0.25.0, whose own task model reads Harbor task
+#     folders (harbor needs Python >= 3.12; the project's venv is 3.11).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+missing=()
+for pkg in bash-static busybox-static; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
 VENV=${HARBOR_VENV:-.venv-harbor}
 PIN=harbor==0.25.0
 

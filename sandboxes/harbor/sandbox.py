@@ -5,8 +5,9 @@ A task carries what the sandbox needs in `task.metadata["harbor"]` (set by the t
 left; the step that reaches it ends the episode, `info["agent_timeout_s"]` saying so), and
 `solution_dir`, copied to `/solution` at reset for the oracle (Harbor's OracleAgent does the same;
 other policies never see it). Its verifier (kind "harbor") runs `tests/test.sh` in the same
-container after the last step (see verifier.py). Image, CPU, memory and network come from the
-TerminalConfig's docker backend, one sandbox per task environment.
+container after the last step, once every process the agent started is gone (see verifier.py).
+Image, CPU, memory and network come from the TerminalConfig's docker backend, one sandbox per task
+environment.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class HarborSandbox(TerminalSandbox):
     def verify(self, task: Task, steps: list[Step]) -> Verification | None:
         if task.verifier.get("kind") != HARBOR:
             return super().verify(task, steps)
+        self._end_episode()  # the container restarted: nothing of the agent runs in it any more
         return run_test_sh(self._container(), task.verifier)
 
     def _container(self) -> str:

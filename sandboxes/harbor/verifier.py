@@ -2,12 +2,24 @@
 
     {"kind": "harbor", "tests_dir": "/path/to/task/tests", "timeout_sec": 600, "user": null}
 
-As Harbor does it: `tests/` is copied to `/tests`, `bash /tests/test.sh` runs (as the verifier's
-user, else the image's, with the verifier timeout), and the reward is read from
+As Harbor does it: `tests/` is copied to `/tests`, test.sh runs with bash (as the verifier's user,
+else the image's, with the verifier timeout), and the reward is read from
 `/logs/verifier/reward.json` (numbers by name: all go to `details`, the reward is its "reward"
-key, else their mean) or else `/logs/verifier/reward.txt` (one number). Reward files the agent
-left are removed first. No reward file, an unreadable one, a value outside [0, 1] or a timeout is
-an error (reward None), with test.sh's exit status and output, not a zero: the check did not run.
+key, else their mean) or else `/logs/verifier/reward.txt` (one number). No reward file, an
+unreadable one, a value outside [0, 1] or a timeout is an error (reward None), with test.sh's exit
+status and output, not a zero: the check did not run.
+
+The agent may have been root in that container, so nothing it could have touched decides the
+reward. The caller first restarts the container (`sandboxes.terminal.verify.end_agent`): every
+process the agent started is gone, a daemon that would rewrite /tests or the reward file included.
+Then static bash and busybox from the host (`bash-static`, `busybox-static`: no dynamic loader or
+libc of the container's) are copied into a fresh directory, and with them `/tests` and
+`/logs/verifier` are made anew (whatever the agent left there removed), tests/ unpacked root-owned
+and not writable by others, and test.sh run. Its time bound is kept from the host, not by the
+container's `timeout`. When it ends the container is killed, so nothing it started can change the
+reward file afterwards, and the reward files are read from the stopped container by `docker cp`.
+What test.sh itself runs (python3, pytest, grep) is the container's, as in Harbor: a task whose
+checks must not depend on the agent's end state of those programs has to bring its own.
 """
 
 from __future__ import annotations
@@ -15,6 +27,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import subprocess
 import tarfile
 import uuid
@@ -25,23 +38,123 @@ from schemas.records import Verification
 
 HARBOR = "harbor"
 REWARD_DIR = "/logs/verifier"
-# Beyond test.sh's own timeout: docker's start and copy.
+REWARD_FILES = ("reward.json", "reward.txt")  # reward.json first, as Harbor prefers it
+REWARD_MAX_BYTES = 1 << 20
+# Beyond test.sh's own timeout: docker's start and copies.
 DOCKER_TIMEOUT_S = 60.0
+EXEC_GRACE_S = 5.0
+# Where the static tools are looked for on the host, and the packages that install them.
+STATIC_TOOLS = {
+    "bash": (("/bin/bash-static", "/usr/bin/bash-static"), "bash-static"),
+    "busybox": (("/bin/busybox", "/usr/bin/busybox"), "busybox-static"),
+}
+# Run by the static busybox's sh as root. Arguments: TOOLS_DIR. stdin: the tests/ tar.
+_PREPARE = (
+    'b="$1/busybox"; "$b" rm -rf /tests '
+    + REWARD_DIR
+    + ' && "$b" mkdir -p /tests '
+    + REWARD_DIR
+    + ' && "$b" chmod 777 '
+    + REWARD_DIR
+    + ' && "$b" tar -x -C /tests'
+)
+# Run by the static busybox's sh as the verifier's user. Arguments: TOOLS_DIR.
+_TEST = 'exec "$1/bash" /tests/test.sh </dev/null 2>&1'
+# SHELL set: otherwise bash looks its user up at start, and a static glibc would load the NSS
+# modules the container's /etc/nsswitch.conf names.
+_EXEC_ENV = ("-e", "SHELL=/bin/bash")
+
+
+class ToolsMissing(RuntimeError):
+    """The host has no static bash or busybox to run the verifier with."""
+
+
+class SetupError(RuntimeError):
+    """The verifier's tools or the task's tests could not be put in the container."""
+
+
+def _static(path: str) -> bool:
+    """Whether an ELF executable has no program interpreter (the dynamic loader): a static one."""
+    with open(path, "rb") as f:
+        header = f.read(64)
+        if header[:4] != b"\x7fELF" or header[4] != 2:  # 64-bit ELF only
+            return False
+        order = "little" if header[5] == 1 else "big"
+        phoff = int.from_bytes(header[32:40], order)
+        phentsize = int.from_bytes(header[54:56], order)
+        phnum = int.from_bytes(header[56:58], order)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+    return all(int.from_bytes(table[i : i + 4], order) != 3 for i in range(0, len(table), phentsize))
+
+
+def static_tools() -> dict[str, str]:
+    """{"bash": host path, "busybox": host path} of statically linked tools; ToolsMissing saying
+    which package to install otherwise."""
+    found: dict[str, str] = {}
+    for name, (paths, package) in STATIC_TOOLS.items():
+        path = next((p for p in paths if os.path.isfile(p) and _static(p)), None)
+        if path is None:
+            raise ToolsMissing(
+                f"the Harbor verifier needs a static {name} on the host ({' or '.join(paths)}):"
+                f" apt-get install {package} (make setup does)"
+            )
+        found[name] = path
+    return found
+
+
+def _tools_tar(tools: dict[str, str], directory: str) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        top = tarfile.TarInfo(directory)
+        top.type, top.mode = tarfile.DIRTYPE, 0o755
+        tar.addfile(top)
+        for name, path in tools.items():
+            info = tar.gettarinfo(path, f"{directory}/{name}")
+            info.uid = info.gid = 0
+            info.uname = info.gname = "root"
+            info.mode = 0o555
+            with open(path, "rb") as f:
+                tar.addfile(info, f)
+    return buffer.getvalue()
+
+
+def _root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """tests/ as the verifier sees it: root's, readable by all, writable by none but root."""
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    executable = info.isdir() or info.mode & 0o100
+    info.mode = (info.mode | 0o444 | (0o111 if executable else 0)) & ~0o022
+    return info
 
 
 def _tests_tar(tests_dir: str) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
-        tar.add(tests_dir, arcname=".")
+        tar.add(tests_dir, arcname=".", filter=_root_owned)
     return buffer.getvalue()
 
 
-def _docker_exec(
-    container: str, user: str, script: str, stdin: bytes, timeout: float
+def _docker(
+    argv: list[str], stdin: bytes = b"", timeout: float = DOCKER_TIMEOUT_S
 ) -> subprocess.CompletedProcess[bytes]:
-    user_args = ["-u", user] if user else []
-    argv = ["docker", "exec", "-i", *user_args, container, "bash", "--norc", "-c", script]
-    return subprocess.run(argv, input=stdin, capture_output=True, timeout=timeout)
+    return subprocess.run(["docker", *argv], input=stdin, capture_output=True, timeout=timeout)
+
+
+def _read_rewards(container: str) -> dict[str, str]:
+    """The reward files test.sh left (regular files only), from the stopped container."""
+    copied = _docker(["cp", f"{container}:{REWARD_DIR}", "-"])
+    if copied.returncode != 0:
+        return {}  # no /logs/verifier at all: test.sh removed it
+    found: dict[str, str] = {}
+    with tarfile.open(fileobj=io.BytesIO(copied.stdout)) as tar:
+        for member in tar.getmembers():
+            name = member.name.split("/", 1)[-1]
+            if member.name.count("/") == 1 and name in REWARD_FILES and member.isreg():
+                handle = tar.extractfile(member)
+                assert handle is not None
+                found[name] = handle.read(REWARD_MAX_BYTES).decode("utf-8", errors="replace")
+    return found
 
 
 def parse_reward(name: str, text: str) -> tuple[float, dict[str, Any]]:
@@ -73,60 +186,79 @@ def parse_reward(name: str, text: str) -> tuple[float, dict[str, Any]]:
     return float(reward), details
 
 
-def run_test_sh(container: str, verifier: dict[str, Any]) -> Verification:
-    """Run the task's test.sh in `container` (the episode's, after its last step) and read the reward.
-
-    One `docker exec` when test.sh runs as root (the usual case), two otherwise: docker calls are
-    most of the verifier's cost on short episodes."""
+def _run(
+    container: str, verifier: dict[str, Any], tools: dict[str, str], tests: bytes
+) -> tuple[str, int | None]:
+    """(test.sh's output, its exit status; None when it ran past the timeout). SetupError when
+    the tools or the tests cannot be put in place."""
     timeout = float(verifier.get("timeout_sec") or 600.0)
     user = str(verifier.get("user") or "")
-    marker = f"@@agentworld-verifier-{uuid.uuid4().hex}@@"
-    prepare = (
-        f"rm -rf /tests {REWARD_DIR}/reward.txt {REWARD_DIR}/reward.json && mkdir -p /tests {REWARD_DIR}"
-        f" && chmod 777 {REWARD_DIR} && tar -x -C /tests && chmod -R a+rX /tests"
-    )
-    # `timeout` inside the container: killing the docker client would leave test.sh running there.
-    test = (
-        f"{{ timeout -k 5 {timeout:g} bash /tests/test.sh; code=$?; }} 2>&1; echo; echo {marker} code $code;"
-        f" for f in reward.json reward.txt; do [ -f {REWARD_DIR}/$f ] && echo {marker} file $f"
-        f" && cat {REWARD_DIR}/$f; done; true"
-    )
+    as_root = user in ("", "root", "0")
+    # A new name each time: nothing in the container can have been waiting at it.
+    tools_dir = f"/.agentworld-verifier-{uuid.uuid4().hex}"
+    ready = f"@@agentworld-verifier-ready-{uuid.uuid4().hex}@@"
+    copied = _docker(["cp", "-", f"{container}:/"], _tools_tar(tools, tools_dir.lstrip("/")))
+    if copied.returncode != 0:
+        raise SetupError(
+            f"cannot copy the verifier's tools in: {copied.stderr.decode(errors='replace').strip()}"
+        )
+    busybox = [f"{tools_dir}/busybox", "sh", "-c"]
+    script = f"{_PREPARE} && echo {ready}" + (f" && {_TEST}" if as_root else "")
+    run = ["exec", "-i", "-u", "root", *_EXEC_ENV, container, *busybox, script, "sh", tools_dir]
     try:
-        tar = _tests_tar(verifier["tests_dir"])
-        if user in ("", "root", "0"):
-            ran = _docker_exec(container, "root", f"{prepare} && {test}", tar, timeout + DOCKER_TIMEOUT_S)
-        else:
-            ran = _docker_exec(container, "root", prepare, tar, DOCKER_TIMEOUT_S)
-            if ran.returncode == 0:
-                ran = _docker_exec(container, user, test, b"", timeout + DOCKER_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return Verification(HARBOR, error=f"test.sh did not finish within {timeout:g} s (docker exec hung)")
+        ran = _docker(run, tests, timeout + EXEC_GRACE_S if as_root else DOCKER_TIMEOUT_S)
+        text = ran.stdout.decode("utf-8", errors="replace")
+        before, found, output = text.partition(f"{ready}\n")
+        if not found:
+            why = (before + ran.stderr.decode(errors="replace")).strip()[-2000:]
+            raise SetupError(f"cannot put tests/ in place ({ran.returncode}): {why}")
+        if not as_root:
+            test = ["exec", "-u", user, *_EXEC_ENV, container, *busybox, _TEST, "sh", tools_dir]
+            ran = _docker(test, timeout=timeout + EXEC_GRACE_S)
+            output = ran.stdout.decode("utf-8", errors="replace")
+        return output + ran.stderr.decode("utf-8", errors="replace"), ran.returncode
+    except subprocess.TimeoutExpired as exc:
+        partial = exc.stdout.decode("utf-8", errors="replace") if isinstance(exc.stdout, bytes) else ""
+        return partial.partition(f"{ready}\n")[2] or partial, None
+
+
+def run_test_sh(container: str, verifier: dict[str, Any]) -> Verification:
+    """Run the task's test.sh in `container` (the episode's, its processes ended by `end_agent`)
+    and read the reward; the container is left stopped.
+
+    One `docker exec` prepares and runs test.sh when test.sh runs as root (the usual case), two
+    otherwise: docker calls are most of the verifier's cost on short episodes."""
+    timeout = float(verifier.get("timeout_sec") or 600.0)
+    try:
+        tools = static_tools()
+        tests = _tests_tar(verifier["tests_dir"])
+    except ToolsMissing as exc:
+        return Verification(HARBOR, error=str(exc))
     except OSError as exc:
         return Verification(HARBOR, error=f"cannot pack tests/: {exc}")
-    text = (ran.stdout + ran.stderr).decode("utf-8", errors="replace")
-    output, _, tail = text.partition(f"\n{marker} code ")
-    if not tail:
-        why = f"cannot run test.sh ({ran.returncode})"
-        return Verification(HARBOR, output=text[-VERIFIER_OUTPUT_CHARS:], error=why)
-    code_text, *files = tail.split(f"{marker} file ")
-    code = int(code_text.strip() or -1)
+    try:
+        text, code = _run(container, verifier, tools, tests)
+    except SetupError as exc:
+        return Verification(HARBOR, error=str(exc))
+    finally:
+        # Nothing test.sh (or what it started) left running may change the reward files afterwards.
+        _docker(["kill", container])
+    output = text[-VERIFIER_OUTPUT_CHARS:]
+    if code is None:
+        return Verification(HARBOR, output=output, error=f"test.sh timed out after {timeout:g} s")
     details: dict[str, Any] = {"exit_code": code}
-    output = output[-VERIFIER_OUTPUT_CHARS:]
-    if code in (124, 137):
-        return Verification(
-            HARBOR, output=output, details=details, error=f"test.sh timed out after {timeout:g} s"
-        )
-    if not files:
+    files = _read_rewards(container)
+    name = next((n for n in REWARD_FILES if n in files), None)
+    if name is None:
         return Verification(
             HARBOR,
             output=output,
             details=details,
             error=f"test.sh exited {code} without writing {REWARD_DIR}/reward.txt or reward.json",
         )
-    name, _, content = files[0].partition("\n")  # reward.json first, as Harbor prefers it
     details["reward_file"] = name
     try:
-        reward, found = parse_reward(name, content)
+        reward, found = parse_reward(name, files[name])
     except ValueError as exc:
         return Verification(HARBOR, output=output, details=details, error=str(exc))
     return Verification(HARBOR, reward=reward, output=output, details={**details, **found})

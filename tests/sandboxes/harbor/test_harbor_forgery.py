@@ -1,0 +1,104 @@
+"""Rewards an agent cannot forge, on a real Harbor task in HarborSandbox (real docker, real test.sh).
+
+The task's test.sh always writes reward 0. The agent is root in its container, as Harbor tasks
+usually have it, and tries to turn that 0 into a 1: by replacing `timeout` (which the verifier used
+to run test.sh under) or `bash` with a script that writes reward 1, or by leaving a double-forked
+daemon that keeps rewriting /tests/test.sh and the reward file while the verifier runs. Each still
+gets 0, with test.sh's own output: its processes are gone before the check, and the check's shell
+and time bound are not the container's.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from collectors.policies import make_policy
+from collectors.runner import FleetConfig, run_fleet
+from collectors.tasks import TaskSpec
+from collectors.terminal.harbor import harbor_spec, sandbox_config
+from sandboxes.harbor import HarborSandbox, build_image, load_tasks, task_folders
+from sandboxes.terminal import parse_action
+from schemas import read_trajectories
+from tests.sandboxes.harbor.folders import write_task
+
+pytestmark = [pytest.mark.docker, pytest.mark.tmux]
+
+CLI = argparse.Namespace(allow_network=False, cpus=1.0, memory="512m", pids_limit=256, command_timeout=10.0)
+
+# Says who runs it and how /tests looks, then writes 0 whatever the agent did.
+ALWAYS_ZERO = """#!/bin/bash
+mkdir -p /logs/verifier
+echo "test.sh ran as $(id -un); tests: $(stat -c '%U %A' /tests/test.sh)"
+echo 0 > /logs/verifier/reward.txt
+"""
+FORGER = "#!/bin/sh\\nmkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; exit 0\\n"
+# Written over a program by rename: the running shell's own binary cannot be written in place.
+REPLACE = (
+    "printf '"
+    + FORGER
+    + "' > /tmp/forger && chmod 755 /tmp/forger && cp /tmp/forger {path}.new && mv -f {path}.new {path}"
+)
+FAKE_TEST = "#!/bin/bash\\nmkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt\\n"
+# Double-forked (the subshell exits at once), in its own session, detached from the pane.
+DAEMON = (
+    "( setsid nohup bash -c 'while :; do [ -d /tests ] && printf \"" + FAKE_TEST + '" > /tests/test.sh;'
+    " [ -d /logs/verifier ] && echo 1 > /logs/verifier/reward.txt; sleep 0.005; done'"
+    " >/dev/null 2>&1 </dev/null & ) ; sleep 0.3; pgrep -f 'while :' >/dev/null && echo daemon running"
+)
+
+
+def test_forged_rewards_get_zero(tmp_path: Path, terminal_image: str) -> None:
+    write_task(tmp_path / "tasks", "always-zero", test_sh=ALWAYS_ZERO, solve_sh="#!/bin/bash\ntrue\n")
+    [task], _ = load_tasks(task_folders(tmp_path / "tasks"))
+    image = build_image(task, map_base_images=True)
+    plays = {
+        "fake-timeout": [{"command": REPLACE.format(path="/usr/bin/timeout")}],
+        "fake-bash": [{"command": REPLACE.format(path="/usr/bin/bash")}],
+        "daemon": [{"command": DAEMON}],
+        "daemon-test-as-nobody": [{"command": DAEMON}],
+        "nothing": [{"command": "true"}],
+    }
+    specs = []
+    for label, actions in plays.items():
+        spec = harbor_spec(task, image, oracle=False, with_solution=False)
+        spec.task.id = label
+        if label.endswith("as-nobody"):
+            spec.task.verifier["user"] = "nobody"  # test.sh as another user: two docker execs
+        specs.append(TaskSpec(task=spec.task, actions=actions))
+    config, _ = sandbox_config(task, image, CLI)
+    summary = run_fleet(
+        FleetConfig(
+            domain="terminal",
+            sandbox_factory=lambda: HarborSandbox(config),
+            policy_factory=lambda: make_policy("scripted", tasks=specs, parse_action=parse_action),
+            tasks=specs,
+            out=str(tmp_path / "out"),
+            sandboxes=2,
+            episodes=len(specs),
+            max_steps=2,
+            progress=False,
+            handle_signals=False,
+        )
+    )
+    assert summary.exit_code == 0
+    found = {t.task.id: t for t in read_trajectories(str(tmp_path / "out"), validate=True)}
+    assert set(found) == set(plays)
+    # The forgeries were in place when the episode ended.
+    assert "daemon running" in found["daemon"].steps[0].observation.text
+    assert found["fake-timeout"].steps[0].observation.data["exit_code"] == 0
+    for label, trajectory in found.items():
+        verification = trajectory.outcome.verification
+        assert verification is not None and verification.error == "", (label, verification)
+        assert trajectory.outcome.reward == 0.0, (label, verification.output)
+        user = "nobody" if label.endswith("as-nobody") else "root"
+        # test.sh itself ran, from the task's tests/: root-owned and writable by root alone.
+        assert f"test.sh ran as {user}; tests: root -rw-r--r--" in verification.output, (
+            label,
+            verification.output,
+        )
+        assert verification.details["reward_file"] == "reward.txt"
+    # The sandboxes were reused, not replaced: ending the agent's processes is not a crash.
+    assert summary.sandbox_replacements == 0

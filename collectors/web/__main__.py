@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import posixpath
 import sys
-from pathlib import Path
+
+import fsspec
 
 from collectors.cli import (
     CliError,
@@ -168,7 +170,9 @@ def all_failed_code(out: str) -> int:
     """1 when every episode this run wrote ended in an error (every start URL unreachable, say):
     the run produced nothing usable, and a script calling it must not take that for success."""
     try:
-        outcomes = json.loads((Path(out) / "summary.json").read_text())["outcomes"]
+        # Through fsspec: with an s3:// or gs:// --out the summary is in the object store.
+        with fsspec.open(posixpath.join(out, "summary.json"), "r") as f:
+            outcomes = json.load(f)["outcomes"]
     except (OSError, ValueError, KeyError):
         return 0  # no summary: the runner said what went wrong and chose the exit code
     if outcomes and set(outcomes) == {"error"}:

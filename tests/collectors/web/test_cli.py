@@ -12,13 +12,16 @@ from sandboxes.http_server import LocalHTTPServer, Request, Response
 from sandboxes.web import parse_action
 from sandboxes.web.config import origin_of
 from tests.collectors.conftest import ROOT, assert_exactly_once
+from tests.support_s3 import running_s3_server, s3_objects
 
 EMBEDDED = {"http://shop.agentworld.test", "http://docs.agentworld.test"}
 
 
-def run_web(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run_web(
+    *args: str, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "collectors.web", "--no-progress", *args]
-    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def test_help_shows_examples_and_the_web_options() -> None:
@@ -144,3 +147,20 @@ def test_unreachable_start_urls_are_error_episodes_and_the_run_exits_non_zero(tm
             "--start-urls", str(urls), "--episodes", "2", "--max-steps", "3", "--out", str(tmp_path / "mixed")
         )
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+@pytest.mark.chromium
+def test_a_run_whose_every_episode_failed_exits_non_zero_with_an_object_store_out(tmp_path: Path) -> None:
+    with LocalHTTPServer({"/": _site}) as server:
+        gone = server.url("/")
+    urls = tmp_path / "urls.txt"
+    urls.write_text(f"{gone}\n")
+    with running_s3_server() as s3:
+        out = f"s3://{s3.bucket()}/run"
+        result = run_web(
+            "--start-urls", str(urls), "--episodes", "1", "--max-steps", "2", "--out", out, env=s3.child_env()
+        )
+        keys = s3_objects(s3, out.split("/")[2], "run/")
+    assert any(key.endswith("summary.json") for key in keys), keys
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "every episode ended in an error (1)" in result.stderr

@@ -2,11 +2,15 @@
 
 For each task folder (read by harbor's own model, see sandboxes/harbor): build its image (refused
 with the reason when its base image cannot be had), then play `solution/solve.sh` as the oracle;
-a task whose oracle does not reach reward 1 is reported and skipped. Then the chosen policy runs
-`--episodes` episodes of each validated task (default 1). Every episode, the oracle's too, is a
-trajectory in OUT whose outcome carries test.sh's reward and output; the oracle's task id ends in
-ORACLE_SUFFIX. The end summary (printed, and saved as OUT/harbor_summary.json) lists each task's
-oracle verdict and policy rewards, and each refused task with its reason.
+a task whose oracle does not reach reward 1 is reported and skipped. A task whose oracle passes
+is also played by a do-nothing policy (one no-op command): when that gets full reward too, test.sh
+cannot tell a solution from none, and the task is flagged (a warning in the summary, its name in
+the summary's "flagged"); it still runs. Then the chosen policy runs `--episodes` episodes of each
+validated task (default 1). Every episode, the oracle's and the do-nothing one's too, is a
+trajectory in OUT whose outcome carries test.sh's reward and output; their task ids end in
+ORACLE_SUFFIX and NOTHING_SUFFIX. The end summary (printed, and saved as OUT/harbor_summary.json)
+lists each task's oracle verdict, do-nothing reward and policy rewards, and each refused task with
+its reason.
 """
 
 from __future__ import annotations
@@ -40,6 +44,11 @@ from schemas.lock import DatasetLock
 from schemas.records import Task
 
 ORACLE_SUFFIX = "#oracle"
+NOTHING_SUFFIX = "#nothing"
+NOTHING_COMMAND = "true"
+FLAG_WARNING = (
+    "oracle and a do-nothing policy both get reward 1.0: test.sh does not tell a solution from none"
+)
 SOLVE_COMMAND = "bash /solution/solve.sh"
 # The terminal sandbox's longest command; a longer agent timeout still bounds the episode.
 MAX_COMMAND_S = 600.0
@@ -52,7 +61,9 @@ class TaskReport:
     image: str = ""
     oracle_reward: float | None = None
     oracle_error: str = ""
+    nothing_reward: float | None = None  # the do-nothing policy's, run once the oracle passed
     rewards: list[float | None] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -65,6 +76,7 @@ class TaskReport:
 class HarborSummary:
     tasks: list[TaskReport] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
+    flagged: list[str] = field(default_factory=list)  # tasks whose test.sh rewards doing nothing
     exit_code: int = 0
 
     def format(self) -> str:
@@ -76,12 +88,16 @@ class HarborSummary:
             )
             line = f"  {report.name}: oracle {oracle}{f' ({why})' if why else ''}"
             if report.oracle_passed:
-                line += f"; policy rewards {report.rewards}"
+                line += f"; do-nothing reward {report.nothing_reward}; policy rewards {report.rewards}"
             lines.append(line)
+            lines += [f"    WARNING: {warning}" for warning in report.warnings]
             lines += [f"    error: {error}" for error in report.errors] + [
                 f"    note: {n}" for n in report.notes
             ]
         lines += [f"  refused {path}: {why}" for path, why in self.refused.items()]
+        if self.flagged:
+            names = ", ".join(self.flagged)
+            lines.append(f"WARNING: {len(self.flagged)} flagged (do-nothing gets full reward): {names}")
         return "\n".join(lines)
 
 
@@ -114,6 +130,14 @@ def harbor_spec(task: HarborTask, image: BuiltImage, oracle: bool, with_solution
         ),
         actions=[{"command": SOLVE_COMMAND, "timeout": timeout}],
     )
+
+
+def nothing_spec(task: HarborTask, image: BuiltImage) -> TaskSpec:
+    """The task played by a policy that does nothing (one no-op command), without the solution."""
+    spec = harbor_spec(task, image, oracle=False, with_solution=False)
+    spec.task.id = task.name + NOTHING_SUFFIX
+    spec.task.metadata["harbor"]["role"] = "nothing"
+    return TaskSpec(task=spec.task, actions=[{"command": NOTHING_COMMAND}])
 
 
 def sandbox_config(
@@ -198,6 +222,8 @@ def run_harbor(args: argparse.Namespace, lock: DatasetLock) -> int:
             continue
         report, summary.exit_code = _run_task(args, lock, task, image)
         summary.tasks.append(report)
+        if report.warnings:
+            summary.flagged.append(report.name)
         if summary.exit_code:  # a signal or a fatal error stopped the fleet: stop here too
             break
     print(summary.format())
@@ -226,6 +252,15 @@ def _run_task(
     if not report.oracle_passed:
         report.oracle_error = why if report.oracle_reward is None else ""
         return report, 0
+    nothing = nothing_spec(task, image)
+    idle = policy_factory(argparse.Namespace(policy="scripted"), [nothing], parse_action=parse_action)[0]
+    fleet = _fleet(args, lock, config, nothing, idle, episodes=1, max_steps=1)
+    if fleet.exit_code:
+        return report, fleet.exit_code
+    outcomes = _outcomes(args.out, args.seed, nothing, 1)
+    report.nothing_reward = outcomes[0][0] if outcomes else None
+    if report.nothing_reward == 1.0:
+        report.warnings.append(FLAG_WARNING)
     spec = harbor_spec(task, image, oracle=False, with_solution=args.policy == "scripted")
     explorer = {"command_timeout": min(10.0, args.command_timeout)}
     policy = policy_factory(args, [spec], parse_action=parse_action, explorer_options=explorer)[0]

@@ -1,6 +1,7 @@
 """`python -m collectors.terminal --harbor-tasks DIR` end to end on task folders the test writes:
 oracle-validated, run and rewarded; a broken test.sh and an unmappable base image each give a clear
-error while the run goes on with the other tasks. Real docker, harbor's own task model."""
+error while the run goes on with the other tasks; a test.sh that rewards doing nothing is flagged.
+Real docker, harbor's own task model."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from collectors.terminal.__main__ import main
+from collectors.terminal.harbor import FLAG_WARNING
 from schemas import read_trajectories
 from tests.sandboxes.harbor.folders import write_task
 
@@ -18,6 +20,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.tmux]
 EMBEDDED = Path(__file__).resolve().parents[2] / "collectors" / "terminal" / "harbor_tasks"
 BROKEN_EXIT = "#!/bin/bash\necho 'cannot find the checker'\nexit 3\n"
 BROKEN_GARBAGE = "#!/bin/bash\nmkdir -p /logs/verifier\necho 'all good!' > /logs/verifier/reward.txt\n"
+# Checks nothing: the oracle gets 1, and so does doing nothing.
+LENIENT = "#!/bin/bash\nmkdir -p /logs/verifier\necho 1 > /logs/verifier/reward.txt\n"
 
 
 def test_harbor_folders_validated_run_and_rewarded(
@@ -27,6 +31,7 @@ def test_harbor_folders_validated_run_and_rewarded(
     write_task(tasks, "good")
     write_task(tasks, "exits-without-reward", test_sh=BROKEN_EXIT)
     write_task(tasks, "garbage-reward", test_sh=BROKEN_GARBAGE)
+    write_task(tasks, "lenient", test_sh=LENIENT)
     write_task(tasks, "private-base", base="registry.example.com/acme/private:1")
     out = tmp_path / "out"
     argv = ["--no-progress", "--harbor-tasks", str(tasks), "--map-base-images", "--max-steps", "2"]
@@ -35,7 +40,10 @@ def test_harbor_folders_validated_run_and_rewarded(
     assert code == 1, printed  # a refused task and two failed oracles: not a clean run
 
     found = {t.task.id: t for t in read_trajectories(str(out), validate=True)}
-    assert set(found) == {"good#oracle", "good", "exits-without-reward#oracle", "garbage-reward#oracle"}
+    assert set(found) == {
+        *("good#oracle", "good#nothing", "good", "exits-without-reward#oracle", "garbage-reward#oracle"),
+        *("lenient#oracle", "lenient#nothing", "lenient"),
+    }
     oracle = found["good#oracle"]
     assert oracle.outcome.status == "completed" and oracle.outcome.reward == 1.0
     assert oracle.outcome.verification.verifier == "harbor" and "ok" in oracle.outcome.verification.output
@@ -56,11 +64,19 @@ def test_harbor_folders_validated_run_and_rewarded(
     summary = json.loads((out / "harbor_summary.json").read_text())
     reports = {r["name"]: r for r in summary["tasks"]}
     assert reports["good"]["oracle_reward"] == 1.0 and reports["good"]["rewards"] == [0.0]
+    assert reports["good"]["nothing_reward"] == 0.0 and reports["good"]["warnings"] == []
+    # The do-nothing policy's one no-op command got full reward, as the oracle did: flagged, still run.
+    assert found["lenient#nothing"].outcome.reward == 1.0
+    assert [s.action.arguments["command"] for s in found["lenient#nothing"].steps] == ["true"]
+    assert reports["lenient"]["nothing_reward"] == 1.0 and reports["lenient"]["rewards"] == [1.0]
+    assert reports["lenient"]["warnings"] == [FLAG_WARNING] and summary["flagged"] == ["lenient"]
+    assert f"    WARNING: {FLAG_WARNING}" in printed
+    assert "WARNING: 1 flagged (do-nothing gets full reward): lenient" in printed
     assert "without writing" in reports["exits-without-reward"]["oracle_error"]
     assert reports["garbage-reward"]["oracle_reward"] is None
     [(path, why)] = summary["refused"].items()
     assert path.endswith("private-base") and "registry.example.com/acme/private:1" in why
-    assert "good: oracle passed; policy rewards [0.0]" in printed
+    assert "good: oracle passed; do-nothing reward 0.0; policy rewards [0.0]" in printed
     assert "exits-without-reward: oracle FAILED (test.sh exited 3" in printed
 
 
@@ -83,6 +99,10 @@ def test_embedded_harbor_tasks_pass_their_oracles(
     code = main([*argv, "--out", str(tmp_path / "out")])
     printed = capsys.readouterr().out
     assert code == 0, printed
-    found = list(read_trajectories(str(tmp_path / "out")))
-    assert sorted(t.task.id for t in found) == ["fix-config#oracle", "run-script#oracle", "word-count#oracle"]
-    assert all(t.outcome.reward == 1.0 for t in found), printed
+    found = {t.task.id: t.outcome.reward for t in read_trajectories(str(tmp_path / "out"))}
+    names = ("fix-config", "run-script", "word-count")
+    assert sorted(found) == sorted(f"{n}{suffix}" for n in names for suffix in ("#oracle", "#nothing"))
+    assert all(found[f"{n}#oracle"] == 1.0 for n in names), printed
+    # Their test.sh tells a solution from doing nothing: none is flagged.
+    assert all(found[f"{n}#nothing"] == 0.0 for n in names), printed
+    assert "WARNING" not in printed

@@ -1,15 +1,16 @@
 """Rows of a public dataset, streamed from a local copy or any fsspec URI.
 
-JSON Lines (plain or compressed: .gz, .bz2, .xz) are read here line by line, so a line that is not
-JSON is one bad row (it goes to the dead-letter file) instead of the end of the file. A JSON file
-holding one array of rows (Mind2Web's raw release: hundreds of MB each) is parsed incrementally with
-ijson, an item at a time. Parquet (what the Hub stores and converts every dataset to) is read a batch
-at a time with pyarrow's streaming reader, the one `datasets` uses underneath: through `datasets`'
-streaming mode the peak RSS of an import was 700 MB for 100,000 small rows and grew 23-33% to 400,000
-(it opens a fragment per row group), against a flat 100 MB this way. Arrow, CSV and JSON files holding
-anything but an array go through `datasets` in streaming mode. A local snapshot of a Hub dataset
-(`huggingface-cli download --repo-type dataset`) is a folder of such files; `hf://datasets/...` and
-other fsspec URIs read the same way.
+JSON Lines (plain or compressed: .gz, .bz2, .xz; and a .json file that does not hold an array) are
+read here line by line, so a line that is not JSON is one bad row (it goes to the dead-letter file)
+instead of the end of the file. A JSON file holding one array of rows (Mind2Web's raw release:
+hundreds of MB each) is parsed incrementally with ijson, an item at a time. Parquet (what the Hub
+stores and converts every dataset to) is read a batch at a time with pyarrow's streaming reader, the
+one `datasets` uses underneath: through `datasets`' streaming mode the peak RSS of an import was 700
+MB for 100,000 small rows and grew 23-33% to 400,000 (it opens a fragment per row group), against a
+flat 100 MB this way. Arrow and CSV files go through `datasets` in streaming mode (JSON went there
+too until a .json file nested 100,000 deep crashed its reader with a segmentation fault, before any
+limit could be checked). A local snapshot of a Hub dataset (`huggingface-cli download --repo-type
+dataset`) is a folder of such files; `hf://datasets/...` and other fsspec URIs read the same way.
 
 Hostile or damaged files are dead letters, never the end of the run, and memory stays bounded:
 - a row (a JSON line, an item of a JSON array, a whole `.traj`/`.cast` file) over `MAX_ROW_BYTES`
@@ -39,7 +40,7 @@ from typing import IO, Any, NamedTuple
 from fsspec.core import url_to_fs
 
 # `datasets` builder for each file kind it reads; .jsonl is read here (see the module doc).
-BUILDERS = {".arrow": "arrow", ".csv": "csv", ".json": "json"}
+BUILDERS = {".arrow": "arrow", ".csv": "csv"}
 PARQUET = (".parquet",)
 # What `datasets.save_to_disk` and Hub snapshots keep beside the data: never rows.
 METADATA_FILES = frozenset({"dataset_info.json", "dataset_infos.json", "state.json", "dataset_dict.json"})
@@ -107,7 +108,7 @@ def data_files(source: str, suffixes: tuple[str, ...]) -> list[str]:
 def stream_rows(source: str) -> Iterator[tuple[int, str, Any]]:
     """(index within its file, file URI, row) for every row of every data file `source` names. A file
     that fails part-way ends with one `Unreadable` naming the error; the next file is still read."""
-    for uri in data_files(source, (*JSON_LINES, *PARQUET, *BUILDERS)):
+    for uri in data_files(source, (*JSON_LINES, ".json", *PARQUET, *BUILDERS)):
         index = 0
         try:
             for row in _file_rows(uri):
@@ -122,8 +123,8 @@ def _file_rows(uri: str) -> Iterator[Any]:
     lower = uri.lower()
     if lower.endswith(JSON_LINES):
         return json_lines(uri)
-    if lower.endswith(".json") and _starts_with_array(uri):
-        return json_array(uri)
+    if lower.endswith(".json"):  # an array of rows, or JSON Lines named .json
+        return json_array(uri) if _starts_with_array(uri) else json_lines(uri)
     if lower.endswith(PARQUET):
         return parquet_rows(uri)
     return dataset_rows(uri)

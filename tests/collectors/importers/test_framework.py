@@ -150,7 +150,7 @@ def test_a_json_array_streams_item_by_item_and_a_broken_tail_is_one_dead_letter(
     assert dead["uri"] == str(broken) and "breaks off" in dead["reason"]
 
 
-def test_a_saved_datasets_folder_and_json_lines_named_json_go_through_datasets(tmp_path: Path):
+def test_a_saved_datasets_folder_and_json_lines_named_json_are_read(tmp_path: Path):
     import datasets
 
     datasets.Dataset.from_list(rows(5)).save_to_disk(str(tmp_path / "saved"))  # .arrow files

@@ -107,6 +107,18 @@ def test_json_nested_100000_deep_in_jsonl_is_a_dead_row_not_a_recursion_error(tm
     ]
 
 
+def test_a_json_file_of_lines_nested_100000_deep_is_a_dead_row_not_a_crash(tmp_path: Path):
+    # A .json file that is not an array went to `datasets`, whose reader died of a segmentation fault
+    # on this (the whole run with it); it is read as JSON Lines now, with the depth limit.
+    source = tmp_path / "log.json"
+    deep = '{"id": "deep", "commands": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    source.write_text(json.dumps(rows(1)[0]) + "\n" + deep + "\n")
+    summary = import_rows(EchoLog(), [str(source)], str(tmp_path / "out"), context(), progress=False)
+    assert (summary.imported, dict(summary.dead)) == (1, {"unreadable": 1})
+    (dead,) = dead_letters(summary.dead_letter_path)
+    assert dead["reason"] == f"line 2 nests deeper than {MAX_DEPTH} arrays/objects (the limit)"
+
+
 def test_a_json_array_nested_100000_deep_is_dead_letters_in_bounded_memory(tmp_path: Path):
     # 1.2 MB: three items 100,000 levels deep. ijson.items built prefixes for every level and grew
     # to 16.7 GB on this; the import runs under an address-space cap so a regression fails, not swaps.

@@ -11,6 +11,8 @@ and time bound are not the container's.
 from __future__ import annotations
 
 import argparse
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from collectors.runner import FleetConfig, run_fleet
 from collectors.tasks import TaskSpec
 from collectors.terminal.harbor import harbor_spec, sandbox_config
 from sandboxes.harbor import HarborSandbox, build_image, load_tasks, task_folders
+from sandboxes.harbor.verifier import EXEC_GRACE_S
 from sandboxes.terminal import parse_action
 from schemas import read_trajectories
 from tests.sandboxes.harbor.folders import write_task
@@ -102,3 +105,32 @@ def test_forged_rewards_get_zero(tmp_path: Path, terminal_image: str) -> None:
         assert verification.details["reward_file"] == "reward.txt"
     # The sandboxes were reused, not replaced: ending the agent's processes is not a crash.
     assert summary.sandbox_replacements == 0
+
+
+def test_a_test_sh_past_its_timeout_is_stopped_from_the_host(tmp_path: Path, terminal_image: str) -> None:
+    """No `timeout` of the container's bounds test.sh: the host does, and kills the container."""
+    slow = (
+        "#!/bin/bash\necho started\nsleep 60\nmkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt\n"
+    )
+    write_task(tmp_path / "tasks", "slow-test", test_sh=slow, verifier_timeout=2)
+    [task], _ = load_tasks(task_folders(tmp_path / "tasks"))
+    image = build_image(task, map_base_images=True)
+    spec = harbor_spec(task, image, oracle=False, with_solution=False)
+    config, _ = sandbox_config(task, image, CLI)
+    sandbox = HarborSandbox(config)
+    try:
+        sandbox.reset(spec.task)
+        sandbox.step(parse_action("command", {"command": "true"}))
+        clock = time.monotonic()
+        verification = sandbox.verify(spec.task, [])
+        elapsed = time.monotonic() - clock
+        assert verification is not None and verification.reward is None
+        assert verification.error == "test.sh timed out after 2 s" and "started" in verification.output
+        assert elapsed < 2 + EXEC_GRACE_S + 10, elapsed
+        [container] = [r.split(":", 1)[1] for r in sandbox.resources() if r.startswith("container:")][:1]
+        running = ["docker", "inspect", "-f", "{{.State.Running}}", container]
+        state = subprocess.run(running, capture_output=True, text=True)
+        assert state.stdout.strip() == "false", state  # nothing of test.sh runs on
+        assert sandbox.alive  # the episode is over, the sandbox is fine
+    finally:
+        sandbox.close()

@@ -34,9 +34,9 @@ import posixpath
 import re
 import zlib
 from collections.abc import Callable, Iterator
-from itertools import accumulate
 from typing import IO, Any, NamedTuple
 
+import numpy as np
 from fsspec.core import url_to_fs
 
 # `datasets` builder for each file kind it reads; .jsonl is read here (see the module doc).
@@ -58,9 +58,10 @@ MAX_ROW_BYTES = 128 * 2**20  # one row's bytes; the largest real rows (Mind2Web 
 # else (a missing extra, a bug) still ends the run, so it is seen and fixed.
 FILE_ERRORS = (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError, RecursionError)
 _CHUNK = 1 << 20
-_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # JSON strings, whose brackets are text
-_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
-_BRACKET_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_ONLY_BRACKETS = str.maketrans("", "", "".join(chr(c) for c in range(128) if chr(c) not in "[]{}"))
+_BRACKET_STEP = np.zeros(256, dtype=np.int64)  # by byte: +1 opens, -1 closes
+_BRACKET_STEP[[ord("["), ord("{")]] = 1
+_BRACKET_STEP[[ord("]"), ord("}")]] = -1
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
@@ -158,8 +159,16 @@ def loads(text: str, max_depth: int = MAX_DEPTH) -> Any:
 
 def nesting(text: str) -> int:
     """The deepest nesting of arrays/objects in JSON text, brackets inside strings not counted."""
-    brackets = _NOT_BRACKETS.sub("", _STRINGS.sub("", text))
-    return max(accumulate(map(_BRACKET_STEP.__getitem__, brackets)), default=0)
+    # Escaped backslashes, then escaped quotes, out: every quote left opens or closes a string, so
+    # the odd pieces between quotes are the strings. All in C: a regex over the strings was 3x slower.
+    if "\\" in text:
+        text = text.replace("\\\\", "").replace('\\"', "")
+    outside = "".join(text.split('"')[::2])
+    # Outside strings valid JSON is ASCII; what else is there is no bracket.
+    brackets = outside.translate(_ONLY_BRACKETS).encode("ascii", "ignore")
+    if not brackets:
+        return 0
+    return int(np.cumsum(_BRACKET_STEP[np.frombuffer(brackets, dtype=np.uint8)]).max())
 
 
 def json_lines(uri: str, max_bytes: int = MAX_ROW_BYTES, max_depth: int = MAX_DEPTH) -> Iterator[Any]:

@@ -162,9 +162,10 @@ def _git(template: Path, *args: str) -> bytes:
 
 
 def restored_files(template: Path, base: str, names: list[str], test_patch: str, into: Path) -> list[str]:
-    """Write into `into` each of `names` as the base commit has it, with the test patch applied;
-    the names (of `names` and those the patch touches) that are then absent: the workspace must
-    not have them. PatchError when the patch does not apply."""
+    """Write into `into` each of `names` (the files the test patch touches among them) as the base
+    commit has it, with the test patch applied; the names (of `names` and those the patch creates)
+    that are then absent: the workspace must not have them. PatchError when the patch does not
+    apply."""
     present = [
         n
         for n in _git(template, "ls-tree", "-r", "-z", "--name-only", base, "--", *names).decode().split("\0")
@@ -264,7 +265,9 @@ def run_swe_tests(runner: Runner, root: str, template: Path, verifier: dict[str,
         raise VerifierError("the swe_tests verifier lists no tests (FAIL_TO_PASS, PASS_TO_PASS)")
     test_patch = verifier.get("test_patch") or ""
     timeout = float(verifier.get("timeout_s", DEFAULT_TIMEOUT_S))
-    names = sorted({*node_files(fail_to_pass + pass_to_pass), *harness_files(template)})
+    names = sorted(
+        {*node_files(fail_to_pass + pass_to_pass), *patch_files(test_patch), *harness_files(template)}
+    )
     with tempfile.TemporaryDirectory(prefix="agentworld-swe-verify-") as scratch:
         restored = Path(scratch) / "files"
         restored.mkdir()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,16 @@ from collectors.runner import FleetConfig, run_fleet
 from collectors.tasks import TaskSpec, embedded_tasks
 from sandboxes.swe import SweSandbox, make_config, parse_action
 from sandboxes.swe.repos import default_cache_dir
-from sandboxes.swe.verify import node_files, parse_summary, patch_files, score, verifier_command
+from sandboxes.swe.verify import (
+    PatchError,
+    base_commit,
+    node_files,
+    parse_summary,
+    patch_files,
+    restored_files,
+    score,
+    verifier_command,
+)
 from schemas import read_trajectories
 from schemas.records import Trajectory
 
@@ -202,3 +212,38 @@ def test_tools_the_agent_planted_for_the_verifier_earn_nothing(tmp_path: Path) -
         assert set(verification.details["FAIL_TO_PASS"].values()) == {"FAILED"}, (label, verification.output)
         if label != "smudge-filter":  # the agent's own test run was fooled
             assert agents_run.data["exit_status"] == 0 or "PASSED" in agents_run.text, agents_run.text[-2000:]
+
+
+def test_restored_files_come_from_the_template_with_the_test_patch_applied(tmp_path: Path) -> None:
+    """Real git: the base's files, read from the template's own repository, and the test patch
+    (which edits a helper no test id names, adds a test file, deletes another) applied outside it."""
+    template = tmp_path / "template"
+    (template / "tests").mkdir(parents=True)
+    files = {"tests/test_a.py": "def test_a():\n    assert 1\n", "tests/helpers.py": "X = 1\n"}
+    files["tests/test_gone.py"] = "def test_gone():\n    pass\n"
+    for name, text in files.items():
+        (template / name).write_text(text)
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
+    env.update(GIT_COMMITTER_EMAIL="t@t", PATH="/usr/bin:/bin", HOME=str(tmp_path))
+    for argv in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "base"]):
+        subprocess.run(["git", "-C", str(template), *argv], check=True, env=env)
+    (template / "tests" / "helpers.py").write_text("X = 2\n")
+    (template / "tests" / "test_new.py").write_text("def test_new():\n    pass\n")
+    (template / "tests" / "test_gone.py").unlink()
+    subprocess.run(["git", "-C", str(template), "add", "-A"], check=True, env=env)
+    patch = subprocess.run(
+        ["git", "-C", str(template), "diff", "--cached"], check=True, env=env, capture_output=True, text=True
+    ).stdout
+    subprocess.run(["git", "-C", str(template), "reset", "-q", "--hard"], check=True, env=env)
+    into = tmp_path / "scratch" / "files"
+    into.mkdir(parents=True)
+    names = sorted({"tests/test_a.py", *patch_files(patch)})
+    absent = restored_files(template, base_commit(template), names, patch, into)
+    assert absent == ["tests/test_gone.py"]
+    assert (into / "tests" / "helpers.py").read_text() == "X = 2\n"
+    assert (into / "tests" / "test_new.py").is_file()
+    assert (into / "tests" / "test_a.py").read_text() == files["tests/test_a.py"]
+    with pytest.raises(PatchError, match="patch does not apply"):
+        restored_files(
+            template, base_commit(template), names, patch.replace("X = 1", "X = 9"), tmp_path / "x"
+        )

@@ -112,7 +112,8 @@ class Cast:
 
 def parse_cast(text: str) -> Cast:
     """The header and events of an asciicast v2/v3 file; BadCast naming the line that is wrong."""
-    lines = text.splitlines()
+    # Not splitlines(): it also breaks at U+0085, U+2028 and \x1c-\x1e, which JSON strings hold raw.
+    lines = text.split("\n")
     if not lines or not lines[0].strip():
         raise BadCast("line 1: empty file, expected an asciicast header (a JSON object)")
     try:
@@ -333,8 +334,7 @@ def replay(cast: Cast) -> tuple[Observation, list[Turn], list[dict[str, Any]], s
             if pending is None:
                 initial = Observation(format="terminal_screen", text=screen.text())
             elif not pending.open:
-                if len(turns) >= MAX_STEPS:
-                    raise BadRow(f"the recording has over {MAX_STEPS:,} actions (the limit)")
+                _check_steps(turns)
                 turns.append(Turn(action=_action(pending, time), observation=_observation(screen, pending)))
                 pending = None
             if pending is None:
@@ -359,8 +359,15 @@ def replay(cast: Cast) -> tuple[Observation, list[Turn], list[dict[str, Any]], s
             " (commands are not guessed from prompt lines)"
         )
     end = cast.events[-1][0]
+    _check_steps(turns)
     turns.append(Turn(action=_action(pending, end), observation=_observation(screen, pending)))
     return initial, turns, markers, exit_status
+
+
+def _check_steps(turns: list[Turn]) -> None:
+    """Before a turn is added: each holds a screen, so their number bounds the memory a file takes."""
+    if len(turns) >= MAX_STEPS:
+        raise BadRow(f"the recording has over {MAX_STEPS:,} actions (the limit)")
 
 
 def _action(pending: _Pending, next_input: float) -> Action:

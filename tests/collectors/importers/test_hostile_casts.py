@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from collectors.importers.asciinema import IMPORTER as ASCIINEMA
-from collectors.importers.asciinema import MAX_COLUMNS, MAX_LINES
+from collectors.importers.asciinema import MAX_COLUMNS, MAX_LINES, MAX_STEPS
 from collectors.importers.base import ImportContext
 from collectors.importers.run import ImportSummary, import_rows
 from collectors.importers.terminal_text import ControlStrings
@@ -143,3 +143,24 @@ def test_the_output_filter_keeps_state_across_chunks_as_a_terminal_does() -> Non
     # ESC then P across a chunk starts a DCS; an ESC that is not ST ends one and starts its own
     # sequence (CSI kept for pyte); CAN aborts a string and is dropped outside one.
     assert "".join(stream.feed(chunk) for chunk in fed) == "ab\x1b[1mc\x1b[2mdefg"
+
+
+def test_too_many_actions_are_refused_and_raw_line_separators_stay_inside_their_event(tmp_path: Path):
+    casts = tmp_path / "casts"
+    presses = [
+        [round(0.001 * i, 3), "io"[i % 2], "\r" if i % 2 == 0 else "\r\n"] for i in range(2 * MAX_STEPS + 2)
+    ]
+    write(casts, "many.cast", {**HEADER, "width": 10, "height": 2}, presses)
+    write(casts, "most.cast", {**HEADER, "width": 10, "height": 2}, presses[:-2])  # at the limit
+    # U+2028 and U+0085 are text inside a JSON string; the file was split at them, breaking the event.
+    events = [HEADER, [0.1, "o", "$ "], [1.0, "i", "x\r"], [1.1, "o", "x\r\na\x85b\r\n$ "]]
+    events.append([1.2, "m", "one\u2028two"])
+    (casts / "separators.cast").write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in events))
+
+    _, trajectories, reasons = run(casts, tmp_path / "out")
+
+    assert reasons == {"many.cast": f"the recording has over {MAX_STEPS:,} actions (the limit)"}
+    assert len(trajectories["most.cast"].steps) == MAX_STEPS
+    separators = trajectories["separators.cast"]
+    assert screens(separators) == ["$", "$ x\nab\n$"]  # U+0085, a C1 control, is not drawn
+    assert [m["label"] for m in separators.task.metadata["markers"]] == ["one two"]

@@ -23,7 +23,7 @@ from openenv.core.generic_client import GenericEnvClient
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import InvalidStatus
 
-from sandboxes.serve.auth import TOKEN_ENV, resolve_token, stored_token
+from sandboxes.serve.auth import TOKEN_DIR, TOKEN_ENV, resolve_token, stored_token
 
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
@@ -54,10 +54,13 @@ class SandboxClient(GenericEnvClient):
             hint = ""
             if status == 401:
                 hint = (
-                    f" (the server wants a bearer token: connect(url, token=...) or set {TOKEN_ENV})"
+                    f" (the server wants a bearer token: connect(url, token=...) or set {TOKEN_ENV}; "
+                    f"a server on this machine prints it at start and keeps it in {TOKEN_DIR}/PORT.token)"
                     if not self._token
                     else " (the server refused this token)"
                 )
+            elif status in (403, 421):
+                hint = " (the server refused this Host or Origin: see --allow-host and --allow-origin)"
             raise ConnectionError(f"{self._ws_url} refused the WebSocket: HTTP {status}{hint}") from exc
         except Exception as exc:
             raise ConnectionError(f"Failed to connect to {self._ws_url}: {exc}") from exc

@@ -24,6 +24,7 @@ class Connection:
     # A receive() the pool started while a call ran (to see the client leave); the handler's next
     # message is its result.
     next: asyncio.Future[Message] | None = None
+    left_mid_call: str | None = None  # how the client left while a call ran ("left", "closed the session")
 
 
 CURRENT_CONNECTION: ContextVar[Connection | None] = ContextVar("agentworld_serve_connection", default=None)

@@ -43,6 +43,9 @@ EXPIRED = "expired"  # idle past its lease: the reaper reclaimed it
 CLOSED = "closed"  # its client closed it (DELETE, or openenv's close message before the socket closed)
 DISCONNECTED = "disconnected"  # its WebSocket dropped without a close message (client killed, network)
 SHUTDOWN = "shutdown"  # the server stopped
+# A call that outlasts this starts listening to its WebSocket (for its client leaving); quicker ones
+# never pay for a listener. A client that leaves is thus seen within this much of a call's start.
+WATCH_AFTER_S = 0.2
 REMEMBERED_ENDINGS = 10_000  # ended HTTP session ids kept to answer 410 / "was closed" instead of 404
 
 
@@ -157,6 +160,7 @@ class SessionPool(HTTPEnvServer):
         self._connections: dict[str, Connection] = {}
         self._busy: dict[str, int] = {}  # calls in flight per session: never reclaimed mid-step
         self._ended: OrderedDict[str, tuple[str, str]] = OrderedDict()  # HTTP session -> (why, message)
+        self._releasing: set[asyncio.Task] = set()  # sandboxes of abandoned sessions being closed
 
     # -- messages ----------------------------------------------------------------------------------
 
@@ -216,19 +220,16 @@ class SessionPool(HTTPEnvServer):
     ) -> None:
         """Remove a session and close its sandbox (in the session's own thread, as Playwright needs).
         With `idle_over`, only if the session is still idle past it and no call is in flight."""
-        forgotten = await self._forget(session_id, reason, message, idle_over)
+        async with self._session_lock:
+            forgotten = self._forget(session_id, reason, message, idle_over)
         if forgotten is not None:
             await self._cleanup_session_resources(*forgotten)
 
-    async def _abandon(self, session_id: str, reason: str) -> None:
-        """The client left while a call ran in the session: free its slot now and interrupt the call.
-        A sandbox's close() is safe from any thread and kills its processes (a runner aborts the same
+    async def _release_abandoned(self, env: Environment, executor: Any, stack: Any) -> None:
+        """Close an abandoned session's sandbox from here, a call perhaps still running in its thread:
+        a sandbox's close() is safe from any thread and kills its processes (a runner aborts the same
         way), which ends the call; the session's own thread then closes what is left, Playwright's
         objects included, once the call has returned. Nobody waits for that."""
-        forgotten = await self._forget(session_id, reason, "")
-        if forgotten is None:
-            return
-        env, executor, stack = forgotten
         if stack is not None:
             with contextlib.suppress(Exception):
                 await stack.aclose()
@@ -244,25 +245,25 @@ class SessionPool(HTTPEnvServer):
         if executor is not self._shared_session_executor:
             executor.shutdown(wait=False)
 
-    async def _forget(
+    def _forget(
         self, session_id: str, reason: str | None, message: str, idle_over: float | None = None
     ) -> tuple[Environment, Any, Any] | None:
         """Take the session out of the table, count why it ended and tell its environment; its
         (env, executor, exit stack) to clean up, or None if it was gone (or is not idle past
-        `idle_over`)."""
-        async with self._session_lock:
-            if session_id not in self._sessions:
+        `idle_over`). Synchronous: nothing else on the event loop sees the table half-changed
+        (openenv, too, holds its session lock only around such sections, never across an await)."""
+        if session_id not in self._sessions:
+            return None
+        if idle_over is not None:
+            info = self._session_info.get(session_id)
+            if self._busy.get(session_id) or (
+                info is not None and time.time() - info.last_activity_at <= idle_over
+            ):
                 return None
-            if idle_over is not None:
-                info = self._session_info.get(session_id)
-                if self._busy.get(session_id) or (
-                    info is not None and time.time() - info.last_activity_at <= idle_over
-                ):
-                    return None
-            env = self._sessions.pop(session_id)
-            executor = self._session_executors.pop(session_id, None)
-            stack = self._session_stacks.pop(session_id, None)
-            self._session_info.pop(session_id, None)
+        env = self._sessions.pop(session_id)
+        executor = self._session_executors.pop(session_id, None)
+        stack = self._session_stacks.pop(session_id, None)
+        self._session_info.pop(session_id, None)
         connection = self._connections.pop(session_id, None)
         if reason is None:
             if self.stopping:
@@ -296,6 +297,8 @@ class SessionPool(HTTPEnvServer):
                     await asyncio.to_thread(env.interrupt)
         for session_id in list(self._sessions):
             await self._destroy_session(session_id, SHUTDOWN, "the server shut down")
+        if self._releasing:  # abandoned sessions' sandboxes still closing: before the loop stops
+            await asyncio.gather(*self._releasing, return_exceptions=True)
 
     @property
     def calls_in_flight(self) -> int:
@@ -327,27 +330,50 @@ class SessionPool(HTTPEnvServer):
             self._update_session_activity(session_id)
 
     async def _watched(self, session_id: str, connection: Connection, call: Callable[[], Any]) -> Any:
-        """Run a WebSocket session's call in its thread while listening to its socket: openenv's
-        handler reads nothing until the call returns, so a client that leaves (closes, or is killed)
-        mid-step would otherwise hold its sandbox and slot until the step's own timeout."""
-        executor = self._session_executors.get(session_id, self._executor)
-        running = asyncio.get_running_loop().run_in_executor(executor, call)
+        """Run a WebSocket session's call in its thread; if it outlasts WATCH_AFTER_S, listen to its
+        socket meanwhile. openenv's handler reads nothing until the call returns, so a client that
+        leaves (closes, or is killed) mid-step would otherwise hold its sandbox and slot until the
+        step's own timeout. A quick step costs one timer: no listener, no extra event-loop hop."""
+        loop = asyncio.get_running_loop()
+        running = loop.run_in_executor(self._session_executors.get(session_id, self._executor), call)
+        timer = loop.call_later(WATCH_AFTER_S, self._watch, session_id, connection, running)
+        try:
+            return await running
+        except asyncio.CancelledError:
+            if connection.left_mid_call is None:  # not ours (shutdown): let it through
+                raise
+            # openenv's handler answers this (to no one, or to a client that said goodbye), then
+            # reads the message waiting in connection.next (the disconnect, or the close) and ends.
+            raise SessionEndedError(f"the client {connection.left_mid_call} during the call") from None
+        finally:
+            timer.cancel()
+
+    def _watch(self, session_id: str, connection: Connection, running: asyncio.Future) -> None:
+        """A long call: read the socket's next message now (the handler gets it next either way)."""
+        if running.done():
+            return
         if connection.next is None:
             connection.next = asyncio.ensure_future(connection.receive())
-        await asyncio.wait((running, connection.next), return_when=asyncio.FIRST_COMPLETED)
-        if running.done():
-            return running.result()
-        message = connection.next.result()
+        connection.next.add_done_callback(functools.partial(self._heard, session_id, connection, running))
+
+    def _heard(self, session_id: str, connection: Connection, running: asyncio.Future, heard: Any) -> None:
+        """The socket's next message arrived while the call runs: a message sent ahead waits for the
+        handler; a disconnect or openenv's close ends the session now, its slot freed at once."""
+        if running.done() or heard.cancelled() or heard.exception() is not None:
+            return
+        message = heard.result()
         leaving = message.get("type") == "websocket.disconnect"
         if not leaving and not asks_to_close(message):
-            return await running  # a message sent ahead: the handler reads it next
+            return
         connection.close_requested = connection.close_requested or not leaving
         connection.gone = connection.gone or leaving  # nothing more can reach this client
-        running.add_done_callback(_log_failure)  # the interrupted call's error is nobody's to raise
-        await self._abandon(session_id, DISCONNECTED if leaving else CLOSED)
-        # openenv's handler answers this (to no one, or to a client that said goodbye), then reads
-        # the message waiting in connection.next: the disconnect or the close, and ends.
-        raise SessionEndedError(f"the client {'left' if leaving else 'closed the session'} during the call")
+        connection.left_mid_call = "left" if leaving else "closed the session"
+        forgotten = self._forget(session_id, DISCONNECTED if leaving else CLOSED, "")
+        running.cancel()  # the handler stops waiting; the thread's call ends once its sandbox is closed
+        if forgotten is not None:
+            task = asyncio.ensure_future(self._release_abandoned(*forgotten))
+            self._releasing.add(task)  # a reference, or the task could be collected mid-way
+            task.add_done_callback(self._releasing.discard)
 
     async def run_in_session(self, session_id: str, func: Callable[..., Any], *args, **kwargs) -> Any:
         """Run `func` in the session's own thread (where its sandbox was made), renewing its lease."""

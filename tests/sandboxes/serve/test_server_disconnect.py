@@ -164,7 +164,7 @@ def containers(resources: set[str]) -> list[str]:
 def test_a_killed_client_leaves_no_container_and_no_process(recorder: Recorder) -> None:
     app = build_app(recorder, [s.task for s in embedded_tasks("terminal")], domain="terminal")
     pool = pool_of(app)
-    with serving(app) as url:
+    with serving(app) as url, server_log() as logged:
         client = subprocess.Popen(
             [sys.executable, "-c", CLIENT, url.replace("http", "ws") + "/ws"],
             stdout=subprocess.PIPE,
@@ -201,3 +201,4 @@ def test_a_killed_client_leaves_no_container_and_no_process(recorder: Recorder) 
         live = {int(pid) for pid, stat in rows if not stat.startswith("Z")}  # a zombie has ended
         assert pids and not set(pids) & live, "a process of the sandbox still runs"
         assert app.state.stats.counts["disconnected"] == 1
+    assert logged == [], "\n".join(logged)

@@ -16,6 +16,14 @@ thread that spawned it dies (the collector killed), it kills every process left 
 signal follows the spawning thread, not the process: spawn from a thread that outlives the
 command (a collector's worker, a sandbox's own loop or pool thread), never from a short-lived one.
 The collector itself is never put in a box, so a kill never reaches it.
+
+Every cgroup a sandbox makes (a box here, the limit cgroups of a bwrap sandbox) is made below the
+collector's own cgroup (`own_cgroups`, read from /proc/self/cgroup: each v1 controller's path, and
+the unified path), never at a hierarchy's root: the limits that hold the collector hold its
+sandboxes too. Their names carry the owner's pid (`BOX_PREFIX`, `LIMITS_PREFIX`), which is how
+`reap_boxes` finds those of a dead collector: below this process's own cgroups (where a collector
+started from the same service, shell or CI job put them) and, for cgroups made before they were
+nested, at each hierarchy's root.
 """
 
 from __future__ import annotations
@@ -39,6 +47,8 @@ from sandboxes.checks import process_exists
 log = logging.getLogger(__name__)
 
 BOX_PREFIX = "agentworld-box-"
+# The limit cgroups of bwrap sandboxes: `agentworld-limits-<owner pid>-<kind>-<random>`.
+LIMITS_PREFIX = "agentworld-limits-"
 # A sandbox's private temp dir, `agentworld-<kind>-<owner pid>-<mkdtemp's suffix>`: the owner pid
 # lets the next run remove what a collector killed before its close left behind.
 _TMPDIR_NAME = re.compile(r"^agentworld-[a-z]+(?:-[a-z]+)*-(\d+)-[a-z0-9_]+$")
@@ -135,17 +145,66 @@ def cgroup2_root() -> str | None:
     return None
 
 
+def _unescape(field: str) -> str:
+    """A mountinfo path field: spaces, tabs, newlines and backslashes come octal-escaped."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), field)
+
+
+@functools.cache
+def own_cgroups() -> dict[str, str]:
+    """This process's own cgroup directory in each mounted hierarchy: by v1 controller name
+    ("memory", "pids", "cpu"...), and "" for the unified (v2) hierarchy."""
+    mounts: list[tuple[str, str, str, set[str]]] = []  # (fs type, root, mount point, options)
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                fields = line.split()
+                sep = fields.index("-")
+                fstype = fields[sep + 1]
+                if fstype in ("cgroup", "cgroup2"):
+                    options = set(fields[sep + 3].split(","))
+                    mounts.append((fstype, _unescape(fields[3]), _unescape(fields[4]), options))
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except (OSError, ValueError):
+        return {}
+    found: dict[str, str] = {}
+    for line in lines:
+        hierarchy, controllers, path = line.split(":", 2)
+        names = [n for n in controllers.split(",") if n] if hierarchy != "0" else [""]
+        for fstype, root, point, options in mounts:
+            if (names == [""]) != (fstype == "cgroup2") or not set(names) <= options | {""}:
+                continue
+            # Under a cgroup namespace or a bind of a subtree, the mount's root is a prefix of ours.
+            if root != "/" and (path == root or path.startswith(root + "/")):
+                path = path[len(root) :]
+            directory = os.path.normpath(point + "/" + path.lstrip("/"))
+            if os.path.isdir(directory):
+                for name in names:
+                    found.setdefault(name, directory)
+                break
+    return found
+
+
+def cgroup_name(prefix: str, kind: str = "") -> str:
+    """A new cgroup name carrying this process's pid, for `reap_boxes` to know its owner by."""
+    middle = f"{kind}-" if kind else ""
+    return f"{prefix}{os.getpid()}-{middle}{uuid.uuid4().hex[:12]}"
+
+
 @functools.cache
 def cgroups_unusable() -> str | None:
     """None if boxes can be cgroups here, else why not (made once: a real join is tried)."""
-    root = cgroup2_root()
-    if root is None:
+    if cgroup2_root() is None:
         return "no cgroup v2 hierarchy is mounted"
-    probe = os.path.join(root, f"{BOX_PREFIX}probe-{uuid.uuid4().hex[:12]}")
+    parent = own_cgroups().get("")
+    if parent is None:
+        return "this process's own cgroup v2 directory is not mounted here"
+    probe = os.path.join(parent, cgroup_name(BOX_PREFIX, "probe"))
     try:
         os.mkdir(probe)
     except OSError as exc:
-        return f"cannot make a cgroup under {root}: {exc.strerror}"
+        return f"cannot make a cgroup under {parent} (this process's own cgroup): {exc.strerror}"
     try:
         if not os.path.exists(os.path.join(probe, "cgroup.kill")):
             return "the kernel has no cgroup.kill (Linux 5.14 or later needed)"
@@ -184,7 +243,11 @@ def remove_cgroup(path: str) -> None:
 
 
 def kill_cgroup(path: str) -> None:
-    """Kill every process in a cgroup v2 (and its children) and wait until none is left."""
+    """Kill every process in a cgroup (and its children) and wait until none is left. cgroup v2
+    has cgroup.kill; a v1 cgroup gets each listed process killed until none is left."""
+    if not os.path.exists(os.path.join(path, "cgroup.kill")):
+        _kill_listed(path)
+        return
     try:
         with open(os.path.join(path, "cgroup.kill"), "w") as f:
             f.write("1")
@@ -202,22 +265,37 @@ def kill_cgroup(path: str) -> None:
     log.warning("processes of cgroup %s still exiting after %g s", path, KILL_WAIT_S)
 
 
+def _kill_listed(path: str) -> None:
+    deadline = time.monotonic() + KILL_WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            with open(os.path.join(path, "cgroup.procs")) as f:
+                pids = [int(p) for p in f.read().split()]
+        except (OSError, ValueError):
+            return
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(_POLL_S)
+    log.warning("processes of cgroup %s still exiting after %g s", path, KILL_WAIT_S)
+
+
 class ProcessBox:
     """The processes of one sandbox. `wrap` an argv to start it inside; `kill` ends everything
     inside (the box stays usable); `close` kills and removes the box. `use_cgroup=False` forces
     the subreaper launcher even where a cgroup could be made."""
 
     def __init__(self, use_cgroup: bool = True) -> None:
-        self.token = f"{BOX_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        self.token = cgroup_name(BOX_PREFIX)
         self.cgroup: str | None = None
         self._watchdog: subprocess.Popen[bytes] | None = None
         self._lifeline = -1
         if not use_cgroup or cgroups_unusable() is not None:
             return
         _reap_orphans_once()
-        root = cgroup2_root()
-        assert root is not None
-        path = os.path.join(root, self.token)
+        path = os.path.join(own_cgroups()[""], self.token)
         os.mkdir(path)
         self.cgroup = path
         read_end, self._lifeline = os.pipe()
@@ -317,25 +395,42 @@ def reap_orphans() -> int:
     return reap_boxes(lambda pid: not process_exists(pid))
 
 
+def _cgroup_parents() -> list[str]:
+    """Where sandbox cgroups are made: this process's own cgroups, then (made there before they
+    were nested) each hierarchy's root."""
+    roots = [point for name, point in _hierarchy_roots().items() if name in own_cgroups()]
+    return list(dict.fromkeys([*own_cgroups().values(), *roots]))
+
+
+def _hierarchy_roots() -> dict[str, str]:
+    """Each hierarchy's mount point, by the same keys as `own_cgroups`."""
+    roots: dict[str, str] = {}
+    for name, directory in own_cgroups().items():
+        point = directory
+        while os.path.exists(os.path.join(os.path.dirname(point), "cgroup.procs")) and point != "/":
+            point = os.path.dirname(point)
+        roots[name] = point
+    return roots
+
+
 def reap_boxes(select: Callable[[int], bool]) -> int:
-    """Kill and remove the boxes whose owner pid passes `select`; how many."""
-    root = cgroup2_root()
-    if root is None:
-        return 0
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return 0
-    removed = 0
-    for name in names:
-        pid = owner_of(name, BOX_PREFIX)
-        if pid is None or not select(pid):
+    """Kill and remove the sandbox cgroups (process boxes, bwrap limit cgroups) whose owner pid
+    passes `select`; how many sandboxes they were."""
+    reaped: set[str] = set()
+    for parent in _cgroup_parents():
+        try:
+            names = os.listdir(parent)
+        except OSError:
             continue
-        path = os.path.join(root, name)
-        kill_cgroup(path)
-        remove_cgroup(path)
-        removed += 1
-    return removed
+        for name in names:
+            pid = owner_of(name, BOX_PREFIX) or owner_of(name, LIMITS_PREFIX)
+            if pid is None or not select(pid):
+                continue
+            path = os.path.join(parent, name)
+            kill_cgroup(path)
+            remove_cgroup(path)
+            reaped.add(name)
+    return len(reaped)
 
 
 def sandbox_tmpdir(kind: str) -> str:

@@ -1,11 +1,13 @@
 """LocalTransport: the guest agent in a bubblewrap sandbox on this host.
 
-The sandbox sees the host's root read-only, with its own /tmp, /run and /home (so the host's X
-sockets under /tmp/.X11-unix, its D-Bus sockets under /run and its users' homes are out of sight),
-no network namespace shared with the host (so no abstract X socket of the host's display is
-reachable either), its own pid namespace (every process dies with the sandbox's init), and a clean
-environment (no DISPLAY, no DBUS_SESSION_BUS_ADDRESS, no XAUTHORITY). Resources are bounded like the
-terminal's bwrap backend: a cgroup where the host allows it, rlimits otherwise.
+The sandbox has a root filesystem of its own (`sandboxes.jail`: the host's system directories and
+an allow-listed /etc read-only, nothing of its homes, checkouts or data), its own /tmp, /run and
+/dev/shm (so the host's X sockets under /tmp/.X11-unix and its D-Bus sockets under /run are out of
+sight), no network namespace shared with the host (so no abstract X socket of the host's display is
+reachable either), its own pid namespace (every process dies with the sandbox's init), and an empty
+environment, bwrap's own included (no DISPLAY, no DBUS_SESSION_BUS_ADDRESS, no XAUTHORITY, none of
+the collector's keys). Resources are bounded like the terminal's bwrap backend: a cgroup where the
+host allows it, rlimits otherwise.
 """
 
 from __future__ import annotations
@@ -17,19 +19,18 @@ import shutil
 import signal
 import subprocess
 import threading
-import time
-import uuid
 from pathlib import Path
 
 from sandboxes.base import SandboxCrashedError, SandboxError
-from sandboxes.containment import sandbox_tmpdir
+from sandboxes.containment import kill_cgroup, sandbox_tmpdir
 from sandboxes.desktop.transport import Channel, Transport
-from sandboxes.terminal.backends import AGENT_UID, BWRAP_HOST_UID, bwrap_limits, make_cgroups, remove_cgroup
+from sandboxes.jail import AGENT_UID, SANDBOX_PATH, Jail
+from sandboxes.terminal.backends import bwrap_limits, make_cgroups, remove_cgroup
 from sandboxes.terminal.config import BwrapBackend, parse_memory
 
 _EOF = object()
 STDERR_LINES = 40
-BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "USER": "agent"}
+BASE_ENV = {"PATH": SANDBOX_PATH, "LANG": "C.UTF-8", "USER": "agent"}
 
 
 class LocalChannel(Channel):
@@ -119,16 +120,21 @@ class LocalTransport(Transport):
         self.limits = limits or BwrapBackend(memory="2g", pids_limit=512, cpu_seconds=3600)
         self.mode = bwrap_limits(self.limits)
         self._dir = sandbox_tmpdir("desktop")
-        self.host_uid = BWRAP_HOST_UID if os.geteuid() == 0 else os.geteuid()
+        # The jail's own /etc files live beside the sandbox's directory, out of the guest's sight.
+        self._etc_dir = sandbox_tmpdir("desktop-etc")
+        os.chmod(self._etc_dir, 0o755)
+        self.jail = Jail(self._etc_dir, "desktop", self.limits.ro_paths)
+        self.host_uid = self.jail.host_uid
         os.chmod(self._dir, 0o700)
         if os.geteuid() == 0:
             os.chown(self._dir, self.host_uid, self.host_uid)
         self.cgroups: list[str] = []
         if self.mode == "cgroup":
             try:
-                self.cgroups = make_cgroups(f"agentworld-desktop-{uuid.uuid4().hex[:12]}", self.limits)
+                self.cgroups = make_cgroups("desktop", self.limits)
             except OSError as exc:
                 shutil.rmtree(self._dir, ignore_errors=True)
+                shutil.rmtree(self._etc_dir, ignore_errors=True)
                 raise SandboxError(f"local desktop: cannot set its cgroup limits: {exc}") from exc
         self.channels: list[LocalChannel] = []
         self._closed = False
@@ -146,11 +152,10 @@ class LocalTransport(Transport):
 
     def bwrap_argv(self, argv: list[str], env: dict[str, str]) -> list[str]:
         """The full command line that runs `argv` in the sandbox."""
-        wrapped = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        wrapped += ["--tmpfs", "/tmp", "--tmpfs", "/run", "--tmpfs", "/home", "--tmpfs", "/dev/shm"]
         # The X socket directory as a root-run system makes it: sticky, writable by all.
-        wrapped += ["--perms", "01777", "--dir", "/tmp/.X11-unix"]
-        wrapped += ["--bind", self._dir, self._dir, "--unshare-all", "--die-with-parent", "--new-session"]
+        own = ["--tmpfs", "/dev/shm", "--perms", "01777", "--dir", "/tmp/.X11-unix"]
+        wrapped = ["bwrap", *self.jail.mounts(*own, "--bind", self._dir, self._dir)]
+        wrapped += ["--unshare-all", "--die-with-parent", "--new-session"]
         wrapped += ["--uid", str(AGENT_UID), "--gid", str(AGENT_UID), "--hostname", "desktop"]
         wrapped += ["--chdir", self._dir, "--clearenv"]
         for key, value in {**BASE_ENV, "HOME": self._dir, **env}.items():
@@ -159,21 +164,7 @@ class LocalTransport(Transport):
             cfg = self.limits
             wrapped += ["prlimit", f"--as={parse_memory(cfg.memory)}", f"--nproc={cfg.pids_limit}"]
             wrapped += [f"--cpu={cfg.cpu_seconds}", "--"]
-        wrapped += argv
-        if os.geteuid() == 0:
-            # As the terminal sandbox: an unprivileged user namespace owned by `nobody`.
-            wrapped = [
-                "setpriv",
-                f"--reuid={self.host_uid}",
-                f"--regid={self.host_uid}",
-                "--clear-groups",
-                *wrapped,
-            ]
-        if self.cgroups:
-            join = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1"; shift; n=$((n-1)); done; exec "$@"'
-            procs = [os.path.join(c, "cgroup.procs") for c in self.cgroups]
-            wrapped = ["sh", "-c", join, "sh", str(len(procs)), *procs, *wrapped]
-        return wrapped
+        return self.jail.launch([*wrapped, *argv], self.cgroups)
 
     def spawn(self, argv: list[str], env: dict[str, str]) -> LocalChannel:
         if self._closed:
@@ -184,7 +175,7 @@ class LocalTransport(Transport):
 
     def resources(self) -> list[str]:
         pids = [f"pid:{c.proc.pid}" for c in self.channels]
-        return [f"path:{self._dir}", *pids, *(f"path:{c}" for c in self.cgroups)]
+        return [f"path:{self._dir}", f"path:{self._etc_dir}", *pids, *(f"path:{c}" for c in self.cgroups)]
 
     def close(self) -> None:
         if self._closed:
@@ -193,34 +184,7 @@ class LocalTransport(Transport):
         for channel in self.channels:
             channel.kill()
         for cgroup in self.cgroups:
-            _kill_cgroup(cgroup)
+            kill_cgroup(cgroup)
             remove_cgroup(cgroup)
         shutil.rmtree(self._dir, ignore_errors=True)
-
-
-def _kill_cgroup(path: str) -> None:
-    """Kill whatever is still in the cgroup before it is removed: cgroup v2 has cgroup.kill, v1
-    gets each listed process killed until none is left (bounded)."""
-    kill = os.path.join(path, "cgroup.kill")
-    if os.path.exists(kill):
-        try:
-            with open(kill, "w") as f:
-                f.write("1")
-        except OSError:
-            pass
-        return
-    deadline = time.monotonic() + 5.0
-    while time.monotonic() < deadline:
-        try:
-            with open(os.path.join(path, "cgroup.procs")) as f:
-                pids = [int(p) for p in f.read().split()]
-        except OSError:
-            return
-        if not pids:
-            return
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.02)
+        shutil.rmtree(self._etc_dir, ignore_errors=True)

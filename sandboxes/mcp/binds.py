@@ -1,10 +1,11 @@
 """Which host paths a jailed server needs to see, and what to say when it still sees too little.
 
-The jail shows the host read-only but puts empty directories over /tmp, /run, /home and /root, so
-a user's server living there (a checkout under /tmp, a script in /root) would not exist inside.
-The command's own files are therefore bound read-only at their own paths: the program (and the
-virtual environment it belongs to, and the interpreter its `#!` line names) and every argument
-that is an existing absolute path under those directories, plus the entry's `ro_paths`.
+The jail (`sandboxes.jail`) shows only the host's system directories (/usr, /bin, /lib...), so a
+server living anywhere else (a virtual environment in a checkout, a script in /root, a checkout
+under /tmp) would not exist inside. The command's own files are therefore bound read-only at their
+own paths: the program (and the virtual environment it belongs to, and the interpreter its `#!`
+line names) and every argument that is an existing absolute path outside the system directories,
+plus the entry's `ro_paths`.
 """
 
 from __future__ import annotations
@@ -12,16 +13,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from sandboxes.base import SandboxError
+from sandboxes.jail import SYSTEM_DIRS, shown
 
-# What the jail mounts empty (tmpfs) over the host's directories.
-HIDDEN_IN_JAIL = ("/tmp", "/run", "/home", "/root")
 SHEBANG_BYTES = 256
 # How a program says it misses a file (C library, shells, Python, Node).
 MISSING_FILE_WORDS = ("No such file", "not found", "No module named", "Cannot find module", "ENOENT")
 
 
 def hidden_in_jail(path: Path) -> bool:
-    return any(path == Path(top) or Path(top) in path.parents for top in HIDDEN_IN_JAIL)
+    """Whether the jail does not show this host path by itself (it is outside the system dirs)."""
+    return not shown(path)
 
 
 def command_binds(server: str, program: list[str], ro_paths: list[str]) -> list[Path]:
@@ -90,15 +91,15 @@ def jail_hint(program: list[str], env: dict[str, str], bound: list[Path], error:
     if not unseen and not any(words in error for words in MISSING_FILE_WORDS):
         return ""
     lines = [
-        "It ran in bwrap, which shows the host read-only with "
-        f"{', '.join(HIDDEN_IN_JAIL)} empty, and binds from the host only: "
+        "It ran in bwrap, which shows of the host only its system directories "
+        f"({', '.join(SYSTEM_DIRS)}) and binds from the host only: "
         + (", ".join(str(b) for b in bound) or "nothing of this entry's")
         + "."
     ]
     if unseen:
         lines.append(f"Paths of the entry the server cannot see there: {', '.join(dict.fromkeys(unseen))}.")
     lines.append(
-        "If it needs files under those directories, list them in the entry's ro_paths "
+        "If it needs those files, list them in the entry's ro_paths "
         "(bound read-only at the same path), or run it on the host with --backend local."
     )
     return " ".join(lines)

@@ -356,7 +356,11 @@ class McpSandbox(Sandbox):
             "version": info.server_version,
             "protocol_version": info.protocol_version,
         }
-        config["backend_config"] = dataclasses.asdict(self.config.backend)
+        # Tuples (a bwrap backend's ro_paths) as lists: the record must survive a JSON round trip.
+        config["backend_config"] = {
+            k: list(v) if isinstance(v, tuple) else v
+            for k, v in dataclasses.asdict(self.config.backend).items()
+        }
         if self._site is not None:
             config["site"] = self._site.url("/")
         if self._replaced is not None:

@@ -4,12 +4,11 @@ Each command is its own process tree (no long-lived shell), so a timeout kills e
 command and nothing of it survives into the next step; the repository, the home directory and the
 limits carry over between steps.
 
-- bwrap: the terminal sandbox's bubblewrap isolation (its argv, with the cgroup or rlimit limits,
-  the unprivileged uid and the private /tmp, /run and home), reused as built by
-  `sandboxes.terminal.backends.BwrapInstance` and adapted per command: the repository is bound
-  read-write at /repo and the command replaces the interactive shell. The host root is bound
-  entry by entry instead of as one read-only `/`, because a read-only root leaves no place to
-  create the /repo mount point.
+- bwrap: the terminal sandbox's bubblewrap isolation (`sandboxes.terminal.backends.BwrapInstance`:
+  the sandbox's own root filesystem from `sandboxes.jail`, with the cgroup or rlimit limits, the
+  unprivileged uid, an empty environment and the private /tmp, /run and home), one sandbox per
+  command: the episode's copy of the repository is bound read-write at /repo (the only host
+  path it sees besides the system directories) and the command replaces the interactive shell.
 - docker: a container per episode from the terminal image, the repository bind-mounted at /repo;
   commands run with `docker exec` as the image's agent user, and whatever a command leaves running
   is killed when it ends. Docker carries stdout and stderr apart, so their interleaving is not exact.
@@ -21,7 +20,6 @@ limits carry over between steps.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 import shutil
@@ -31,9 +29,10 @@ import uuid
 
 from sandboxes.base import SandboxCrashedError, SandboxError
 from sandboxes.containment import ProcessBox
+from sandboxes.jail import AGENT_UID, SANDBOX_PATH
 from sandboxes.swe.config import REPO_IN_SANDBOX
 from sandboxes.swe.process import Finished, run_bounded
-from sandboxes.terminal.backends import AGENT_UID, RC_IN_SANDBOX, SHELL_ENV, BwrapInstance
+from sandboxes.terminal.backends import SHELL_ENV, BwrapInstance
 from sandboxes.terminal.config import Backend, BwrapBackend, DockerBackend
 from sandboxes.terminal.reaper import OWNER_LABEL, owner, run_quietly
 
@@ -45,23 +44,6 @@ DOCKER_TIMEOUT_S = 60.0
 # itself is killed.
 DOCKER_GRACE_S = 10.0
 KILLED = 128 + 9
-# Host root entries the bwrap argv replaces with its own mounts.
-_OWN_MOUNTS = {"dev", "proc", "tmp", "run", "home", REPO_IN_SANDBOX.lstrip("/")}
-
-
-@functools.cache
-def _host_root_entries() -> tuple[str, ...]:
-    """bwrap arguments that show the host's root read-only, one top-level entry at a time."""
-    argv: list[str] = []
-    for name in sorted(os.listdir("/")):
-        if name in _OWN_MOUNTS:
-            continue
-        path = "/" + name
-        if os.path.islink(path):
-            argv += ["--symlink", os.readlink(path), path]
-        else:
-            argv += ["--ro-bind", path, path]
-    return tuple(argv)
 
 
 def _python_alias(home: str, uid_gid: tuple[int, int] | None) -> str:
@@ -109,29 +91,17 @@ class Runner:
 
 
 class _BwrapShell(BwrapInstance):
-    """The terminal's bwrap instance, whose interactive-shell argv is adapted per command."""
+    """The terminal's bwrap instance, running one command over the repository instead of a shell."""
 
     def command_argv(self, workspace: str, path_prefix: str, command: str, info_fd: int) -> list[str]:
-        argv = self.shell_argv()
-        shell = ["bash", "--noprofile", "--rcfile", RC_IN_SANDBOX, "-i"]
-        root = _find(argv, ["--ro-bind", "/", "/"])
-        if argv[-len(shell) :] != shell or root < 0 or "--chdir" not in argv:
-            raise SandboxError("the terminal's bwrap argv changed shape; update sandboxes/swe/backends.py")
         # The first shell says on the info pipe that the sandbox is up, then becomes the command.
         started = f'printf up >&{info_fd}; exec {info_fd}>&-; exec bash -c "$1"'
-        argv[-len(shell) :] = ["bash", "-c", started, "bash", command]
-        argv[argv.index("--chdir") + 1] = REPO_IN_SANDBOX
-        path_value = _find(argv, ["--setenv", "PATH"]) + 2
-        argv[path_value] = f"{path_prefix}:{argv[path_value]}"
-        argv[root : root + 3] = [*_host_root_entries(), "--bind", workspace, REPO_IN_SANDBOX]
-        return argv
-
-
-def _find(argv: list[str], seq: list[str]) -> int:
-    for i in range(len(argv) - len(seq) + 1):
-        if argv[i : i + len(seq)] == seq:
-            return i
-    return -1
+        return self.sandbox_argv(
+            ["bash", "-c", started, "bash", command],
+            binds=("--bind", workspace, REPO_IN_SANDBOX),
+            chdir=REPO_IN_SANDBOX,
+            path=f"{path_prefix}:{SANDBOX_PATH}",
+        )
 
 
 class BwrapRunner(Runner):

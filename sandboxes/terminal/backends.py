@@ -8,6 +8,7 @@ the controlling terminal away from bash, breaking C-c and job control.
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import os
@@ -16,18 +17,16 @@ import time
 import uuid
 
 from sandboxes.base import SandboxError
-from sandboxes.containment import ProcessBox, join_cgroups_argv, remove_cgroup
+from sandboxes.containment import LIMITS_PREFIX, ProcessBox, cgroup_name, own_cgroups, remove_cgroup
+from sandboxes.jail import AGENT_UID, SANDBOX_PATH, Jail
 from sandboxes.terminal.config import Backend, BwrapBackend, DockerBackend, LocalBackend, parse_memory
 from sandboxes.terminal.reaper import OWNER_LABEL, owner, run_quietly
 
 log = logging.getLogger(__name__)
 
-AGENT_UID = 1000
 RC_IN_SANDBOX = "/tmp/.agentworld-bashrc"
+HOME_IN_SANDBOX = "/home/agent"
 SHELL_ENV = {"LANG": "C.UTF-8", "TERM": "xterm-256color"}
-# The uid bwrap runs as when we are root: an unprivileged user namespace owned by `nobody`
-# cannot read root's files or reach root-only sockets (docker.sock) on the host.
-BWRAP_HOST_UID = 65534
 
 
 def _bash(script: str, args: tuple[str, ...]) -> list[str]:
@@ -125,6 +124,9 @@ class DockerInstance(Instance):
 
 
 class BwrapInstance(Instance):
+    """bwrap over the sandbox's own root filesystem (`sandboxes.jail`): the system directories
+    read-only, a private home, /tmp and /run, the backend's `ro_paths`, nothing else of the host."""
+
     backend = "bwrap"
 
     def __init__(self, cfg: BwrapBackend, tmpdir: str, rc_path: str) -> None:
@@ -132,44 +134,47 @@ class BwrapInstance(Instance):
         self.cfg = cfg
         self.home = os.path.join(tmpdir, "home")
         os.mkdir(self.home, 0o755)
-        etc = {"passwd": f"agent:x:{AGENT_UID}:{AGENT_UID}:agent:/home/agent:/bin/bash\n"}
-        etc["group"] = f"agent:x:{AGENT_UID}:\n"
-        for name, content in etc.items():
-            with open(os.path.join(tmpdir, name), "w") as f:
-                f.write(content)
-        self.host_uid = BWRAP_HOST_UID if os.geteuid() == 0 else os.geteuid()
+        missing = [p for p in cfg.ro_paths if not os.path.exists(p)]
+        if missing:
+            raise SandboxError(f"bwrap sandbox: ro_paths {', '.join(missing)} do not exist on this host")
+        self.jail = Jail(tmpdir, "sandbox", cfg.ro_paths, cfg.network)
+        self.host_uid = self.jail.host_uid
         if os.geteuid() == 0:
             os.chown(self.home, self.host_uid, self.host_uid)
         self.limits = bwrap_limits(cfg)
         self.cgroups: list[str] = []
         if self.limits == "cgroup":
             try:
-                self.cgroups = make_cgroups(f"agentworld-{uuid.uuid4().hex[:12]}", cfg)
+                self.cgroups = make_cgroups("terminal", cfg)
             except OSError as exc:
                 raise SandboxError(f"bwrap sandbox: cannot set its cgroup limits: {exc}") from exc
         elif shutil.which("prlimit") is None:
             raise SandboxError("bwrap sandbox: prlimit not found (apt-get install util-linux)")
 
     def shell_argv(self) -> list[str]:
-        return self._argv(["bash", "--noprofile", "--rcfile", RC_IN_SANDBOX, "-i"])
+        return self.sandbox_argv(["bash", "--noprofile", "--rcfile", RC_IN_SANDBOX, "-i"])
 
     def exec_argv(self, script: str, *args: str) -> list[str]:
         # A second namespace over the same private home and limits: it sees the files, not the
         # pane's processes.
-        return self._argv(_bash(script, args))
+        return self.sandbox_argv(_bash(script, args))
 
-    def _argv(self, shell: list[str]) -> list[str]:
-        argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        # Host /tmp, /run (docker.sock and friends) and homes stay out of sight.
-        argv += ["--tmpfs", "/tmp", "--tmpfs", "/run", "--tmpfs", "/home", "--bind", self.home, "/home/agent"]
-        argv += ["--ro-bind", os.path.join(self.tmpdir, "passwd"), "/etc/passwd"]
-        argv += ["--ro-bind", os.path.join(self.tmpdir, "group"), "/etc/group"]
-        argv += ["--ro-bind", self.rc_path, RC_IN_SANDBOX, "--unshare-all", "--die-with-parent"]
+    def sandbox_argv(
+        self,
+        command: list[str],
+        binds: tuple[str, ...] = (),
+        chdir: str = HOME_IN_SANDBOX,
+        path: str = SANDBOX_PATH,
+    ) -> list[str]:
+        """The argv that runs `command` in this sandbox, with further bwrap mount arguments
+        `binds` (the SWE sandbox's repository), in `chdir`, with `path` as its PATH."""
+        own = ["--bind", self.home, HOME_IN_SANDBOX, "--ro-bind", self.rc_path, RC_IN_SANDBOX, *binds]
+        argv = ["bwrap", *self.jail.mounts(*own), "--unshare-all", "--die-with-parent"]
         if self.cfg.network:
             argv += ["--share-net"]
         argv += ["--uid", str(AGENT_UID), "--gid", str(AGENT_UID), "--hostname", "sandbox"]
-        argv += ["--chdir", "/home/agent", "--clearenv", "--setenv", "HOME", "/home/agent"]
-        argv += ["--setenv", "USER", "agent", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin"]
+        argv += ["--chdir", chdir, "--clearenv", "--setenv", "HOME", HOME_IN_SANDBOX]
+        argv += ["--setenv", "USER", "agent", "--setenv", "PATH", path]
         argv += [a for k, v in SHELL_ENV.items() for a in ("--setenv", k, v)]
         if self.limits == "rlimit":
             # Set inside the sandbox's user namespace: RLIMIT_NPROC then counts this sandbox's
@@ -177,19 +182,8 @@ class BwrapInstance(Instance):
             cfg = self.cfg
             argv += ["prlimit", f"--as={parse_memory(cfg.memory)}", f"--nproc={cfg.pids_limit}"]
             argv += [f"--cpu={cfg.cpu_seconds}", "--"]
-        argv += shell
-        if os.geteuid() == 0:
-            argv = [
-                "setpriv",
-                f"--reuid={self.host_uid}",
-                f"--regid={self.host_uid}",
-                "--clear-groups",
-                *argv,
-            ]
-        if self.cgroups:
-            # The wrapper joins the cgroups before exec, so every sandbox process starts inside them.
-            argv = join_cgroups_argv([os.path.join(c, "cgroup.procs") for c in self.cgroups], argv)
-        return argv
+        # The starter joins the cgroups before exec, so every sandbox process starts inside them.
+        return self.jail.launch([*argv, *command], self.cgroups)
 
     def resources(self) -> list[str]:
         return [*super().resources(), *(f"path:{c}" for c in self.cgroups)]
@@ -225,21 +219,33 @@ def make_instance(cfg: Backend, tmpdir: str, rc_path: str, box: ProcessBox | Non
     return LocalInstance(cfg, tmpdir, rc_path)
 
 
-_CGROUP_ROOT = "/sys/fs/cgroup"
 _CPU_PERIOD_US = 100_000
 _SWAP_FILES = frozenset({"memory.swap.max", "memory.memsw.limit_in_bytes"})
+_V2_CONTROLLERS = ("memory", "pids", "cpu")
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
 
 
 def _cgroup_settings(cfg: BwrapBackend) -> list[tuple[str, str, str]]:
-    """(directory, file, value) per limit, for cgroup v2 or the v1 controllers."""
+    """(parent directory, file, value) per limit: below this process's own cgroups, on cgroup v2
+    where the unified hierarchy has the controllers, else on the v1 controllers."""
     memory, pids = str(parse_memory(cfg.memory)), str(cfg.pids_limit)
     quota = str(max(1000, int(cfg.cpus * _CPU_PERIOD_US)))
-    if os.path.exists(os.path.join(_CGROUP_ROOT, "cgroup.controllers")):
+    own = own_cgroups()
+    unified = own.get("")
+    if unified is not None and set(_V2_CONTROLLERS) <= set(_read(f"{unified}/cgroup.controllers").split()):
+        _delegate_v2(unified)
         return [
-            (_CGROUP_ROOT, "memory.max", memory),
-            (_CGROUP_ROOT, "memory.swap.max", "0"),
-            (_CGROUP_ROOT, "pids.max", pids),
-            (_CGROUP_ROOT, "cpu.max", f"{quota} {_CPU_PERIOD_US}"),
+            (unified, "memory.max", memory),
+            (unified, "memory.swap.max", "0"),
+            (unified, "pids.max", pids),
+            (unified, "cpu.max", f"{quota} {_CPU_PERIOD_US}"),
         ]
     v1 = [
         ("memory", "memory.limit_in_bytes", memory),
@@ -248,11 +254,38 @@ def _cgroup_settings(cfg: BwrapBackend) -> list[tuple[str, str, str]]:
         ("cpu", "cpu.cfs_period_us", str(_CPU_PERIOD_US)),
         ("cpu", "cpu.cfs_quota_us", quota),
     ]
-    return [(os.path.join(_CGROUP_ROOT, controller), file, value) for controller, file, value in v1]
+    missing = sorted({controller for controller, _, _ in v1 if controller not in own})
+    if missing:
+        raise OSError(
+            errno.ENOENT, f"no cgroup hierarchy of this process has the {', '.join(missing)} controller"
+        )
+    return [(own[controller], file, value) for controller, file, value in v1]
 
 
-def make_cgroups(name: str, cfg: BwrapBackend) -> list[str]:
-    """The sandbox's cgroups with every limit set; OSError (nothing left behind) if one cannot be."""
+def _delegate_v2(parent: str) -> None:
+    """Let the children of `parent` (the collector's own v2 cgroup) use the controllers. cgroup v2
+    refuses that while `parent` holds processes itself ("no internal processes"), which a
+    collector's own cgroup usually does: then say how to give it a cgroup of its own."""
+    enabled = set(_read(f"{parent}/cgroup.subtree_control").split())
+    wanted = [c for c in _V2_CONTROLLERS if c not in enabled]
+    if not wanted:
+        return
+    try:
+        with open(f"{parent}/cgroup.subtree_control", "w") as f:
+            f.write(" ".join(f"+{c}" for c in wanted))
+    except OSError as exc:
+        raise OSError(
+            exc.errno,
+            f"cannot enable {', '.join(wanted)} for cgroups below this process's own cgroup {parent} "
+            f"({exc.strerror}; cgroup v2 allows that only in a cgroup without processes of its own: "
+            "start the collector in a cgroup of its own, e.g. systemd-run --scope -p Delegate=yes)",
+        ) from exc
+
+
+def make_cgroups(kind: str, cfg: BwrapBackend) -> list[str]:
+    """A `kind` sandbox's cgroups ("terminal", "mcp"...) with every limit set, below this process's
+    own cgroups, named for `reap_boxes` to find; OSError (nothing left behind) if one cannot be."""
+    name = cgroup_name(LIMITS_PREFIX, kind)
     made: list[str] = []
     try:
         for root, file, value in _cgroup_settings(cfg):
@@ -276,7 +309,7 @@ def make_cgroups(name: str, cfg: BwrapBackend) -> list[str]:
 def _cgroups_usable() -> str | None:
     """None if this process can make limited cgroups, else why not."""
     try:
-        for path in make_cgroups(f"agentworld-probe-{uuid.uuid4().hex[:12]}", BwrapBackend()):
+        for path in make_cgroups("probe", BwrapBackend()):
             remove_cgroup(path)
     except OSError as exc:
         return str(exc)

@@ -25,7 +25,14 @@ class DockerBackend:
 
 @dataclass(frozen=True)
 class BwrapBackend:
-    """Bubblewrap over the host's read-only root, with a private home and /tmp per episode.
+    """Bubblewrap over a root filesystem of its own (`sandboxes.jail`): the host's system
+    directories (/usr, /bin, /lib...) and an allow-listed part of /etc read-only, with a private
+    home, /tmp and /run per episode; nothing else of the host (no /home, /root, /opt, /var, /work,
+    no checkout or data folder) unless listed in `ro_paths`.
+
+    `ro_paths`: absolute host paths shown read-only at their own path inside, for programs the
+    agent's commands need from outside the system directories (e.g. a virtual environment's
+    site-packages). Each one is visible to the agent, so list exactly what is needed.
 
     Resources are always bounded; `limits` says how:
 
@@ -48,8 +55,13 @@ class BwrapBackend:
     cpus: float = 1.0
     cpu_seconds: int = 600
     limits: Literal["auto", "cgroup", "rlimit"] = "auto"
+    ro_paths: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "ro_paths", tuple(self.ro_paths))  # a list given: still hashable
+        relative = [p for p in self.ro_paths if not p.startswith("/")]
+        if relative:
+            raise ValueError(f"bwrap ro_paths must be absolute paths, not {', '.join(relative)}")
         if self.limits not in ("auto", "cgroup", "rlimit"):
             raise ValueError(f"bwrap limits must be 'auto', 'cgroup' or 'rlimit', not {self.limits!r}")
         if (

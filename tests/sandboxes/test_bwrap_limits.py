@@ -6,22 +6,25 @@ so a missing limit fails the test instead of hurting the host.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import shlex
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from sandboxes.base import SandboxError
 from sandboxes.checks import resource_exists
 from sandboxes.containment import BOX_PREFIX
-from sandboxes.terminal import TerminalConfig, TerminalSandbox, backends, command_action, make_backend
+from sandboxes.terminal import TerminalConfig, TerminalSandbox, command_action, make_backend
 from schemas.records import Task
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.tmux]
+
+ROOT = Path(__file__).resolve().parents[2]
 
 FORKS = """import os, time
 n = 0
@@ -117,22 +120,40 @@ def test_describe_says_which_limits_hold(limited: TerminalSandbox) -> None:
     assert (config["limits"] == "rlimit") == (config.get("cpu_seconds") == 1)
 
 
-def test_without_cgroups_auto_falls_back_and_cgroup_refuses(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    # A host where cgroups cannot be made (no root, read-only /sys/fs/cgroup), simulated by a root
-    # directory that does not exist.
-    monkeypatch.setattr(backends, "_CGROUP_ROOT", "/nonexistent/cgroup")
-    backends._cgroups_usable.cache_clear()
-    backends._warn_rlimit_once.cache_clear()
-    try:
-        with caplog.at_level(logging.WARNING):
-            assert backends.bwrap_limits(make_backend("bwrap")) == "rlimit"
-        assert "no cgroups here" in caplog.text
-        with pytest.raises(SandboxError, match="cgroup limits are not available here.*--limits rlimit"):
-            backends.bwrap_limits(make_backend("bwrap", limits="cgroup"))
-    finally:
-        backends._cgroups_usable.cache_clear()
+# Run on a host without cgroups: a private mount namespace where no cgroup hierarchy is mounted.
+NO_CGROUPS = """
+import logging, sys
+from sandboxes.base import SandboxError
+from sandboxes.terminal import backends, make_backend
+logging.basicConfig(level=logging.WARNING, format="%(message)s")
+print("auto:", backends.bwrap_limits(make_backend("bwrap")), flush=True)
+try:
+    backends.bwrap_limits(make_backend("bwrap", limits="cgroup"))
+except SandboxError as exc:
+    print("cgroup:", exc, flush=True)
+"""
+
+
+def test_without_cgroups_auto_falls_back_and_cgroup_refuses() -> None:
+    hide = 'umount -R -l /sys/fs/cgroup && exec "$0" "$@"'
+    argv = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        hide,
+        sys.executable,
+        "-c",
+        NO_CGROUPS,
+    ]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "auto: rlimit" in done.stdout and "no cgroups here" in done.stderr, (done.stdout, done.stderr)
+    assert re.search(r"cgroup: .*cgroup limits are not available here.*--limits rlimit", done.stdout), (
+        done.stdout
+    )
 
 
 def test_bad_limits_are_refused() -> None:

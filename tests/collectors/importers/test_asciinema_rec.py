@@ -18,24 +18,28 @@ from schemas.records import Task
 from tests.collectors.importers.test_asciinema import SESSION
 
 
-def _asciinema_site() -> str:
+def _asciinema_package() -> Path:
     spec = importlib.util.find_spec("asciinema")
     if spec is None or spec.origin is None:
         pytest.fail("asciinema is not installed: pip install -e '.[dev]' (the dev extra pins asciinema 2.x)")
-    return str(Path(spec.origin).parent.parent)
+    return Path(spec.origin).parent
 
 
 @pytest.mark.bwrap
 @pytest.mark.tmux
 def test_a_real_asciinema_recording_imports_to_the_sandbox_screens() -> None:
-    # The host's root is visible read-only in the sandbox, so its python3 runs asciinema from our
-    # site-packages. The recorded shell uses the sandbox's rc file, so the sandbox still sees each
-    # prompt; its prompt numbers start above the outer shell's, which the sandbox waits past.
+    # The sandbox shows nothing of the host but its system directories: the asciinema package
+    # (pure Python) is shown read-only at its own path (`ro_paths`), wherever the checkout is, and
+    # the sandbox's python3 runs it from there. The recorded shell uses the sandbox's rc file, so
+    # the sandbox still sees each prompt; its prompt numbers start above the outer shell's, which
+    # the sandbox waits past.
+    package = _asciinema_package()
     record = (
-        f"clear; PYTHONPATH={_asciinema_site()} __aw_n=100 python3 -m asciinema rec --stdin -q"
+        f"clear; PYTHONPATH={package.parent} __aw_n=100 python3 -m asciinema rec --stdin -q"
         f" -c 'bash --noprofile --rcfile {RC_IN_SANDBOX} -i' ~/session.cast"
     )
-    sandbox = TerminalSandbox(TerminalConfig(backend=make_backend("bwrap"), width=80, height=12))
+    backend = make_backend("bwrap", ro_paths=(str(package),))
+    sandbox = TerminalSandbox(TerminalConfig(backend=backend, width=80, height=12))
     try:
         sandbox.reset(Task(id="asciinema-rec"))
         first = sandbox.step(keystrokes_action([(record, 0.2), ("Enter", 10.0)])).observation

@@ -125,7 +125,13 @@ def _file_rows(uri: str) -> Iterator[Any]:
     if lower.endswith(JSON_LINES):
         return json_lines(uri)
     if lower.endswith(".json"):  # an array of rows, or JSON Lines named .json
-        return json_array(uri) if _starts_with_array(uri) else json_lines(uri)
+        head = _head(uri)
+        if head.startswith(b"["):
+            return json_array(uri)
+        if head.split(b"\n", 1)[0].strip() == b"{":  # one object, pretty-printed: each line a bad row
+            reason = "the file holds one JSON object over many lines, not rows (give JSON Lines or an array)"
+            return iter([Unreadable(reason, head[:2000].decode("utf-8", "backslashreplace"))])
+        return json_lines(uri)
     if lower.endswith(PARQUET):
         return parquet_rows(uri)
     return dataset_rows(uri)
@@ -252,11 +258,11 @@ def split_lines(stream: IO[bytes], max_bytes: int) -> Iterator[bytes | int]:
         yield bytes(held)
 
 
-def _starts_with_array(uri: str) -> bool:
+def _head(uri: str) -> bytes:
+    """The file's first 4 KiB, byte-order mark and leading blanks dropped."""
     fs, path = url_to_fs(uri)
     with fs.open(path, "rb") as handle:
-        head = handle.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
-    return head.startswith(b"[")
+        return handle.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
 
 
 class _Counted:

@@ -118,6 +118,13 @@ def test_a_json_file_of_lines_nested_100000_deep_is_a_dead_row_not_a_crash(tmp_p
     (dead,) = dead_letters(summary.dead_letter_path)
     assert dead["reason"] == f"line 2 nests deeper than {MAX_DEPTH} arrays/objects (the limit)"
 
+    (tmp_path / "config.json").write_text(json.dumps({"a": [1, 2], "b": {"c": 3}}, indent=2))
+    summary = import_rows(
+        EchoLog(), [str(tmp_path / "config.json")], str(tmp_path / "o2"), context(), progress=False
+    )
+    (dead,) = dead_letters(summary.dead_letter_path)  # one letter, not one per line of the object
+    assert dead["reason"].startswith("the file holds one JSON object over many lines, not rows")
+
 
 def test_a_json_array_nested_100000_deep_is_dead_letters_in_bounded_memory(tmp_path: Path):
     # 1.2 MB: three items 100,000 levels deep. ijson.items built prefixes for every level and grew

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from collectors.tasks import embedded_tasks
+from collectors.terminal.harbor import NOTHING_SUFFIX, ORACLE_SUFFIX
 from schemas import read_trajectories
 from schemas.records import Trajectory
 from tests.llm_server import MODEL_NAME, LLMServer, serve_llm
@@ -121,8 +122,9 @@ def summarise(trajectories: list[Trajectory]) -> dict:
 
 def _run_policies(name: str, package: str, args: list[str], work: Path, llm: LLMServer | None) -> dict:
     """Oracle, explorer and (where `llm`) the LLM agent on the first LLM_TASKS tasks, each summarised.
-    Harbor runs record each task's oracle episode (`<task>#oracle`) before the policy's: those count
-    for the oracle only."""
+    Harbor runs record each task's oracle episode (`<task>#oracle`) and do-nothing episode
+    (`<task>#nothing`, the check that test.sh rewards no empty run) before the policy's: the oracle's
+    count for the oracle only, the do-nothing ones for none."""
     harbor = "--harbor-tasks" in args
     runs = {
         "oracle": ["--policy", "scripted"],
@@ -137,8 +139,10 @@ def _run_policies(name: str, package: str, args: list[str], work: Path, llm: LLM
         limit = ["--episodes", str(LLM_TASKS)] if policy == "llm" and not harbor else []
         seconds = _collect(package, [*args, *extra, *limit], out)
         episodes = list(read_trajectories(str(out)))
+        if harbor:
+            episodes = [t for t in episodes if not t.task.id.endswith(NOTHING_SUFFIX)]
         if harbor and policy != "oracle":
-            episodes = [t for t in episodes if not t.task.id.endswith("#oracle")]
+            episodes = [t for t in episodes if not t.task.id.endswith(ORACLE_SUFFIX)]
         result[policy] = {**summarise(episodes), "run_s": seconds}
     return result
 

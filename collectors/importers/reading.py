@@ -39,7 +39,7 @@ from typing import IO, Any, NamedTuple
 import numpy as np
 from fsspec.core import url_to_fs
 
-# `datasets` builder for each file kind it reads; .jsonl is read here (see the module doc).
+# `datasets` builder for each file kind it reads; JSON Lines and .json are read here (see the module doc).
 BUILDERS = {".arrow": "arrow", ".csv": "csv"}
 PARQUET = (".parquet",)
 # What `datasets.save_to_disk` and Hub snapshots keep beside the data: never rows.

@@ -21,7 +21,7 @@ def make_venv(root: Path) -> Path:
     return python
 
 
-def test_the_program_its_venv_and_path_arguments_under_hidden_directories(tmp_path: Path) -> None:
+def test_the_program_its_venv_and_path_arguments_outside_the_system_directories(tmp_path: Path) -> None:
     python = make_venv(tmp_path / "venv")
     script = tmp_path / "app" / "server.py"
     script.parent.mkdir()
@@ -29,7 +29,7 @@ def test_the_program_its_venv_and_path_arguments_under_hidden_directories(tmp_pa
     binds = command_binds("mine", [str(python), str(script), "--port", "1", "/tmp/does-not-exist"], [])
     assert binds == [tmp_path / "venv", script]
     # Paths the jail shows anyway are not bound; nor a path inside another bound one.
-    assert command_binds("mine", ["/usr/bin/python3", "/etc/hostname"], []) == []
+    assert command_binds("mine", ["/usr/bin/python3", "/usr/share/common-licenses"], []) == []
     assert command_binds("mine", [str(python), str(python.parent)], []) == [tmp_path / "venv"]
 
 
@@ -50,5 +50,7 @@ def test_the_hint_names_what_the_jail_hides_only_when_a_file_is_missing() -> Non
     program = ["/usr/bin/python3", "/srv/server.py"]
     env = {"PYTHONPATH": "/root/lib:/opt/lib"}
     hint = jail_hint(program, env, [Path("/usr/lib")], "ModuleNotFoundError: No module named 'x'")
-    assert "Paths of the entry the server cannot see there: /root/lib." in hint and "ro_paths" in hint
-    assert jail_hint(program, {}, [], "RuntimeError: bad settings") == ""
+    # Only the system directories are shown: /srv, /root and /opt are not.
+    unseen = "Paths of the entry the server cannot see there: /srv/server.py, /root/lib, /opt/lib."
+    assert unseen in hint and "ro_paths" in hint
+    assert jail_hint(program, {}, [Path("/srv")], "RuntimeError: bad settings") == ""

@@ -396,15 +396,19 @@ def write_results(ran: dict[str, Any]) -> None:
         with open(path) as f:
             merged = json.load(f)
     finished = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    earlier = merged.get("_meta", {}).get("finished_at", "")
+    for name in BENCHES:  # a bench not rerun keeps the time of the run that wrote it
+        if name in merged and name not in ran:
+            merged[name].setdefault("finished_at", earlier)
     for name, result in ran.items():
-        merged[name] = {**result, "finished_at": finished}
+        merged[name] = {"finished_at": finished, **result}
     merged["_meta"] = {**merged.get("_meta", {}), "cpus": os.cpu_count(), "finished_at": finished}
     with open(path, "w") as f:
         json.dump(merged, f, indent=2, default=str)
     lines = [f"## openenv_serve\n\n{os.cpu_count()} CPUs; each bench as of the time it says\n"]
     for name in BENCHES:
         if name in merged:
-            when = merged[name].get("finished_at") or merged["_meta"].get("finished_at", "")
+            when = merged[name].get("finished_at", "")
             try:
                 lines += [f"_{name}, {when}:_", *markdown_lines({name: merged[name]})]
             except KeyError:  # written by an older version of this bench

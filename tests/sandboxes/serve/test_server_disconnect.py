@@ -202,3 +202,29 @@ def test_a_killed_client_leaves_no_container_and_no_process(recorder: Recorder) 
         assert pids and not set(pids) & live, "a process of the sandbox still runs"
         assert app.state.stats.counts["disconnected"] == 1
     assert logged == [], "\n".join(logged)
+
+
+def test_openenv_close_mid_step_ends_the_session_at_once(bwrap_recorder: Recorder) -> None:
+    """openenv's own goodbye (`{"type": "close"}`) sent while a step runs: the step is not awaited."""
+    recorder = bwrap_recorder
+    app = build_app(recorder, [s.task for s in embedded_tasks("terminal")], domain="terminal", max_sessions=1)
+    pool = pool_of(app)
+    with serving(app) as url, server_log() as logged:
+        with ws_connect(url.replace("http", "ws") + "/ws", proxy=None) as ws:
+            ws.send(json.dumps({"type": "reset", "data": {"task_id": "files-create-notes"}}))
+            assert json.loads(ws.recv(timeout=60))["type"] == "observation"
+            step = {"kind": "command", "arguments": {"command": "sleep 100", "timeout": 600}}
+            ws.send(json.dumps({"type": "step", "data": step}))
+            wait_for(lambda: pool.calls_in_flight == 1, 30, "the step to run")
+            time.sleep(0.5)
+            ws.send(json.dumps({"type": "close"}))
+            started = time.monotonic()
+            answer = json.loads(ws.recv(timeout=10))  # the step's answer: it ended with the session
+            assert (
+                answer["type"] == "error"
+                and "closed the session during the call" in answer["data"]["message"]
+            )
+        took = _reclaimed_within(pool, recorder, url, started)
+        assert took <= STEP_LIMIT_S, f"reclaimed {took:.2f} s after the close message"
+    assert app.state.stats.counts["closed"] == 2  # this one, and the probe session _reclaimed_within opens
+    assert logged == [], "\n".join(logged)

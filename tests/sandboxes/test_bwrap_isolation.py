@@ -216,3 +216,32 @@ def test_reaper_finds_a_dead_collectors_cgroups_under_its_own() -> None:
     assert removed["process_boxes"] >= 1, removed
     assert not [g for g in groups if os.path.exists(g)], "the dead collector's cgroups are still there"
     assert not process_exists(int(pid)), "the process in them still runs"
+
+
+# The local desktop's transport, run by a process with the secrets in its environment: what the
+# guest's processes can read, one observation line per output line.
+DESKTOP = """
+import json, sys
+from sandboxes.base import SandboxCrashedError
+from sandboxes.desktop.local import LocalTransport
+transport = LocalTransport()
+try:
+    channel = transport.spawn(["sh", "-c", sys.argv[1]], {})
+    lines = []
+    try:
+        while True:
+            lines.append(channel.recv_line(60))
+    except SandboxCrashedError:
+        pass
+finally:
+    transport.close()
+print(json.dumps(lines))
+"""
+
+
+def test_local_desktop_guest_sees_no_secret_nor_host_file(planted: list[Path]) -> None:
+    script = "; ".join(_reads(planted))
+    argv = [sys.executable, "-c", DESKTOP, script]
+    done = subprocess.run(argv, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    _assert_nothing_leaked(json.loads(done.stdout.splitlines()[-1]), planted)

@@ -53,12 +53,13 @@ SIGTERM closes every sandbox and prints a summary. Sessions: WebSocket /ws (open
 HTTP POST /sessions, /sessions/ID/reset, /sessions/ID/step, GET /sessions/ID/state, DELETE /sessions/ID.
 
 security: every call but GET /health needs `Authorization: Bearer TOKEN`. Without --token or
-${TOKEN_ENV} the server generates a token, prints it once (the line after `serving`) and writes it to
-{TOKEN_DIR}/PORT.token (mode 0600, removed at exit); --no-token serves loopback without one. A
-request or WebSocket handshake whose Host header is not this server's (DNS rebinding) gets 421, one
-whose Origin is another site's (a web page) 403, a request body that is not application/json 415,
-and one over --max-action-bytes 413; a WebSocket message over it gets an error and the session goes
-on. A client that disconnects mid-step has its sandbox closed and its session freed at once.
+${TOKEN_ENV}, the server generates a token, prints it once (the line after
+`serving`) and writes it to {TOKEN_DIR}/PORT.token (mode 0600, removed at
+exit); --no-token serves loopback without one. A request or WebSocket handshake whose Host header is
+not this server's (DNS rebinding) gets 421, one whose Origin is another site's (a web page) 403, a
+request body that is not application/json 415, and one over --max-action-bytes 413; a WebSocket
+message over it gets an error and the session goes on. A client that disconnects mid-step has its
+sandbox closed and its session freed at once.
 """
 
 
@@ -225,23 +226,24 @@ def main(argv: list[str] | None = None) -> int:
     written: list[Path] = []
 
     def announce(url: str) -> None:
-        if generated:  # written before the line that tells clients to come
+        where = "not in a file"
+        if generated and token:  # written before the line that tells clients to come
             path = token_path(urlparse(url).port or args.port)
-            write_token_file(path, token)
-            written.append(path)
+            try:
+                write_token_file(path, token)
+                written.append(path)
+                where = f"in {path}, readable by you only, where sandboxes.serve.client.connect finds it"
+            except OSError as exc:  # the printed token still works
+                print(f"note: could not write the token to {path}: {exc}", file=sys.stderr)
         print(f"serving {args.domain} on {url}", flush=True)
         if generated:
-            print(
-                f"token {token} (clients send `Authorization: Bearer <token>`; it is in {written[0]}, "
-                "readable by you only, where sandboxes.serve.client.connect finds it)",
-                flush=True,
-            )
+            print(f"token {token} (clients send `Authorization: Bearer <token>`; it is {where})", flush=True)
 
     try:
         run(app, args.host, args.port, announce=announce, log_level=args.log_level)
     finally:
         for path in written:
-            remove_token_file(path, token)
+            remove_token_file(path, token or "")
     print(f"stopped: {app.state.stats.summary()}", flush=True)
     return 0
 

@@ -162,13 +162,18 @@ def test_a_20_mb_action_is_refused_at_once_and_the_session_goes_on(served) -> No
     response = conn.getresponse()
     assert response.status == 413 and b"--max-action-bytes" in response.read()
     conn.close()
+    # An action just under the limit runs, and quickly (tmux types all of it).
+    started = time.monotonic()
+    status, seen = step(url, session, "echo " + "z" * (DEFAULT_MAX_ACTION_BYTES - 300) + " | wc -c")
+    assert status == 200 and str(DEFAULT_MAX_ACTION_BYTES - 299) in seen["observation"]["text"]
+    assert time.monotonic() - started < 10
     # The session still answers, at once: three echoes, as in the report.
     for n in range(3):
         started = time.monotonic()
         status, seen = step(url, session, f"echo still-here-{n}")
         assert status == 200 and f"still-here-{n}" in seen["observation"]["text"]
         assert time.monotonic() - started < 10
-    assert call("GET", f"{url}/sessions/{session}/state")[1]["step_count"] == 3
+    assert call("GET", f"{url}/sessions/{session}/state")[1]["step_count"] == 4
     assert call("DELETE", f"{url}/sessions/{session}")[0] == 200
 
 

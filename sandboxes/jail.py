@@ -14,8 +14,9 @@ A sandbox never sees the host's `/`. Its root is an empty tmpfs (bwrap's own) th
   the host paths it was asked to show (`ro_paths`, read-only at their own path, e.g. a virtual
   environment that an MCP server lives in); then the root itself is made read-only.
 
-So /home, /root, /opt, /srv, /var, /mnt, /media, /work, /sys, checkouts and data folders do not
-exist inside. What the agent can see of processes is its pid namespace: bwrap's own pid-1 monitor
+So /opt, /srv, /var, /mnt, /media, /work, /sys, checkouts and data folders do not exist inside;
+/home holds only the sandbox's own home, and /root is an empty directory closed to the agent (as
+on any system, `ls /root` is refused). What the agent can see of processes is its pid namespace: bwrap's own pid-1 monitor
 and what it starts. bwrap's `--clearenv` only clears the environment of the command it runs, not
 of the monitor, so the whole chain (cgroup join, mounter, setpriv, bwrap) is started from
 `env -i`: no process inside carries the recorder's environment (API keys, tokens) in
@@ -124,8 +125,11 @@ exec "$@"
 
 def shown(path: str | Path) -> bool:
     """Whether a host path exists inside every sandbox as it is (under a system directory)."""
-    parts = Path(os.path.abspath(path))
-    return any(parts == Path(top) or Path(top) in parts.parents for top in SYSTEM_DIRS)
+    return any(_under(os.path.abspath(path), top) for top in SYSTEM_DIRS)
+
+
+def _under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top + "/")
 
 
 @functools.cache
@@ -199,6 +203,11 @@ class Jail:
             with open(os.path.join(self.etc, name), "w") as f:
                 f.write(content)
             os.chmod(os.path.join(self.etc, name), 0o644)
+        # root's home, there but closed to the agent (0700, owned by an unmapped uid), as on any
+        # system: `ls /root` says "Permission denied". Made when we are root (else the agent
+        # would own it).
+        self.closed_root = os.path.join(directory, "root")
+        os.makedirs(self.closed_root, mode=0o700, exist_ok=True)
         # (host path, what bwrap binds: the path itself, or its mount point when we are root)
         self.ro_paths: list[tuple[str, str]] = []
         wanted = [p for p in dict.fromkeys(os.path.abspath(p) for p in ro_paths) if not shown(p)]
@@ -223,6 +232,8 @@ class Jail:
             argv += ["--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf"]
         argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/run"]
         argv += ["--tmpfs", "/var/tmp", "--dir", "/home"]
+        if self.as_root and not any(_under(path, "/root") for path, _ in self.ro_paths):
+            argv += ["--ro-bind", self.closed_root, "/root"]  # read-only: no mount point inside
         argv += own
         for path, source in self.ro_paths:
             argv += ["--ro-bind", source, path]

@@ -81,17 +81,19 @@ def _recorded(out: Path) -> list[str]:
 
 
 def _assert_nothing_leaked(texts: list[str], planted: list[Path], root_shown: bool = False) -> None:
-    """`root_shown`: /root exists inside (an MCP server's Python lives there, bound alone)."""
+    """`root_shown`: /root is open inside (an MCP server's Python lives there, bound alone)."""
     joined = "\n".join(texts)
     leaked = [name for name, value in SECRETS.items() if value in joined]
     assert not leaked, f"secrets in the observations: {leaked}"
     assert PLANTED not in joined, "a planted host file was read in the sandbox"
     assert "listed: 42" not in joined, "a planted file was listed in the sandbox"
-    assert joined.count("No such file or directory") >= len(planted), "the planted files were not looked for"
+    looked = joined.count("No such file or directory") + joined.count("Permission denied")
+    assert looked >= len(planted), "the planted files were not looked for"
     # The reads did run: environments were printed, and the root is the sandbox's own.
     assert "== /proc/1 bwrap" in joined and "PATH=" in joined, joined[:3000]
     assert "ls: cannot access '/opt'" in joined and "ls: cannot access '/srv'" in joined, joined[:3000]
-    assert root_shown or "ls: cannot access '/root'" in joined
+    # root's home is there, as on any system, but empty and closed to the agent.
+    assert root_shown or "ls: cannot open directory '/root': Permission denied" in joined
 
 
 def test_terminal_collector_on_bwrap_shows_no_secret_nor_host_file(

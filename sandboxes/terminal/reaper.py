@@ -3,11 +3,11 @@
 Every container and tmux server a terminal sandbox starts carries its owner, `<host>:<pid>` (a
 tmux server in its socket name, which is also on its command line). A new collector run calls
 `reap_orphans()` first: whatever belongs to a process of this host that no longer exists is
-removed, the process boxes (`sandboxes.containment`) of dead collectors included. A tmux server is
-found by its command line as well as by its socket, since a server whose socket file is gone can
-no longer be asked to exit. Live owners (another collector running now) are left alone.
-`reap_own()` removes what the calling process itself still owns: the last step of a collector
-whose workers did not stop in time.
+removed, the process boxes and bwrap limit cgroups (`sandboxes.containment`, below this process's
+own cgroups) of dead collectors included. A tmux server is found by its command line as well as by
+its socket, since a server whose socket file is gone can no longer be asked to exit. Live owners
+(another collector running now) are left alone. `reap_own()` removes what the calling process
+itself still owns: the last step of a collector whose workers did not stop in time.
 
 Every docker and tmux command here and in the backends runs in its own session, so a Ctrl-C sent
 to the collector's process group cannot cut one short and leave a half-made container behind.

@@ -176,9 +176,10 @@ def own_cgroups() -> dict[str, str]:
             if (names == [""]) != (fstype == "cgroup2") or not set(names) <= options | {""}:
                 continue
             # Under a cgroup namespace or a bind of a subtree, the mount's root is a prefix of ours.
+            inside = path
             if root != "/" and (path == root or path.startswith(root + "/")):
-                path = path[len(root) :]
-            directory = os.path.normpath(point + "/" + path.lstrip("/"))
+                inside = path[len(root) :]
+            directory = os.path.normpath(point + "/" + inside.lstrip("/"))
             if os.path.isdir(directory):
                 for name in names:
                     found.setdefault(name, directory)

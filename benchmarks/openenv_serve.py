@@ -388,9 +388,8 @@ def run(names: list[str] | None = None, soak_seconds: float = 300.0) -> dict[str
 
 def write_results(ran: dict[str, Any]) -> None:
     """Merge `ran` into benchmarks/results/openenv_serve.{json,md}; each bench keeps its finish time."""
-    from benchmarks.run import RESULTS
-
-    path = os.path.join(RESULTS, "openenv_serve.json")
+    results = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")  # benchmarks.run's RESULTS
+    path = os.path.join(results, "openenv_serve.json")
     merged: dict[str, Any] = {}
     if os.path.exists(path):
         with open(path) as f:
@@ -413,7 +412,7 @@ def write_results(ran: dict[str, Any]) -> None:
                 lines += [f"_{name}, {when}:_", *markdown_lines({name: merged[name]})]
             except KeyError:  # written by an older version of this bench
                 lines += [f"_{name}, {when}:_ in an older format: see openenv_serve.json", ""]
-    with open(os.path.join(RESULTS, "openenv_serve.md"), "w") as f:
+    with open(os.path.join(results, "openenv_serve.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
 
 

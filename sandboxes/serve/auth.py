@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from starlette.exceptions import HTTPException
+from fastapi import HTTPException
 
 TOKEN_ENV = "AGENTWORLD_SERVE_TOKEN"
 OPEN_PATHS = frozenset({"/health"})

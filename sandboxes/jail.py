@@ -14,10 +14,12 @@ A sandbox never sees the host's `/`. Its root is an empty tmpfs (bwrap's own) th
   the host paths it was asked to show (`ro_paths`, read-only at their own path, e.g. a virtual
   environment that an MCP server lives in); then the root itself is made read-only.
 
-So /opt, /srv, /var, /mnt, /media, /work, /sys, checkouts and data folders do not exist inside;
-/home holds only the sandbox's own home, and /root is an empty directory closed to the agent (as
-on any system, `ls /root` is refused). What the agent can see of processes is its pid namespace: bwrap's own pid-1 monitor
-and what it starts. bwrap's `--clearenv` only clears the environment of the command it runs, not
+So /opt, /srv, /mnt, /media, /work, /sys, the host's /var (only a private /var/tmp is there),
+checkouts and data folders do not exist inside; /home holds only the sandbox's own home, and
+/root is an empty directory closed to the agent (as on any system, `ls /root` is refused).
+
+What the agent can see of processes is its pid namespace: bwrap's own pid-1 monitor and what it
+starts. bwrap's `--clearenv` only clears the environment of the command it runs, not
 of the monitor, so the whole chain (cgroup join, mounter, setpriv, bwrap) is started from
 `env -i`: no process inside carries the recorder's environment (API keys, tokens) in
 `/proc/*/environ`, whatever environment the caller (a tmux server, a collector) has.

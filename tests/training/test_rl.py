@@ -5,6 +5,7 @@ run resumes, and its checkpoint serves the simulated sandbox."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +67,10 @@ def test_a_missing_corpus_and_a_hybrid_without_judge_are_clear_errors(
     assert done.returncode == 2 and "build_corpus --emit rl" in done.stderr
     done = rl("--corpus", str(rl_corpus), "--base", BASE, "--out", str(tmp_path / "run"))
     assert done.returncode == 2 and "--judge-url" in done.stderr
+    unnamed = tmp_path / "no-manifest"
+    shutil.copytree(rl_corpus, unnamed, ignore=shutil.ignore_patterns("manifest.json"))
+    done = rl("--corpus", str(unnamed), "--base", BASE, "--out", str(tmp_path / "run"), "--reward", "rules")
+    assert done.returncode == 2 and "--skip-tokenizer-check" in done.stderr
 
 
 @pytest.mark.llm

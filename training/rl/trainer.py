@@ -141,10 +141,10 @@ def train(cfg: RLConfig) -> dict:
             "training.sft first, or save the shape with save_pretrained and pass that directory"
         )
     tok_folder = tokenizer_dir(resolved)
+    tokenizer = AutoTokenizer.from_pretrained(tok_folder, local_files_only=True)
+    dataset, samples = _dataset(cfg, tokenizer)  # first: a missing corpus says how to build one
     fingerprint = corpus_fingerprint(cfg.corpus)
     check_fingerprint(fingerprint, tok_folder, cfg.corpus, cfg.base, skip=cfg.skip_tokenizer_check)
-    tokenizer = AutoTokenizer.from_pretrained(tok_folder, local_files_only=True)
-    dataset, samples = _dataset(cfg, tokenizer)
     os.makedirs(cfg.out, exist_ok=True)
     resume_from = get_last_checkpoint(cfg.out) if cfg.resume and os.path.isdir(cfg.out) else None
     metrics_path = os.path.join(cfg.out, METRICS)

@@ -24,6 +24,7 @@ APPS = {
     # xterm is an Xt program without AT-SPI support: the tree shows its window only.
     "terminal": ["xterm", "-fa", "Monospace", "-fs", "11"],
 }
+SETTLE_S = 0.3  # how long an app's windows must keep their geometry before its tree is read
 
 
 class ActionError(Exception):
@@ -196,7 +197,25 @@ class Session:
                 self.args.app_timeout,
                 f"application {name} showed no window within {self.args.app_timeout:g}s",
             )
+            self._wait_until_placed(proc.pid)
         return ""
+
+    def _wait_until_placed(self, pid: int) -> None:
+        """Until the app's windows keep their place and size for SETTLE_S. On a loaded host an app
+        (gnome-calculator) can show its first frame and then resize it, and a tree read in between
+        puts every node elsewhere than a fresh desktop does. Bounded by the app timeout."""
+
+        def placed() -> list[tuple[int, int, int, int]]:
+            return sorted((w["x"], w["y"], w["w"], w["h"]) for w in self.x_windows() if w["pid"] == pid)
+
+        deadline = time.monotonic() + self.args.app_timeout
+        before = placed()
+        while time.monotonic() < deadline:
+            time.sleep(SETTLE_S)
+            now = placed()
+            if now == before:
+                return
+            before = now
 
     def _has_window(self, pid: int) -> bool:
         if any(w["pid"] == pid for w in self.x_windows()):

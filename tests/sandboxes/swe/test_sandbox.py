@@ -194,7 +194,11 @@ def test_a_test_run_that_times_out_is_killed_whole(fresh: SweSandbox) -> None:
     assert time.monotonic() - t0 < 8
     assert obs.observation.text.endswith("[timed out after 2 s]")
     assert obs.observation.data["timed_out"] and obs.observation.data["exit_status"] is None
-    time.sleep(0.3)
+    # The kernel tears the sandbox's pid namespace down after its init dies: quick, but not instant on a
+    # loaded host (0.3 s was once too short in a full suite). A survivor would stay for hours.
+    deadline = time.monotonic() + 5
+    while _host_processes_with("977") and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert _host_processes_with("977") == [], "a process of the timed-out test run survived"
     assert text_of(fresh, bash_action("echo next")) == "next\n[exit status: 0]"
 

@@ -62,7 +62,11 @@ def build(p: beam.Pipeline, config: CorpusConfig, manifest_config: dict) -> None
     trajectories = stage(trajectories, "Normalise", NormaliseTrajectories())
     trajectories = stage(trajectories, "Redact", RedactSecrets())
     trajectories = stage(trajectories, "Filter", FilterTrajectories(max_steps=config.max_steps))
-    pairs = stage(trajectories, "Split", SplitTrajectories(config.split_ratios))
+    pairs = stage(
+        trajectories,
+        "Split",
+        SplitTrajectories(config.split_ratios, min_test_per_domain=config.min_test_per_domain),
+    )
     written: list[beam.PCollection] = []
     if config.decontaminate is not None:
         # builds the benchmark index here, in the driver, once (see beam_pipelines.stages.decontaminate)

@@ -71,6 +71,7 @@ class CorpusConfig:
     max_steps: int
     shards: int
     synthesis: SynthesisConfig | None = None
+    min_test_per_domain: int = 1
 
     def manifest_view(self, tokenizer_fingerprint: dict) -> dict:
         """The settings that shape the output, without machine-specific paths (so runs compare equal)."""
@@ -294,6 +295,13 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--split-ratios", type=_ratios, default=(0.98, 0.01, 0.01), help="train,validation,test")
     p.add_argument(
+        "--min-test-per-domain",
+        type=int,
+        default=1,
+        help="test tasks each domain of at least two tasks gets, moved from train/validation when the "
+        "hash split gives it fewer (1; 0: the hash alone)",
+    )
+    p.add_argument(
         "--emit", type=_emit, default=CORPORA, help="corpora to write (sft,cpt,rl,agentworldbench)"
     )
     p.add_argument(
@@ -334,5 +342,6 @@ def parse_args(argv: list[str] | None = None) -> tuple[CorpusConfig, PipelineOpt
         max_steps=args.max_steps,
         shards=args.shards,
         synthesis=_synthesis(args, output),
+        min_test_per_domain=args.min_test_per_domain,
     )
     return config, PipelineOptions(local_defaults(beam_args))

@@ -8,7 +8,7 @@ SGLang, llama.cpp) and vLLM's offline engine are interchangeable.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,17 @@ class GenerationConfig:
     top_p: float = 1.0
     seed: int = 0
     stop: tuple[str, ...] = field(default=())
+    # Stop a reply once its tail loops (training/backends/repetition.py). Off unless asked for, so that a
+    # caller gets exactly what greedy decoding gives; `python -m training.fidelity` turns it on.
+    repetition_guard: bool = False
+    # (domain, bound) pairs that replace max_new_tokens for that domain's turns: see for_domain.
+    max_new_tokens_by_domain: tuple[tuple[str, int], ...] = ()
+
+    def for_domain(self, domain: str) -> GenerationConfig:
+        """The config of one domain's turns: its own token bound if it has one, else max_new_tokens.
+        The table is dropped, so a reply's cache key and batch depend only on the bound it ran with."""
+        bound = dict(self.max_new_tokens_by_domain).get(domain, self.max_new_tokens)
+        return replace(self, max_new_tokens=bound, max_new_tokens_by_domain=())
 
 
 class WorldModelBackend(ABC):
@@ -29,6 +40,17 @@ class WorldModelBackend(ABC):
     @abstractmethod
     def complete(self, messages: list[dict], config: GenerationConfig) -> str:
         """The model's whole reply (reasoning and tagged observation) to one chat conversation."""
+
+    def log_likelihood(self, prompts: list[list[dict]], answers: list[str]) -> list[tuple[float, int]]:
+        """Teacher-forced scores of `answers[i]` as the reply to the chat `prompts[i]`: per pair, (the
+        answer tokens' total negative log-likelihood in nats, the number of answer tokens).
+
+        The context is the prompt exactly as `complete` would send it (chat template with the
+        generation prompt), plus whatever the template puts before a final assistant message's content
+        (Qwen3's empty think block); only the answer's own tokens are scored, not the end-of-turn token.
+        Forward passes only, so any number of pairs is cheap next to generating them. Optional: a
+        backend without weights (an HTTP endpoint) raises NotImplementedError saying so."""
+        raise NotImplementedError(f"no weights: the {self.name or type(self).__name__} backend only replies")
 
     def describe(self) -> dict:
         """Recorded with every simulated trajectory and report: model, endpoint, settings."""

@@ -16,17 +16,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from transformers import (
     LogitsProcessor,
     LogitsProcessorList,
     PreTrainedModel,
     PreTrainedTokenizerBase,
+    StoppingCriteria,
+    StoppingCriteriaList,
     TopPLogitsWarper,
 )
 
 from schemas.render import record_messages, split_chat
 from training.backends.base import GenerationConfig, WorldModelBackend
 from training.backends.batching import DynamicBatcher
+from training.backends.repetition import DEFAULT_DETECTOR
 
 
 def _as_record(messages: list[dict]) -> dict[str, Any] | None:
@@ -83,6 +87,23 @@ def _load(
     return model, tokenizer
 
 
+# Answer positions whose vocabulary logits exist at once: bounds a long answer's memory (a 2,000-token
+# observation over Qwen3's 152k vocabulary would be 1.2 GB of float32 logits in one piece).
+_HEAD_CHUNK = 256
+
+
+def _length_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
+    """Indices of `lengths` sorted by length, cut into batches whose padded size (rows x longest)
+    stays within `max_tokens`; a longer sequence gets a batch of its own."""
+    batches: list[list[int]] = []
+    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+        if batches and (len(batches[-1]) + 1) * lengths[i] <= max_tokens:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
 @dataclass(frozen=True)
 class _Prompt:
     ids: list[int]
@@ -111,6 +132,19 @@ class _SeededSampler(LogitsProcessor):
             [torch.multinomial(p, 1, generator=g) for p, g in zip(probs, self.generators, strict=True)]
         )
         return torch.full_like(scores, float("-inf")).scatter_(1, drawn, 0.0)
+
+
+class _LoopStop(StoppingCriteria):
+    """The repetition guard (GenerationConfig.repetition_guard), row by row, on the reply tokens only."""
+
+    def __init__(self, prompt_width: int) -> None:
+        self.prompt_width = prompt_width
+
+    def __call__(
+        self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any
+    ) -> torch.BoolTensor:
+        tails = input_ids[:, self.prompt_width :][:, -DEFAULT_DETECTOR.window :].tolist()
+        return torch.tensor([DEFAULT_DETECTOR.looping(t) for t in tails], device=input_ids.device)
 
 
 class TransformersBackend(WorldModelBackend):
@@ -179,6 +213,69 @@ class TransformersBackend(WorldModelBackend):
         # Only requests with equal configs share a batch: one generate call takes one config.
         return self._batcher.submit(_Prompt(ids, config), key=config)
 
+    def _scaffold(self, messages: list[dict], answer: str) -> str:
+        """What the chat template writes between the generation prompt and a final assistant answer's
+        content (Qwen3: an empty think block; most templates: nothing): training saw it there."""
+        prompt = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        full = self.tokenizer.apply_chat_template(
+            [*messages, {"role": "assistant", "content": answer}], tokenize=False
+        )
+        rest = full[len(prompt) :] if full.startswith(prompt) else ""
+        at = rest.find(answer)
+        return rest[:at] if at > 0 else ""
+
+    def _scored_ids(self, messages: list[dict], answer: str) -> tuple[list[int], int]:
+        """(context + answer ids, where the answer starts)."""
+        # The training corpus encodes the answer's text as plain text: control-token text inside a
+        # captured screen is not a control token (schemas.chat_tokens).
+        answer_ids = self.tokenizer(answer, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+        scaffold = self._scaffold(messages, answer)
+        scaffold_ids = self.tokenizer(scaffold, add_special_tokens=False)["input_ids"] if scaffold else []
+        context = self._prompt_ids(self.truncate(messages, len(scaffold_ids) + len(answer_ids)))
+        context += scaffold_ids
+        return context + answer_ids, len(context)
+
+    def log_likelihood(
+        self, prompts: list[list[dict]], answers: list[str], *, max_batch_tokens: int = 8192
+    ) -> list[tuple[float, int]]:
+        """See `WorldModelBackend.log_likelihood`. Pairs run sorted by length in right-padded batches of
+        at most `max_batch_tokens` padded tokens; right padding leaves every real token the positions
+        and the causal context it has alone, so a score does not depend on its batch. Logits are the
+        output embedding of the decoder's last hidden state (the Llama/Qwen families), computed for
+        answer positions only. Safe beside `complete`: a forward pass keeps no state."""
+        if len(prompts) != len(answers):
+            raise ValueError(f"{len(prompts)} prompts but {len(answers)} answers")
+        rows = [self._scored_ids(m, a) for m, a in zip(prompts, answers, strict=True)]
+        scores: list[tuple[float, int]] = [(0.0, 0)] * len(rows)
+        for batch in _length_batches([len(ids) for ids, _ in rows], max_batch_tokens):
+            for i, score in zip(batch, self._answer_nll([rows[i] for i in batch]), strict=True):
+                scores[i] = score
+        return scores
+
+    def _answer_nll(self, rows: list[tuple[list[int], int]]) -> list[tuple[float, int]]:
+        width = max(len(ids) for ids, _ in rows)
+        input_ids = torch.full((len(rows), width), self._pad_id, dtype=torch.long)
+        attention_mask = torch.zeros_like(input_ids)
+        for row, (ids, _) in enumerate(rows):
+            input_ids[row, : len(ids)] = torch.tensor(ids)
+            attention_mask[row, : len(ids)] = 1
+        input_ids = input_ids.to(self.device)
+        head = self.model.get_output_embeddings()
+        out = []
+        with torch.inference_mode():
+            hidden = self.model.get_decoder()(
+                input_ids=input_ids, attention_mask=attention_mask.to(self.device), use_cache=False
+            ).last_hidden_state
+            for row, (ids, start) in enumerate(rows):
+                total = 0.0
+                # position p predicts token p + 1: the answer ids[start:] come from positions start-1..
+                for at in range(start - 1, len(ids) - 1, _HEAD_CHUNK):
+                    end = min(at + _HEAD_CHUNK, len(ids) - 1)
+                    logits = head(hidden[row, at:end]).float()
+                    total += F.cross_entropy(logits, input_ids[row, at + 1 : end + 1], reduction="sum").item()
+                out.append((total, len(ids) - start))
+        return out
+
     @property
     def batch_stats(self) -> dict:
         """How the requests so far were batched (batches, requests, largest, mean size)."""
@@ -204,6 +301,8 @@ class TransformersBackend(WorldModelBackend):
             )
         if config.stop:
             options.update(stop_strings=list(config.stop), tokenizer=self.tokenizer)
+        if config.repetition_guard:
+            options["stopping_criteria"] = StoppingCriteriaList([_LoopStop(width)])
         with torch.inference_mode():
             output = self.model.generate(
                 input_ids=input_ids.to(self.device),

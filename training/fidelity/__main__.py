@@ -23,6 +23,7 @@ from training.fidelity.cache import CachedBackend, ReplyCache
 from training.fidelity.closed_loop import closed_loop
 from training.fidelity.comparison import comparison_table, rate_table, summary_lines
 from training.fidelity.held_out import held_out_ids
+from training.fidelity.likelihood import LikelihoodPass, likelihood_lines, likelihood_table
 from training.fidelity.metrics import aggregate
 from training.fidelity.noise_floor import NoiseFloor, build_noise_floor, default_workers
 from training.fidelity.replay import REPLAYABLE_DOMAINS, ReplayStore, replay_counts, run_replays
@@ -88,11 +89,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--sandboxes", type=int, default=default_workers(), help="real sandboxes replaying at once"
     )
     p.add_argument("--concurrency", type=int, default=16, help="model requests in flight")
-    p.add_argument("--max-turns", type=int, help="score at most this many turns per trajectory")
+    p.add_argument(
+        "--max-turns",
+        type=int,
+        help="generate for at most this many turns per trajectory (likelihood scores every turn)",
+    )
     p.add_argument(
         "--limit-trajectories",
         type=int,
-        help="use only the first N trajectories with steps of each domain (reading stops there)",
+        help="generate for the first N trajectories with steps of each domain only (reading stops there; "
+        "likelihood still scores every trajectory, held out ones with --held-out)",
     )
     p.add_argument(
         "--held-out",
@@ -122,6 +128,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "the public Qwen-AgentWorld repository's prompts/ folder); default: our own judge prompt",
     )
     p.add_argument("--no-closed-loop", action="store_true", help="skip the closed-loop evaluation")
+    p.add_argument(
+        "--no-likelihood",
+        action="store_true",
+        help="skip the likelihood of the real observations (every turn, every system with weights, "
+        "forward passes only)",
+    )
     p.add_argument("--max-new-tokens", type=int, default=1024)
     p.add_argument("--context-chars", type=int, default=32_000, help="prompt budget; oldest turns go first")
     p.add_argument("--no-progress", action="store_true")
@@ -284,6 +296,19 @@ def with_steps(
                 yield t
 
 
+def likelihood_pass(
+    args: argparse.Namespace, generated: list[Trajectory], only: set[str] | None
+) -> LikelihoodPass | None:
+    """Every trajectory --real gives (held out ones with --held-out), whatever --limit-trajectories and
+    --max-turns bound for generation; None with --no-likelihood."""
+    if args.no_likelihood:
+        return None
+    everything = list(with_steps(args.real, None, only)) if args.limit_trajectories else generated
+    return LikelihoodPass(
+        everything, args.context_chars, args.out / "likelihood.jsonl", progress=not args.no_progress
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["agents"]:  # the task-level comparison, a command of its own
@@ -323,6 +348,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    try:
+        likelihood = likelihood_pass(args, trajectories, only)
+    except Exception as exc:
+        print(f"error: cannot read --real {args.real}: {exc}", file=sys.stderr)
+        return 2
     floor, noise = noise_floor(args, trajectories)
     cache = ReplyCache(args.out / "predictions.jsonl")
     try:
@@ -337,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = {"model/teacher_forced": teacher_forced(model, trajectories, floor, settings)}
     if not args.no_closed_loop:
         rows["model/closed_loop"] = closed_loop(model, trajectories, floor, settings)
+    if likelihood:
+        likelihood.score("model", "model", model.backend, model.describe())
     model.close()  # before the next model loads: one model's weights in memory at a time
     rows["repeat_previous/teacher_forced"] = repeat_previous(trajectories, floor, args.max_turns)
     counted, described, failed = [model], {}, {}
@@ -351,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
         rows[f"{other.name}/teacher_forced"] = teacher_forced(
             cached, trajectories, floor, settings, other.name
         )
+        if likelihood:
+            likelihood.score(other.name, other.role, backend, cached.describe())
         cached.close()
         counted.append(cached)
         described[other.name] = {"spec": other.spec, **cached.describe()}
@@ -384,13 +418,15 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(time.monotonic() - started, 1),
     }
     roles = {"model": "model", "repeat_previous": "baseline"} | {c.name: c.role for c in others}
-    report = build_report(rows, meta, noise, roles)
+    report = build_report(rows, meta, noise, roles, likelihood.section() if likelihood else None)
     with (args.out / "turns.jsonl").open("w") as f:
         for name, system_rows in rows.items():
             for row in system_rows:
                 f.write(json.dumps({"series": name, **row}) + "\n")
     paths = write_all(report, args.out, compared_turns(rows, trajectories))
     cache.close()
+    if likelihood:
+        likelihood.close()
     _print_summary(report, paths)
     return 1 if failed else 0
 
@@ -425,12 +461,25 @@ def _print_summary(report: dict, paths: dict[str, Path]) -> None:
     if "comparison" in report:
         print("comparison, teacher-forced, main metric per domain (95% paired bootstrap CI, * excludes 0):")
         for header, body in (comparison_table(report["comparison"]), rate_table(report["comparison"])):
-            widths = [max(len(cell) for cell in column) for column in zip(header, *body, strict=True)]
-            for line in (header, *body):
-                print("  " + "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)))
+            _print_table(header, body)
         for line in summary_lines(report["comparison"]):
             print(f"  {line}")
+    if "likelihood" in report:
+        section = report["likelihood"]
+        print(
+            f"likelihood of the real observations, {section['turns']} turns of {section['trajectories']} "
+            f"trajectories in {section['seconds']} s (bits per byte, 95% paired bootstrap CI, * excludes 0):"
+        )
+        _print_table(*likelihood_table(section))
+        for line in likelihood_lines(section):
+            print(f"  {line}")
     print(f"report: {paths['html']}  ({paths['md'].name}, {paths['json'].name})")
+
+
+def _print_table(header: list[str], body: list[list[str]]) -> None:
+    widths = [max(len(cell) for cell in column) for column in zip(header, *body, strict=True)]
+    for line in (header, *body):
+        print("  " + "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)))
 
 
 if __name__ == "__main__":

@@ -43,20 +43,24 @@ def paired_difference(
     a: Mapping[tuple[Hashable, Hashable], float],
     b: Mapping[tuple[Hashable, Hashable], float],
     *,
+    weights: Mapping[tuple[Hashable, Hashable], float] | None = None,
     resamples: int = RESAMPLES,
     seed: int = SEED,
     level: float = LEVEL,
 ) -> Difference:
     """The difference a - b. Keys are (trajectory, turn); only turns both systems scored are paired,
-    and the trajectory part of the key is the resampling cluster. Percentile interval, fixed seed."""
+    and the trajectory part of the key is the resampling cluster. Percentile interval, fixed seed.
+    `weights` (per key, default 1): a weighted mean, e.g. bits per byte weighed by bytes, which makes
+    the mean a pooled ratio (total bits over total bytes)."""
     paired = sorted(a.keys() & b.keys(), key=repr)
     if not paired:
         raise ValueError("the two systems share no scored turn: nothing to compare")
     sums: dict[Hashable, float] = defaultdict(float)
-    counts: dict[Hashable, int] = defaultdict(int)
+    counts: dict[Hashable, float] = defaultdict(float)
     for key in paired:
-        sums[key[0]] += a[key] - b[key]
-        counts[key[0]] += 1
+        weight = 1.0 if weights is None else weights[key]
+        sums[key[0]] += weight * (a[key] - b[key])
+        counts[key[0]] += weight
     clusters = sorted(sums, key=repr)
     cluster_sums = np.array([sums[c] for c in clusters])
     cluster_counts = np.array([counts[c] for c in clusters])

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from training.fidelity.comparison import compare, comparison_table, rate_table, summary_lines
 from training.fidelity.domain_metrics import DOMAIN_METRICS
+from training.fidelity.likelihood import CAPTION as LIKELIHOOD_CAPTION
+from training.fidelity.likelihood import likelihood_lines, likelihood_table
 from training.fidelity.metrics import METRICS, aggregate
 from training.rewards.judge import DIMENSIONS, summarise
 
@@ -114,10 +116,15 @@ def notes(rows_by_system: dict[str, list[dict]], meta: dict, noise: dict) -> lis
 
 
 def build_report(
-    rows_by_system: dict[str, list[dict]], meta: dict, noise: dict, roles: dict[str, str] | None = None
+    rows_by_system: dict[str, list[dict]],
+    meta: dict,
+    noise: dict,
+    roles: dict[str, str] | None = None,
+    likelihood: dict | None = None,
 ) -> dict:
     """`roles`: system name -> its role in the comparison (comparison.ROLES) for the systems whose
-    `<name>/teacher_forced` rows are compared; without it, no comparison section."""
+    `<name>/teacher_forced` rows are compared; without it, no comparison section. `likelihood`: the
+    section likelihood.summarise made, if the likelihood pass ran."""
     systems = {name: aggregate(rows) for name, rows in rows_by_system.items() if rows}
     report = {
         "meta": meta,
@@ -132,6 +139,8 @@ def build_report(
     model_tf = rows_by_system.get("model/teacher_forced", [])
     if any("judge" in r for r in model_tf):
         report["judge"] = judge_summary(model_tf)
+    if likelihood is not None:
+        report["likelihood"] = likelihood
     return report
 
 
@@ -229,6 +238,10 @@ def write_markdown(report: dict, path: Path) -> None:
         ]
         out += ["", *(f"- {line}" for line in summary_lines(report["comparison"]))]
         out += ["", *table(*rate_table(report["comparison"]))]
+    if "likelihood" in report:
+        out += ["", "## Likelihood", "", LIKELIHOOD_CAPTION, ""]
+        out += table(*likelihood_table(report["likelihood"]))
+        out += ["", *(f"- {line}" for line in likelihood_lines(report["likelihood"]))]
     out += ["", "## Noise floor (real vs real)", "", noise_sentence(report["noise_floor"])]
     for text, variants in report["noise_floor"].get("summary", {}).get("examples", {}).items():
         out.append(f"- `{text[:60]}` vs `{', '.join(v[:40] for v in variants)}`")

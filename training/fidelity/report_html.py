@@ -21,6 +21,8 @@ from training.fidelity.comparison import (
     rate_table,
     summary_lines,
 )
+from training.fidelity.likelihood import CAPTION as LIKELIHOOD_CAPTION
+from training.fidelity.likelihood import likelihood_lines, likelihood_table
 from training.fidelity.report import (
     COMPARISON_CAPTION,
     HEADLINE_CAPTION,
@@ -281,6 +283,12 @@ def write_html(report: dict, path: Path, turns: list[dict]) -> None:
             "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in summary_lines(comparison)) + "</ul>"
         )
         out.append(_table(*rate_table(comparison)))
+    if "likelihood" in report:
+        section = report["likelihood"]
+        out.append(f"<h2>Likelihood</h2><p>{html.escape(LIKELIHOOD_CAPTION)}</p>")
+        out.append(_table(*likelihood_table(section), cls="likelihood"))
+        lines = likelihood_lines(section)
+        out.append("<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>")
     judged = judge_table(report)
     if judged:
         out.append(f"<h2>LLM judge ((x-1)/4*100)</h2>{_table(*judged)}")

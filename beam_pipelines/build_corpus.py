@@ -90,6 +90,7 @@ def build(p: beam.Pipeline, config: CorpusConfig, manifest_config: dict) -> None
             config.shards,
             drops=deduplicated[DROPS],
             synthesis=config.synthesis,
+            target=config.target,
         ),
     )
     dead_files = (

@@ -13,6 +13,7 @@ from beam_pipelines.stages.common import CORPORA
 from beam_pipelines.stages.decontaminate import MODES, DecontaminationConfig
 from beam_pipelines.stages.split import SPLITS
 from beam_pipelines.synthesis.settings import DEFAULT_SCORER, VLLM_HANDLER_PREFIX, SynthesisConfig
+from schemas.edit_script import TARGET_FORMS
 
 EXAMPLES = """\
 examples:
@@ -72,6 +73,7 @@ class CorpusConfig:
     shards: int
     synthesis: SynthesisConfig | None = None
     min_test_per_domain: int = 1
+    target: str = "full"  # the SFT answer's form: schemas.edit_script.TARGET_FORMS
 
     def manifest_view(self, tokenizer_fingerprint: dict) -> dict:
         """The settings that shape the output, without machine-specific paths (so runs compare equal)."""
@@ -305,6 +307,13 @@ def parser() -> argparse.ArgumentParser:
         "--emit", type=_emit, default=CORPORA, help="corpora to write (sft,cpt,rl,agentworldbench)"
     )
     p.add_argument(
+        "--target",
+        choices=TARGET_FORMS,
+        default="full",
+        help="the SFT answer: the whole observation (full), or an edit script of the previous observation "
+        "wherever that is shorter (delta; schemas/edit_script.py); recorded in the manifest (full)",
+    )
+    p.add_argument(
         "--max-steps", type=int, default=512, help="filter out trajectories longer than this (512)"
     )
     p.add_argument(
@@ -343,5 +352,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[CorpusConfig, PipelineOpt
         shards=args.shards,
         synthesis=_synthesis(args, output),
         min_test_per_domain=args.min_test_per_domain,
+        target=args.target,
     )
+    if config.target != "full" and config.synthesis is not None:
+        # synthesis scores a teacher's whole observation against the SFT answer, which a script is not
+        raise SystemExit("--synthesize-reasoning works with --target full only")
     return config, PipelineOptions(local_defaults(beam_args))

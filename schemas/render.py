@@ -4,8 +4,10 @@ The layout follows the public AgentWorldBench evaluation (DESIGN.md section 2): 
 world-model prompt with the initial state; each earlier turn is a `user` message with the action text
 (`### Turn k` / `**Action:**`) and an `assistant` message with the real observation
 (`**Environment Observation:**`); the last `user` message is the current action. The model answers with
-its reasoning, then the observation inside `<predicted_observation>` tags. Training samples, RL prompts,
-benchmark files and the simulator all go through these functions, so they cannot drift apart.
+its reasoning, then the observation inside `<predicted_observation>` tags (a model trained on delta
+targets writes there an edit script of the previous observation, `schemas.edit_script`, in the same
+tags). Training samples, RL prompts, benchmark files and the simulator all go through these
+functions, so they cannot drift apart.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from schemas.edit_script import TARGET_FORMS, diff
 from schemas.prompts import DOMAIN_PROMPTS, DomainPrompt
 from schemas.records import Action, Observation, Step, ToolDefinition, Trajectory
 
@@ -129,10 +132,30 @@ def observation_turn_text(obs: Observation) -> str:
     return f"**Environment Observation:**\n{obs.text}"
 
 
-def target_text(obs: Observation, reasoning: str = "") -> str:
-    """The answer a world model is trained to give: optional reasoning, then the tagged observation."""
+def target_text(obs: Observation, reasoning: str = "", *, body: str | None = None) -> str:
+    """The answer a world model is trained to give: optional reasoning, then the tagged observation.
+    `body`: what goes between the tags instead of the observation's text (an edit script, see
+    `turn_target`)."""
     thought = f"<think>\n{reasoning}\n</think>\n\n" if reasoning else ""
-    return f"{thought}{OPEN_TAG}\n{obs.text}\n{CLOSE_TAG}"
+    return f"{thought}{OPEN_TAG}\n{obs.text if body is None else body}\n{CLOSE_TAG}"
+
+
+def previous_observation(trajectory: Trajectory, turn_idx: int) -> Observation:
+    """The observation before turn `turn_idx` (1-based): the one an edit script of that turn edits."""
+    return trajectory.steps[turn_idx - 2].observation if turn_idx > 1 else trajectory.initial_observation
+
+
+def turn_target(trajectory: Trajectory, turn_idx: int, form: str = "full", reasoning: str = "") -> str:
+    """The answer for turn `turn_idx` in target form `form` (`schemas.edit_script.TARGET_FORMS`): the
+    tagged observation, or, for "delta", the same tags around `edit_script.diff` against the previous
+    observation (which is the whole observation again wherever that is shorter)."""
+    obs = trajectory.steps[turn_idx - 1].observation
+    if form not in TARGET_FORMS:
+        raise ValueError(f"unknown target form {form!r}; choose from {TARGET_FORMS}")
+    if form == "full":
+        return target_text(obs, reasoning)
+    body = diff(previous_observation(trajectory, turn_idx).text, obs.text, trajectory.domain)
+    return target_text(obs, reasoning, body=body)
 
 
 def agentworldbench_record(

@@ -4,12 +4,16 @@ Every text comes from `schemas.render`, the renderer the world model uses at inf
 RL prompts are trimmed (oldest turns first) to the sequence budget with real token counts: each
 distinct message text of a trajectory is counted once, so the cost is linear in the trajectory even
 though every turn's sample repeats the history.
+
+Targets come in the form `--target` chose (`schemas.render.turn_target`): the whole observation, or
+an edit script of the previous one. A script edits an observation the model must see, so a turn whose
+previous observation was trimmed out of its prompt gets the whole observation as its target.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from apache_beam.pvalue import TaggedOutput
 
@@ -33,8 +37,8 @@ from schemas.render import (
     cpt_document,
     is_echo_turn,
     record_messages,
-    target_text,
     trajectory_system_prompt,
+    turn_target,
 )
 
 STAGE = "format"
@@ -45,8 +49,11 @@ class Formatter:
     "agentworldbench" (relative path, record) pairs, and dead letters. The shard builder
     (`beam_pipelines.stages.shards`) runs it; corpora not in `emit` are not made."""
 
-    def __init__(self, emit: tuple[str, ...], tokenizer: str | None, seq_len: int, shards: int) -> None:
+    def __init__(
+        self, emit: tuple[str, ...], tokenizer: str | None, seq_len: int, shards: int, target: str = "full"
+    ) -> None:
         self._emit = emit
+        self._target = target
         self._seq_len = seq_len
         self._shards = shards
         self._tok = shared_tokenizer(tokenizer) if {SFT, RL} & set(self._emit) else None
@@ -80,19 +87,21 @@ class Formatter:
             yield from self._prompts(split, t, records)
 
     def _prompts(self, split: str, t: Trajectory, records: list[dict]) -> Iterator:
-        targets = [target_text(s.observation) for s in t.steps]
-        texts = {records[0]["system_str"], *records[-1]["prompt"], *records[-1]["response"], *targets}
+        turns = range(1, len(t.steps) + 1)
+        full = [turn_target(t, k) for k in turns]
+        chosen = full if self._target == "full" else [turn_target(t, k, self._target) for k in turns]
+        texts = {records[0]["system_str"], *records[-1]["prompt"], *records[-1]["response"], *full, *chosen}
         counted = dict(zip(texts, self._tok.count(list(texts)), strict=True))
         n = shards_for(split, self._shards)
         rl_path = f"{RL}/{split}/{shard_name(t.domain, shard_of(t.trajectory_id, n), n)}.jsonl"
-        for record, target, step in zip(records, targets, t.steps, strict=True):
-            budget = self._seq_len - counted[target] - self._per_message
-
-            def fits(messages: list[dict], budget: int = budget) -> bool:
-                used = sum(counted[m["content"]] for m in messages) + self._per_message * len(messages)
-                return used <= budget
-
+        for record, target, whole, step in zip(records, chosen, full, t.steps, strict=True):
+            fits = self._fits(counted, target)
             messages = record_messages(record, fits=fits)
+            if target != whole and record["turn_idx"] > 1 and len(messages) == 2:
+                # the previous observation the script edits is not in the prompt: the whole one it is
+                target, fits = whole, self._fits(counted, whole)
+                dead_letter.count(STAGE, "delta_without_previous")
+                messages = record_messages(record, fits=fits)
             if not fits(messages):
                 dead_letter.count(STAGE, "prompt_over_seq_len")
                 yield TaggedOutput(
@@ -116,6 +125,16 @@ class Formatter:
             if RL in self._emit:
                 dead_letter.count(STAGE, RL)
                 yield TaggedOutput(RL, (rl_path, _rl_record(record, messages, step, t, split, echo)))
+
+    def _fits(self, counted: dict[str, int], target: str) -> Callable[[list[dict]], bool]:
+        """Whether prompt messages leave room in --seq-len for `target`."""
+        budget = self._seq_len - counted[target] - self._per_message
+
+        def fits(messages: list[dict]) -> bool:
+            used = sum(counted[m["content"]] for m in messages) + self._per_message * len(messages)
+            return used <= budget
+
+        return fits
 
 
 def _task_reward(t: Trajectory) -> dict:

@@ -102,13 +102,14 @@ class _BuildShard(beam.DoFn):
         shards: int,
         chunk: int,
         synthesis: SynthesisConfig | None,
+        target: str,
     ) -> None:
         self._root, self._emit, self._tokenizer = root, emit, tokenizer
         self._seq_len, self._shards, self._chunk = seq_len, shards, chunk
-        self._synthesis = synthesis
+        self._synthesis, self._target = synthesis, target
 
     def setup(self) -> None:
-        self._formatter = Formatter(self._emit, self._tokenizer, self._seq_len, self._shards)
+        self._formatter = Formatter(self._emit, self._tokenizer, self._seq_len, self._shards, self._target)
         self._tok = shared_tokenizer(self._tokenizer) if {SFT, CPT} & set(self._emit) else None
         wanted = self._synthesis is not None and SFT in self._emit
         self._synthesizer = Synthesizer(self._synthesis) if wanted else None
@@ -194,6 +195,7 @@ class BuildShards(beam.PTransform):
     drops: (trajectory_id, decision) pairs from `Deduplicate`; those trajectories are skipped. Records
     sharing an id within an output shard are kept once (dead letter "duplicate_id", stage dedup).
     synthesis: when given, SFT targets get a teacher's reasoning (`beam_pipelines.stages.synthesis`).
+    target: the SFT target form, "full" or "delta" (`beam_pipelines.stages.format`).
     """
 
     def __init__(
@@ -206,9 +208,10 @@ class BuildShards(beam.PTransform):
         chunk: int = 64,
         drops: beam.PCollection | None = None,
         synthesis: SynthesisConfig | None = None,
+        target: str = "full",
     ) -> None:
         super().__init__()
-        self._args = (root, emit, tokenizer, seq_len, shards, chunk, synthesis)
+        self._args = (root, emit, tokenizer, seq_len, shards, chunk, synthesis, target)
         self._drops = drops
 
     def expand(self, refs):

@@ -9,6 +9,7 @@ never leaves a torn file under a final name.
 from __future__ import annotations
 
 import json
+import math
 import posixpath
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
@@ -20,12 +21,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from beam_pipelines import dead_letter
-from beam_pipelines.stages.common import ShardKey
+from beam_pipelines.stages.common import SFT, ShardKey
 from beam_pipelines.stages.pack import ROW_SCHEMA
 from schemas.atomic import atomic_open
 
 STAGE = "write"
 ROW_GROUP_ROWS = 512  # about 2M tokens at seq_len 4096: a few MB per row group
+TARGET_TOKENS = "target_tokens"  # an SFT file's answer lengths (length -> documents), for the manifest
 
 
 class HeldFile:
@@ -62,13 +64,20 @@ class TokenFile:
         self._writer = pq.ParquetWriter(self.held.file, ROW_SCHEMA, compression="zstd")
         self._rows = 0
         self._lengths: list[np.ndarray] = []
+        self._targets: Counter[int] = Counter()  # SFT: tokens of each document's answer (its loss span)
         self._loss = self._echo = 0
 
     def write(self, table: pa.Table) -> None:
         self._writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
         self._rows += table.num_rows
-        self._lengths.append(table.column("doc_lengths").combine_chunks().flatten().to_numpy())
-        self._loss += int(table.column("loss_mask").combine_chunks().flatten().to_numpy().sum())
+        lengths = table.column("doc_lengths").combine_chunks().flatten().to_numpy()
+        loss = table.column("loss_mask").combine_chunks().flatten().to_numpy()
+        self._lengths.append(lengths)
+        self._loss += int(loss.sum())
+        if self.key[0] == SFT and len(lengths):
+            # rows are documents end to end, so each document's answer is its stretch of the loss mask
+            starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+            self._targets.update(np.add.reduceat(loss.astype(np.int64), starts).tolist())
         echo = table.column("doc_echo").combine_chunks().flatten().to_numpy(zero_copy_only=False)
         self._echo += int(echo.sum())
 
@@ -89,6 +98,8 @@ class TokenFile:
             "echo_documents": self._echo,
             "length_histogram": length_histogram(lengths),
         }
+        if self._targets:
+            stats[TARGET_TOKENS] = dict(self._targets)
         dead_letter.count(STAGE, "files")
         dead_letter.count(STAGE, f"{corpus}_documents", stats["documents"])
         dead_letter.count(STAGE, f"{corpus}_tokens", stats["tokens"])
@@ -154,9 +165,33 @@ class WriteJsonLines(beam.PTransform):
         )
 
 
+def percentile_95(counts: Counter[int]) -> int:
+    """The nearest-rank 95th percentile of values given as value -> count."""
+    rank, seen = math.ceil(0.95 * sum(counts.values())), 0
+    for value in sorted(counts):
+        seen += counts[value]
+        if seen >= rank:
+            return int(value)
+    return 0
+
+
+def _target_tokens_p95(stats: list[dict[str, Any]]) -> dict[str, int]:
+    """Per domain, the 95th percentile of the SFT answers' lengths in tokens (every split): what a
+    reply of that domain needs as its generation bound."""
+    per_domain: dict[str, Counter[int]] = defaultdict(Counter)
+    for s in stats:
+        per_domain[s["domain"]].update({int(k): v for k, v in s.get(TARGET_TOKENS, {}).items()})
+    return {domain: percentile_95(counts) for domain, counts in sorted(per_domain.items()) if counts}
+
+
 def manifest(stats: Iterable[dict[str, Any]], config: dict[str, Any]) -> dict[str, Any]:
-    """The manifest: every file with its statistics, totals per corpus/split/domain, length histograms."""
-    files = sorted(stats, key=lambda s: s["path"])
+    """The manifest: every file with its statistics, totals per corpus/split/domain, length histograms,
+    and per domain the 95th percentile of the SFT answers' lengths (`target_tokens_p95`)."""
+    stats = list(stats)
+    p95 = _target_tokens_p95(stats)
+    files = sorted(
+        ({k: v for k, v in s.items() if k != TARGET_TOKENS} for s in stats), key=lambda s: s["path"]
+    )
     totals: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
     histograms: dict[str, Counter] = defaultdict(Counter)
     for s in files:
@@ -172,6 +207,7 @@ def manifest(stats: Iterable[dict[str, Any]], config: dict[str, Any]) -> dict[st
             c: {g: dict(v) for g, v in sorted(groups.items())} for c, groups in sorted(totals.items())
         },
         "length_histogram": {c: dict(order(h)) for c, h in sorted(histograms.items())},
+        "target_tokens_p95": p95,
     }
 
 

@@ -8,7 +8,7 @@ SGLang, llama.cpp) and vLLM's offline engine are interchangeable.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,17 @@ class GenerationConfig:
     top_p: float = 1.0
     seed: int = 0
     stop: tuple[str, ...] = field(default=())
+    # Stop a reply once its tail loops (training/backends/repetition.py). Off unless asked for, so that a
+    # caller gets exactly what greedy decoding gives; `python -m training.fidelity` turns it on.
+    repetition_guard: bool = False
+    # (domain, bound) pairs that replace max_new_tokens for that domain's turns: see for_domain.
+    max_new_tokens_by_domain: tuple[tuple[str, int], ...] = ()
+
+    def for_domain(self, domain: str) -> GenerationConfig:
+        """The config of one domain's turns: its own token bound if it has one, else max_new_tokens.
+        The table is dropped, so a reply's cache key and batch depend only on the bound it ran with."""
+        bound = dict(self.max_new_tokens_by_domain).get(domain, self.max_new_tokens)
+        return replace(self, max_new_tokens=bound, max_new_tokens_by_domain=())
 
 
 class WorldModelBackend(ABC):

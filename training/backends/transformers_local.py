@@ -22,12 +22,15 @@ from transformers import (
     LogitsProcessorList,
     PreTrainedModel,
     PreTrainedTokenizerBase,
+    StoppingCriteria,
+    StoppingCriteriaList,
     TopPLogitsWarper,
 )
 
 from schemas.render import record_messages, split_chat
 from training.backends.base import GenerationConfig, WorldModelBackend
 from training.backends.batching import DynamicBatcher
+from training.backends.repetition import DEFAULT_DETECTOR
 
 
 def _as_record(messages: list[dict]) -> dict[str, Any] | None:
@@ -129,6 +132,19 @@ class _SeededSampler(LogitsProcessor):
             [torch.multinomial(p, 1, generator=g) for p, g in zip(probs, self.generators, strict=True)]
         )
         return torch.full_like(scores, float("-inf")).scatter_(1, drawn, 0.0)
+
+
+class _LoopStop(StoppingCriteria):
+    """The repetition guard (GenerationConfig.repetition_guard), row by row, on the reply tokens only."""
+
+    def __init__(self, prompt_width: int) -> None:
+        self.prompt_width = prompt_width
+
+    def __call__(
+        self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any
+    ) -> torch.BoolTensor:
+        tails = input_ids[:, self.prompt_width :][:, -DEFAULT_DETECTOR.window :].tolist()
+        return torch.tensor([DEFAULT_DETECTOR.looping(t) for t in tails], device=input_ids.device)
 
 
 class TransformersBackend(WorldModelBackend):
@@ -285,6 +301,8 @@ class TransformersBackend(WorldModelBackend):
             )
         if config.stop:
             options.update(stop_strings=list(config.stop), tokenizer=self.tokenizer)
+        if config.repetition_guard:
+            options["stopping_criteria"] = StoppingCriteriaList([_LoopStop(width)])
         with torch.inference_mode():
             output = self.model.generate(
                 input_ids=input_ids.to(self.device),

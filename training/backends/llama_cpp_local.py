@@ -1,0 +1,165 @@
+"""A world model run in-process with llama.cpp (llama-cpp-python): a GGUF file, generated on CPUs.
+
+llama.cpp is the engine users run small models with on CPUs, and several times faster there than
+transformers' eager PyTorch (benchmarks/gguf_generation.py measures it). A trained checkpoint becomes a
+GGUF file with `python -m training.export gguf`.
+
+The prompt ids come from the Hugging Face tokenizer inside the GGUF (extracted once by transformers and
+cached: `schemas.base_files.gguf_tokenizer_dir`) and its chat template, exactly as the
+transformers backend and the corpus tokenise them; llama.cpp then only evaluates ids and picks tokens.
+So both backends feed a model the same ids and stop at the same end-of-turn id, and a reply is decoded
+the same way. One llama.cpp context serves one sequence at a time: concurrent calls take turns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from typing import Any
+
+from schemas.base_files import gguf_path, gguf_tokenizer_dir
+from training.backends.base import GenerationConfig, WorldModelBackend
+from training.backends.repetition import DEFAULT_DETECTOR
+from training.backends.transformers_local import _as_record, cut_at_stop
+from training.export.to_gguf import read_lineage
+
+# llama.cpp's KV cache is allocated for the whole context up front; past this many tokens of a model's
+# trained context it costs memory that world-model prompts (truncated to --context-chars) never use.
+DEFAULT_MAX_CONTEXT = 8192
+STOP_TAIL = 32  # tokens decoded to look for a stop string as the reply grows
+
+
+def _file_digest(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()[:24]
+
+
+def _trained_context(path: str) -> int:
+    """The context length the GGUF's model was trained for (general.architecture's context_length)."""
+    import gguf
+
+    reader = gguf.GGUFReader(path)
+    arch = reader.get_field(gguf.Keys.General.ARCHITECTURE)
+    field = reader.get_field(gguf.Keys.LLM.CONTEXT_LENGTH.format(arch=arch.contents())) if arch else None
+    return int(field.contents()) if field is not None else DEFAULT_MAX_CONTEXT
+
+
+def _threads() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class LlamaCppBackend(WorldModelBackend):
+    name = "llama.cpp"
+
+    def __init__(
+        self,
+        spec: str | os.PathLike[str],
+        *,
+        max_context: int | None = None,
+        n_threads: int | None = None,
+    ) -> None:
+        """`spec`: a GGUF file or a built-in base name (schemas.base_files.BUILTIN_GGUF).
+        `max_context`: prompt plus reply tokens (default: the model's trained context, at most 8192)."""
+        from llama_cpp import Llama
+
+        from training.bases import check_fingerprint
+        from training.tokenizer import load_tokenizer
+
+        path = gguf_path(os.fspath(spec))
+        if path is None:
+            raise ValueError(f"{spec!r} is not a GGUF file (*.gguf) or a built-in GGUF base name")
+        self.source = path
+        tokenizer_dir = gguf_tokenizer_dir(path)
+        self.tokenizer = load_tokenizer(tokenizer_dir)
+        if self.tokenizer.chat_template is None:
+            raise ValueError(f"{path} has no chat template; a world model is queried with chat messages")
+        self.n_threads = n_threads or _threads()
+        corpus = read_lineage(path).get("corpus.json")
+        if corpus is not None:
+            # A model served with another tokenizer than its corpus's would be fed ids it never saw.
+            check_fingerprint(corpus, tokenizer_dir, corpus.get("corpus", "?"), f"the model {path}")
+        self.max_context = max_context or min(_trained_context(path), DEFAULT_MAX_CONTEXT)
+        self._llama = Llama(
+            model_path=path,
+            n_ctx=self.max_context,
+            n_threads=self.n_threads,
+            n_threads_batch=self.n_threads,
+            verbose=False,
+        )
+        self._digest = _file_digest(path)
+        self._lock = threading.Lock()
+
+    def _prompt_ids(self, messages: list[dict]) -> list[int]:
+        text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def count_tokens(self, messages: list[dict]) -> int:
+        """Prompt tokens of `messages` under the chat template, generation prompt included."""
+        return len(self._prompt_ids(messages))
+
+    def truncate(self, messages: list[dict], max_new_tokens: int) -> list[dict]:
+        """Drop the oldest turns until prompt + reply fit the context; system and current action stay."""
+        from schemas.render import record_messages
+
+        budget = self.max_context - max_new_tokens
+        record = _as_record(messages)
+        if record is None or self.count_tokens(messages) <= budget:
+            return messages
+        return record_messages(record, fits=lambda m: self.count_tokens(m) <= budget)
+
+    def complete(self, messages: list[dict], config: GenerationConfig) -> str:
+        ids = self._prompt_ids(self.truncate(messages, config.max_new_tokens))
+        # A prompt that still does not fit leaves what room there is for the reply.
+        room = self.max_context - len(ids)
+        if room <= 0:
+            raise ValueError(f"the prompt has {len(ids)} tokens, the context {self.max_context}")
+        with self._lock:
+            tokens = self._generate(ids, config, min(config.max_new_tokens, room))
+        # <think> is an ordinary added token in Qwen3, so skipping special tokens keeps the reasoning.
+        return cut_at_stop(self.tokenizer.decode(tokens, skip_special_tokens=True), config.stop)
+
+    def _generate(self, ids: list[int], config: GenerationConfig, limit: int) -> list[int]:
+        eos = self.tokenizer.eos_token_id
+        self._llama.set_seed(config.seed)
+        tokens: list[int] = []
+        if limit <= 0:
+            return tokens
+        # temp 0 is llama.cpp's greedy sampler; top_k 0 and min_p 0 turn its default filters off, so a
+        # sampled reply draws from the same distribution as transformers' temperature + top-p.
+        for token in self._llama.generate(
+            ids, temp=config.temperature, top_p=config.top_p, top_k=0, min_p=0.0, repeat_penalty=1.0
+        ):
+            if token == eos:
+                break
+            tokens.append(token)
+            if len(tokens) >= limit or self._should_stop(tokens, config):
+                break
+        return tokens
+
+    def _should_stop(self, tokens: list[int], config: GenerationConfig) -> bool:
+        if config.repetition_guard and DEFAULT_DETECTOR.looping(tokens):
+            return True
+        if config.stop:
+            tail = self.tokenizer.decode(tokens[-STOP_TAIL:], skip_special_tokens=True)
+            return any(s and s in tail for s in config.stop)
+        return False
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "backend": self.name,
+            "model": self.source,
+            # A GGUF exported again under the same name is another model: the cache must tell them apart.
+            "sha256_24": self._digest,
+            "max_context": self.max_context,
+        }
+
+    def close(self) -> None:
+        """Free the model and its context (llama.cpp memory, not Python's)."""
+        with self._lock:
+            if self._llama is not None:
+                self._llama.close()
+                self._llama = None  # type: ignore[assignment]

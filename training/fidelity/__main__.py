@@ -97,8 +97,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--limit-trajectories",
         type=int,
-        help="generate for the first N trajectories with steps of each domain only (reading stops there; "
-        "likelihood still scores every trajectory, held out ones with --held-out)",
+        help="use only the first N trajectories with steps of each domain (reading stops there); with "
+        "--held-out, for generation only: likelihood scores every held-out trajectory",
     )
     p.add_argument(
         "--held-out",
@@ -299,14 +299,24 @@ def with_steps(
 def likelihood_pass(
     args: argparse.Namespace, generated: list[Trajectory], only: set[str] | None
 ) -> LikelihoodPass | None:
-    """Every trajectory --real gives (held out ones with --held-out), whatever --limit-trajectories and
-    --max-turns bound for generation; None with --no-likelihood."""
+    """Every turn (--max-turns bounds generation only) of the generated trajectories, or with
+    --held-out of every held-out trajectory, which --limit-trajectories does not bound: a held-out
+    set is finite and chosen, while without it the limit is the promise to read no further. A held-out
+    trajectory that cannot be read leaves the likelihood to the generated ones, said in the report.
+    None with --no-likelihood."""
     if args.no_likelihood:
         return None
-    everything = list(with_steps(args.real, None, only)) if args.limit_trajectories else generated
-    return LikelihoodPass(
-        everything, args.context_chars, args.out / "likelihood.jsonl", progress=not args.no_progress
-    )
+    chosen, note = generated, None
+    if only is not None and args.limit_trajectories:
+        try:
+            chosen = list(with_steps(args.real, None, only))
+        except Exception as exc:
+            note = (
+                f"likelihood covers the generated trajectories only: reading the held-out ones failed: {exc}"
+            )
+            print(f"warning: {note}", file=sys.stderr)
+    out = args.out / "likelihood.jsonl"
+    return LikelihoodPass(chosen, args.context_chars, out, progress=not args.no_progress, note=note)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -348,11 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    try:
-        likelihood = likelihood_pass(args, trajectories, only)
-    except Exception as exc:
-        print(f"error: cannot read --real {args.real}: {exc}", file=sys.stderr)
-        return 2
+    likelihood = likelihood_pass(args, trajectories, only)
     floor, noise = noise_floor(args, trajectories)
     cache = ReplyCache(args.out / "predictions.jsonl")
     try:

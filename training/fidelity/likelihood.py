@@ -1,10 +1,11 @@
 """Likelihood of the real observation, teacher-forced: did training make the real answer more likely?
 
-For every turn (every held-out turn: `--max-turns` and `--limit-trajectories` bound generation, not
-this), each system with weights scores the answer it was trained to give (`schemas.render.target_text`
-of the real observation) after the prompt teacher-forced generation sends (`chat_messages`, the same
-context budget). Forward passes only (`WorldModelBackend.log_likelihood`), so it is cheap enough for
-every turn where generating replies is not (DESIGN.md 4d).
+For every turn (with `--held-out`, every held-out turn: `--max-turns` and `--limit-trajectories`
+bound generation, not this), each system with weights scores the answer it was trained to give
+(`schemas.render.target_text` of the real observation) after the prompt teacher-forced generation
+sends (`chat_messages`, the same context budget). Forward passes only
+(`WorldModelBackend.log_likelihood`), so it is cheap enough for every turn where generating replies is
+not (DESIGN.md 4d).
 
 Two numbers per system and domain: NLL per answer token (its own tokenizer's tokens) and bits per byte
 of the observation text (the answer's total NLL / ln 2 over the observation's UTF-8 bytes), which
@@ -193,8 +194,14 @@ class LikelihoodPass:
     are loaded for generation (one model in memory at a time), cached in `cache_path` for reruns."""
 
     def __init__(
-        self, trajectories: Sequence[Trajectory], context_chars: int, cache_path: Path, progress: bool
+        self,
+        trajectories: Sequence[Trajectory],
+        context_chars: int,
+        cache_path: Path,
+        progress: bool,
+        note: str | None = None,
     ) -> None:
+        self.note = note
         self.turns = likelihood_turns(trajectories, context_chars)
         self.trajectories = len(trajectories)
         self.cache = ReplyCache(cache_path)
@@ -227,6 +234,7 @@ class LikelihoodPass:
             "turns": len(self.turns),
             "trajectories": self.trajectories,
             "seconds": round(self.seconds, 1),
+            "notes": [self.note] if self.note else [],
         }
 
     def close(self) -> None:
@@ -282,7 +290,7 @@ def likelihood_lines(section: dict) -> list[str]:
             "by a 95% interval that excludes 0."
         )
     out += [f"{name}: {why}." for name, why in section["skipped"].items()]
-    return out
+    return out + section.get("notes", [])
 
 
 def _fmt(value: float | None) -> str:

@@ -47,6 +47,12 @@ _KEY_NAME_RE = re.compile(
 )
 
 
+# The system prompt's sections around the initial state, which `record_previous_observation` reads back.
+_INITIAL_STATE = "## Initial state\nThe environment's observation before the first action:\n\n"
+_EXAMPLES = "\n\n## Examples of real turns in this environment\n"
+_HOW_TO_ANSWER = "## How to answer\n"
+
+
 def _domain_prompt(domain: str) -> DomainPrompt:
     return DOMAIN_PROMPTS.get(
         domain,
@@ -100,15 +106,12 @@ def system_prompt(
             "action calls one by name; a call to a tool not listed here, or with arguments its input schema "
             f"does not allow, is answered as the real environment answers it.\n\n{tools_text(tools)}"
         )
-    parts.append(
-        "## Initial state\nThe environment's observation before the first action:\n\n"
-        + initial_observation.text
-    )
+    parts.append(_INITIAL_STATE + initial_observation.text)
     if demonstrations:
         shown = "\n\n".join(f"{a}\n\n{o}" for a, o in demonstrations)
-        parts.append(f"## Examples of real turns in this environment\n{shown}")
+        parts.append(f"{_EXAMPLES.lstrip()}{shown}")
     parts.append(
-        "## How to answer\nEach user message is the agent's next action, headed `### Turn k`. Predict the "
+        f"{_HOW_TO_ANSWER}Each user message is the agent's next action, headed `### Turn k`. Predict the "
         "observation the real environment returns after it, consistent with the initial state and every "
         "earlier turn: reproduce deterministic content exactly, keep pre-existing content plausible, and "
         "give runtime values (times, process ids) a valid form. Reason briefly about the action's effect "
@@ -220,6 +223,22 @@ def record_context(record: dict[str, Any]) -> tuple[list[tuple[str, str]], str]:
     k = _turn_idx(record)
     history = list(zip(record["prompt"][: k - 1], record["response"][: k - 1], strict=True))
     return history, record["current_prompt"] or record["prompt"][k - 1]
+
+
+def record_previous_observation(record: dict[str, Any]) -> str:
+    """The observation before `record`'s current turn, the one a delta answer edits: the previous
+    response without its marker, or for the first turn the initial state of a system prompt made by
+    `system_prompt` ("" for another one, such as a public file's)."""
+    k = _turn_idx(record)
+    if k > 1:
+        return strip_observation_marker(record["response"][k - 2])
+    system = record["system_str"]
+    start = system.find(_INITIAL_STATE)
+    if start < 0:
+        return ""
+    start += len(_INITIAL_STATE)
+    ends = [at for marker in (_EXAMPLES, f"\n\n{_HOW_TO_ANSWER}") if (at := system.rfind(marker)) >= start]
+    return system[start : min(ends)] if ends else system[start:]
 
 
 def reference_observation(record: dict[str, Any]) -> str:

@@ -5,7 +5,9 @@ the earlier turns are the history, the current action is `current_prompt` (or `p
 reference is `response[turn_idx-1]`, and later turns in the lists never reach the model or the judge.
 
 infer  asks the world model each record's chat (record_messages) and stores the raw reply, the content
-       the public evaluator extracts from it (parse_prediction) and whether it came tagged;
+       the public evaluator extracts from it (parse_prediction) and whether it came tagged; a model
+       trained on delta targets (training.targets) answers with an edit script, stored rebuilt into
+       the full observation (a script that does not apply is a format failure, `format_error` says why);
 judge  scores that content against the reference on the five dimensions, the judge seeing the same
        context the model saw;
 score  prints per-domain scores the benchmark's way ((x-1)/4*100 per dimension, averaged over the
@@ -29,11 +31,13 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from schemas.edit_script import TARGET_FORMS
 from schemas.render import (
     RecordError,
     check_record,
     parse_prediction,
     record_messages,
+    record_previous_observation,
     reference_observation,
 )
 from training.backends import make_backend
@@ -49,6 +53,7 @@ from training.rewards.judge import (
 )
 from training.rewards.public_judge import CONFIG as PUBLIC_CONFIG
 from training.rewards.public_judge import JudgePromptError, check_prompts, prompt_label, read_prediction
+from training.targets import model_target, rebuild
 
 EXAMPLES = """examples:
   python -m training.agentworldbench infer --data 'out/corpus/agentworldbench/*_test.jsonl' \\
@@ -151,8 +156,11 @@ def infer(
     config: GenerationConfig,
     concurrency: int = 16,
     progress: bool = True,
+    target: str | None = None,
 ) -> dict:
-    """Predict every record not yet in `out`. A failed request is not written: a rerun retries it."""
+    """Predict every record not yet in `out`. A failed request is not written: a rerun retries it.
+    `target`: the model's answer form (default: what its checkpoint records, see training.targets)."""
+    target = target or model_target(backend)
     done = read_jsonl(out)
     todo = [r for r in records if str(r["id"]) not in done]
     failures: list[str] = []
@@ -166,12 +174,17 @@ def infer(
             return None
         # What the public evaluator reads in the reply is what gets judged; `tagged` keeps the format.
         prediction = parse_prediction(reply)
+        content, error = rebuild(
+            record_previous_observation(record), prediction.content, record["task"], target
+        )
         return {
             **row,
             "reply": reply,
-            "prediction": prediction.content,
+            "prediction": content,
             "tagged": prediction.tagged,
-            "format_failure": not prediction.tagged,
+            "format_failure": not prediction.tagged or bool(error),
+            **({"target": target} if target != "full" else {}),
+            **({"format_error": error} if error else {}),
         }
 
     written = run_resumable(todo, work, out, concurrency, "infer", progress)
@@ -237,8 +250,9 @@ def judge_predictions(
     def work(record: dict) -> dict:
         predicted = predictions[str(record["id"])]
         prediction = predicted["prediction"]
-        if prompts_dir is not None and "reply" in predicted:
-            # The public evaluation reads the raw reply its own way, and does not judge an empty one.
+        if prompts_dir is not None and "reply" in predicted and "target" not in predicted:
+            # The public evaluation reads the raw reply its own way, and does not judge an empty one
+            # (an edit script's reply is not an observation: its rebuilt prediction is judged instead).
             prediction = read_prediction(predicted["reply"]) if predicted["reply"].strip() else None
         result = judge(
             backend,
@@ -251,7 +265,8 @@ def judge_predictions(
             prompts_dir=prompts_dir,
         )
         row = {"id": record["id"], "task": record["task"], **result.as_dict()}
-        return {**row, "tagged": predicted["tagged"], "format_failure": not predicted["tagged"]}
+        failure = predicted.get("format_failure", not predicted["tagged"])
+        return {**row, "tagged": predicted["tagged"], "format_failure": failure}
 
     run_resumable(todo, work, out, concurrency, "judge", progress)
     rows = read_jsonl(out)
@@ -341,6 +356,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     i.add_argument("--model-name", help="model name at the URL (default: the first served)")
     i.add_argument("--out", type=Path, required=True, help="predictions JSONL (appended, resumable)")
     i.add_argument("--max-new-tokens", type=int, default=2048)
+    i.add_argument(
+        "--target",
+        choices=TARGET_FORMS,
+        help="the answer form the model was trained on (default: what its checkpoint or GGUF file "
+        "records, else full; give it for a delta model behind a URL)",
+    )
     j = sub.add_parser("judge", help="score predictions with an LLM judge")
     j.add_argument("--data", nargs="+", required=True, help="the same AgentWorldBench JSONL files")
     j.add_argument("--predictions", type=Path, required=True, help="output of infer")
@@ -398,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
                 config=GenerationConfig(max_new_tokens=args.max_new_tokens),
                 concurrency=args.concurrency,
                 progress=not args.no_progress,
+                target=args.target,
             )
             backend.close()
             fails = summary["request_failures"]

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 WEIGHTS_READY = "config.json"
 BASE_FILE = "base.json"  # in every checkpoint: the --base it was trained from
-CORPUS_FILE = "corpus.json"  # in every checkpoint: the tokenizer fingerprint of its training corpus
+CORPUS_FILE = "corpus.json"  # in every checkpoint: its training corpus's tokenizer fingerprint and target
 FINGERPRINT_KEYS = ("tokenizer_sha256", "chat_template_sha256")
 BASE_HELP = (
     "a checkpoint directory, a GGUF file (converted once and cached), "
@@ -85,13 +85,18 @@ def resolve_base(spec: str) -> str:
 
 def corpus_fingerprint(data: str) -> dict | None:
     """The tokenizer fingerprint in the manifest of the corpus at `data` (the corpus root, or one of
-    its corpus folders such as ROOT/sft); None for a corpus without one."""
+    its corpus folders such as ROOT/sft), with the corpus's target form where it records one; None
+    for a corpus without a fingerprint."""
     fs, root = fsspec.core.url_to_fs(data)
     root = root.rstrip("/")
     for folder in (root, root.rsplit("/", 1)[0]):
         if fs.exists(f"{folder}/manifest.json"):
             config = json.loads(fs.cat_file(f"{folder}/manifest.json")).get("config", {})
-            return {k: config.get(k) for k in FINGERPRINT_KEYS} if "tokenizer_sha256" in config else None
+            if "tokenizer_sha256" not in config:
+                return None
+            # the answer form (training.targets) travels with the fingerprint into corpus.json
+            target = {"target": config["target"]} if "target" in config else {}
+            return {**{k: config.get(k) for k in FINGERPRINT_KEYS}, **target}
     return None
 
 

@@ -5,7 +5,10 @@ unchanged. Each step renders the episode so far (its own earlier predictions are
 closed-loop simulator must) with `schemas.render.chat_messages`, the renderer the corpus pipeline uses,
 asks the backend, and keeps the last `<predicted_observation>` block outside `<think>`. A reply without
 one is a format failure: recorded in the observation and `info`, never raised, because a world model
-that breaks format is a measurement, not a crash.
+that breaks format is a measurement, not a crash. A model trained on delta targets (`training.targets`,
+read from its checkpoint unless `target` says) answers with an edit script of the previous observation:
+the simulator applies it and hands out the rebuilt full observation, and a script that does not apply
+is a format failure whose `format_error` says why.
 
 What a domain's real sandbox does comes from its spec (sandboxes.domains): actions are validated and
 given their canonical text by the domain's own parser, observations carry the real format, and the
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -43,6 +47,7 @@ from schemas.render import chat_messages, extract_prediction, strip_think
 from training.backends.base import GenerationConfig, WorldModelBackend
 from training.fidelity.observations import ACTION_FORMATS, DOMAIN_FORMATS, observation_data
 from training.simulated_verify import simulated_verification
+from training.targets import model_target, rebuild
 
 DEFAULT_GENERATION = GenerationConfig(max_new_tokens=1024)
 
@@ -117,8 +122,10 @@ class SimulatedSandbox(Sandbox):
         initial_observation: Observation | None = None,
         observation_format: str | None = None,
         tools: Sequence[ToolDefinition] = (),
+        target: str | None = None,
     ) -> None:
         self.domain = domain
+        self.target = target or model_target(backend)
         self.spec = _spec(domain)
         self.backend = backend
         self.generation = generation or DEFAULT_GENERATION
@@ -204,10 +211,14 @@ class SimulatedSandbox(Sandbox):
             raise SandboxError(f"world model backend failed: {type(exc).__name__}: {exc}") from exc
         latency = time.perf_counter() - clock
         predicted = extract_prediction(reply)
-        failure = predicted is None
+        error = "" if predicted is not None else "the reply has no closed observation block"
+        if predicted is not None:
+            predicted, error = rebuild(self._previous_text(), predicted, self.domain, self.target)
+        failure = bool(error)
         data: dict[str, Any] = {"simulated": True, "format_failure": failure}
-        if predicted is None:
+        if failure:
             data["raw_reply"] = reply
+            data["format_error"] = error
         else:
             # What the real sandbox would put in `data` (url, title, results, ...), read from the text.
             data.update(observation_data(self.domain, predicted, action))
@@ -219,7 +230,14 @@ class SimulatedSandbox(Sandbox):
         pending.observation, pending.latency_s = observation, latency
         self._episode.steps.append(pending)
         info = {"simulated": True, "format_failure": failure, "model_latency_s": latency}
+        if failure:
+            info["format_error"] = error
         return StepResult(observation=copy.deepcopy(observation), info=info)
+
+    def _previous_text(self) -> str:
+        """The observation an edit script of the next turn edits: the last one handed out."""
+        steps = self._episode.steps if self._episode is not None else []
+        return steps[-1].observation.text if steps else self._episode.initial_observation.text
 
     def close(self) -> None:
         self._closed = True
@@ -250,11 +268,12 @@ class SimulatedSandbox(Sandbox):
     def describe(self) -> Environment:
         config = {
             **self.backend.describe(),
-            # JSON has no tuples: the stop strings are recorded as a list.
-            "generation": {**dataclasses.asdict(self.generation), "stop": list(self.generation.stop)},
+            # JSON has no tuples: the stop strings and per-domain bounds are recorded as lists.
+            "generation": json.loads(json.dumps(dataclasses.asdict(self.generation))),
             "history_budget_tokens": self.history_budget_tokens,
             # The instructions may name hidden answers: record that the run was controlled, not the text.
             "controlled": bool(self.instructions),
+            "target": self.target,
         }
         return Environment(
             name=self.domain, backend="simulator", config=config, tools=copy.deepcopy(self._tools)

@@ -2,7 +2,8 @@
 
 Turn k's prompt is rendered by the same renderer as teacher forcing, from the real initial state, the
 real actions and the model's predictions for turns 1..k-1, exactly the history a SimulatedSandbox
-holds; so the divergence by turn index shows how errors compound. Trajectories run concurrently;
+holds (for a delta-target model, its rebuilt full observations); so the divergence by turn index shows
+how errors compound. Trajectories run concurrently;
 the turns of one trajectory run in order because each needs the previous prediction.
 """
 
@@ -15,7 +16,8 @@ from schemas.records import Observation, Trajectory
 from schemas.render import chat_messages
 from training.backends.base import WorldModelBackend
 from training.fidelity.noise_floor import NoiseFloor
-from training.fidelity.teacher_forced import EvalSettings, fits_chars, predict, run_concurrently, scored_row
+from training.fidelity.teacher_forced import EvalSettings, answer_row, fits_chars, predict, run_concurrently
+from training.targets import model_target
 
 
 def _with_predictions(t: Trajectory, predicted: list[str]) -> Trajectory:
@@ -35,16 +37,19 @@ def closed_loop(
     system: str = "model",
 ) -> list[dict]:
     fits = fits_chars(settings.context_chars)
+    target = settings.target or model_target(backend)
 
     def one(t: Trajectory) -> list[dict]:
         predicted: list[str] = []
         rows = []
         for k in range(1, len(t.steps[: settings.max_turns]) + 1):
             messages = chat_messages(_with_predictions(t, predicted), k, fits=fits)
-            reply, prediction, error = predict(backend, messages, settings.config)
-            rows.append(scored_row(system, "closed_loop", t, k, prediction, floor, reply=reply, error=error))
+            # an edit script edits the model's own last observation, as in a simulator
+            previous = predicted[-1] if predicted else t.initial_observation.text
+            answer = predict(backend, messages, settings.config, previous, t.domain, target)
+            rows.append(answer_row(system, "closed_loop", t, k, answer, floor))
             # The history holds what the evaluator read, as a simulator would show it (empty on errors).
-            predicted.append(prediction.content)
+            predicted.append(answer.prediction.content)
         return rows
 
     per_trajectory = run_concurrently(

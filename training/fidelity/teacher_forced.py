@@ -2,6 +2,10 @@
 
 Also the "repeat the previous observation" baseline, the optional LLM judge of the model's turns and
 the pieces closed_loop.py shares: the context budget, one prediction request, one scored row.
+
+A model trained on delta targets (training.targets) answers with an edit script of the previous
+observation: every row scores the full observation rebuilt from it, so its numbers compare with a
+full-target model's, and a script that does not apply is a format failure (`format_error` says why).
 """
 
 from __future__ import annotations
@@ -14,12 +18,13 @@ from pathlib import Path
 from tqdm import tqdm
 
 from schemas.records import Trajectory
-from schemas.render import Prediction, chat_messages, parse_prediction
+from schemas.render import Prediction, chat_messages, parse_prediction, previous_observation
 from training.backends.base import GenerationConfig, WorldModelBackend
 from training.fidelity.metrics import score_against
 from training.fidelity.noise_floor import NoiseFloor
 from training.rewards.judge import judge
 from training.rewards.public_judge import check_prompts
+from training.targets import model_target, rebuild
 
 
 @dataclass
@@ -29,6 +34,7 @@ class EvalSettings:
     concurrency: int = 16
     max_turns: int | None = None
     progress: bool = True
+    target: str | None = None  # the model's answer form; None: what its checkpoint records
 
 
 def fits_chars(budget: int) -> Callable[[list[dict]], bool]:
@@ -40,16 +46,45 @@ def turns(trajectories: Iterable[Trajectory], max_turns: int | None) -> list[tup
     return [(t, k) for t in trajectories for k in range(1, len(t.steps[:max_turns]) + 1)]
 
 
+@dataclass(frozen=True)
+class Answer:
+    """One model reply as it is scored: `prediction` as the public evaluator reads it (an edit script
+    rebuilt into the full observation), and what went wrong."""
+
+    reply: str  # as the model wrote it
+    prediction: Prediction
+    error: str = ""  # the request failed
+    edit_error: str = ""  # an edit script that does not apply
+
+    @property
+    def verified_reply(self) -> str:
+        """The reply the verifiers check: an applied edit script replaced by the observation it
+        rebuilt, the rest (reasoning, tags, stray text) as the model wrote it."""
+        script = parse_prediction(self.reply).content
+        at = self.reply.rfind(script) if script != self.prediction.content else -1
+        if at < 0:
+            return self.reply
+        return self.reply[:at] + self.prediction.content + self.reply[at + len(script) :]
+
+
 def predict(
-    backend: WorldModelBackend, messages: list[dict], config: GenerationConfig
-) -> tuple[str, Prediction, str]:
-    """(raw reply, what the public evaluator reads from it, request error). A failed request is
-    scored as an empty untagged reply and not cached, so a rerun asks again."""
+    backend: WorldModelBackend,
+    messages: list[dict],
+    config: GenerationConfig,
+    previous: str = "",
+    domain: str = "",
+    target: str = "full",
+) -> Answer:
+    """Ask for one turn. A failed request is scored as an empty untagged reply and not cached, so a
+    rerun asks again. With `target` "delta" the answer is applied to `previous`, the observation
+    before the turn."""
     try:
         reply = backend.complete(messages, config)
     except Exception as exc:  # one failed request must not end an evaluation of thousands
-        return "", Prediction("", False), f"{type(exc).__name__}: {exc}"
-    return reply, parse_prediction(reply), ""
+        return Answer("", Prediction("", False), f"{type(exc).__name__}: {exc}")
+    read = parse_prediction(reply)
+    full, edit_error = rebuild(previous, read.content, domain, target)
+    return Answer(reply, Prediction(full, read.tagged), edit_error=edit_error)
 
 
 def scored_row(
@@ -62,11 +97,14 @@ def scored_row(
     *,
     reply: str = "",
     error: str = "",
+    edit_error: str = "",
 ) -> dict:
-    """One turn's scores against the noise floor's templates of that turn, with what was scored."""
+    """One turn's scores against the noise floor's templates of that turn, with what was scored. An
+    `edit_error` (an edit script that does not apply) makes the turn a format failure."""
     templates = floor.templates_for(t, turn_idx)
+    tagged = prediction.tagged and not edit_error
     # The verifiers judge the raw reply; a baseline or a failed request has none (`reply` empty).
-    row = score_against(t.domain, prediction.content, templates, prediction.tagged, reply or None)
+    row = score_against(t.domain, prediction.content, templates, tagged, reply or None)
     row.update(
         system=system,
         mode=mode,
@@ -74,11 +112,32 @@ def scored_row(
         trajectory_id=t.trajectory_id,
         turn_idx=turn_idx,
         prediction=prediction.content,
-        format_failure=not prediction.tagged and not error,
+        format_failure=not tagged and not error,
         error=error,
         reply_chars=len(reply),
         volatile_share=floor.volatile_share(t, turn_idx),
     )
+    if edit_error:
+        row["format_error"] = edit_error
+    return row
+
+
+def answer_row(
+    system: str, mode: str, t: Trajectory, turn_idx: int, answer: Answer, floor: NoiseFloor
+) -> dict:
+    """`scored_row` of a model's answer."""
+    row = scored_row(
+        system,
+        mode,
+        t,
+        turn_idx,
+        answer.prediction,
+        floor,
+        reply=answer.verified_reply,
+        error=answer.error,
+        edit_error=answer.edit_error,
+    )
+    row["reply_chars"] = len(answer.reply)  # what the model wrote, not what it stood for
     return row
 
 
@@ -99,10 +158,13 @@ def teacher_forced(
     system: str = "model",
 ) -> list[dict]:
     fits = fits_chars(settings.context_chars)
+    target = settings.target or model_target(backend)
 
     def one(t: Trajectory, k: int) -> dict:
-        reply, prediction, error = predict(backend, chat_messages(t, k, fits=fits), settings.config)
-        return scored_row(system, "teacher_forced", t, k, prediction, floor, reply=reply, error=error)
+        previous = previous_observation(t, k).text
+        messages = chat_messages(t, k, fits=fits)
+        answer = predict(backend, messages, settings.config, previous, t.domain, target)
+        return answer_row(system, "teacher_forced", t, k, answer, floor)
 
     return run_concurrently(
         one, turns(trajectories, settings.max_turns), settings, f"{system} teacher-forced"

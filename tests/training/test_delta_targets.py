@@ -34,7 +34,7 @@ from training.fidelity.metrics import aggregate
 from training.fidelity.noise_floor import NoiseFloor
 from training.fidelity.teacher_forced import EvalSettings, teacher_forced
 from training.simulator import SimulatedSandbox
-from training.targets import trained_target
+from training.targets import GGUF_CORPUS_KEY, trained_target
 
 BROKEN = f"<predicted_observation>\n{HEADER}\n@@ replace [99] @@\nnothing\n</predicted_observation>"
 
@@ -163,6 +163,20 @@ def test_trained_target_is_read_from_a_checkpoint_or_run_directory(tmp_path):
     with pytest.raises(ValueError, match="patch"):
         trained_target(str(checkpoint))
     assert trained_target("http-model-name") == "full"
+
+
+def test_trained_target_is_read_from_a_gguf_files_metadata(tmp_path):
+    # training.export writes the checkpoint's corpus.json under this key (training/export/to_gguf.py)
+    from gguf import GGUFWriter
+
+    path = tmp_path / "model.gguf"
+    writer = GGUFWriter(str(path), "llama")
+    writer.add_string(GGUF_CORPUS_KEY, json.dumps({"corpus": "c", "target": "delta"}))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    assert trained_target(str(path)) == "delta"
 
 
 def test_a_delta_corpus_trains_and_its_checkpoint_answers_in_deltas(tmp_path):

@@ -59,7 +59,7 @@ class EditScriptError(ValueError):
 
 
 def target_form(target: str) -> str:
-    """ "delta" when `target` is an edit script, else "full"."""
+    """Which form `target` has: "delta" for an edit script, "full" for a whole observation."""
     return "delta" if target.split("\n", 1)[0] == HEADER else "full"
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from schemas.render import chat_messages, target_text
+from schemas.render import chat_messages, target_text, turn_target
 from tests.llm_server import LLMServer, llm_server_fixture  # noqa: F401 (registers `llm_server`)
 from tests.training.conftest import OFFLINE, ROOT, TERMINAL_RUN
 from training.backends.openai_http import OpenAIBackend
@@ -80,7 +80,7 @@ def test_qwen3_likelihood_follows_the_think_block_training_saw(trajectories: lis
 def test_batches_give_the_numbers_of_one_by_one(trajectories: list) -> None:
     backend = TransformersBackend("qwen3-tiny")
     turns = likelihood_turns(trajectories[:2], CONTEXT_CHARS)
-    messages, answers = [t.messages for t in turns], [t.answer for t in turns]
+    messages, answers = [t.messages for t in turns], [t.answer("full") for t in turns]
     alone = [backend.log_likelihood([m], [a])[0] for m, a in zip(messages, answers, strict=True)]
     # a small budget cuts several padded batches of different widths; a large one takes them all at once
     for budget in (3000, 100_000):
@@ -104,6 +104,26 @@ def test_a_system_without_weights_says_so_and_scores_are_cached(tmp_path: Path, 
     lines = (tmp_path / "likelihood.jsonl").read_text().count("\n")
     assert score_system(backend, turns, cache) == first  # a rerun reads them back
     assert (tmp_path / "likelihood.jsonl").read_text().count("\n") == lines == len(turns)
+
+
+def test_a_delta_model_is_scored_on_its_edit_scripts_per_byte_of_the_whole_observation(
+    tmp_path: Path, trajectories: list
+) -> None:
+    t = trajectories[0]
+    turns = likelihood_turns([t], CONTEXT_CHARS)
+    assert [turn.answer("delta") for turn in turns] == [
+        turn_target(t, k, "delta") for k in range(1, len(turns) + 1)
+    ]
+    # a prompt that lost the previous observation gets the whole observation, as in the corpus
+    (short,) = [turn for turn in likelihood_turns([t], 10) if turn.turn_idx == 3]
+    assert len(short.messages) == 2 and short.answer("delta") == target_text(t.steps[2].observation)
+    backend = TransformersBackend("qwen3-tiny")
+    cache = ReplyCache(tmp_path / "likelihood.jsonl")
+    full, delta = (score_system(backend, turns, cache, form=form) for form in ("full", "delta"))
+    assert isinstance(full, list) and isinstance(delta, list)
+    # terminal screens change little a step: the scripts are shorter, the bytes scored per the same
+    assert sum(r["tokens"] for r in delta) < sum(r["tokens"] for r in full)
+    assert [r["bytes"] for r in delta] == [r["bytes"] for r in full]
 
 
 def held_out_corpus(root: Path, ids: list[str]) -> Path:

@@ -2,7 +2,8 @@
 
 For every turn (with `--held-out`, every held-out turn: `--max-turns` and `--limit-trajectories`
 bound generation, not this), each system with weights scores the answer it was trained to give
-(`schemas.render.target_text` of the real observation) after the prompt teacher-forced generation
+(`schemas.render.turn_target`: the tagged real observation, or for a model trained on delta targets
+its edit script of the previous observation) after the prompt teacher-forced generation
 sends (`chat_messages`, the same context budget). Forward passes only
 (`WorldModelBackend.log_likelihood`), so it is cheap enough for every turn where generating replies is
 not (DESIGN.md 4d).
@@ -28,12 +29,13 @@ from pathlib import Path
 from tqdm import tqdm
 
 from schemas.records import Trajectory
-from schemas.render import chat_messages, target_text
+from schemas.render import chat_messages, turn_target
 from training.backends.base import WorldModelBackend
 from training.fidelity.bootstrap import LEVEL, RESAMPLES, SEED, paired_difference
 from training.fidelity.cache import ReplyCache
 from training.fidelity.comparison import difference_text, find_difference
 from training.fidelity.teacher_forced import fits_chars
+from training.targets import model_target
 
 # Pairs per backend call: enough to fill the backend's length-sorted batches, small enough that a
 # killed run keeps most of its cached scores.
@@ -43,35 +45,39 @@ ROLE_ORDER = ("model", "compare", "base")
 
 @dataclass(frozen=True)
 class Turn:
-    """One scored turn: the prompt, the answer scored, the observation's bytes (the denominator)."""
+    """One scored turn: the prompt and the observation's bytes (the denominator)."""
 
-    domain: str
-    trajectory_id: str
+    trajectory: Trajectory
     turn_idx: int
     messages: list[dict]
-    answer: str
-    observation_bytes: int
+
+    @property
+    def domain(self) -> str:
+        return self.trajectory.domain
+
+    @property
+    def observation_bytes(self) -> int:
+        return len(self.trajectory.steps[self.turn_idx - 1].observation.text.encode())
+
+    def answer(self, form: str) -> str:
+        """The answer a model of target form `form` was trained to give here: the whole tagged
+        observation, or an edit script of the previous one, except where the prompt lost that previous
+        observation (the corpus pipeline makes the same exception: beam_pipelines.stages.format)."""
+        if form != "full" and self.turn_idx > 1 and len(self.messages) == 2:
+            form = "full"
+        return turn_target(self.trajectory, self.turn_idx, form)
 
 
 def likelihood_turns(trajectories: Sequence[Trajectory], context_chars: int) -> list[Turn]:
     """Every turn of every trajectory, prompted as teacher-forced generation prompts it."""
     fits = fits_chars(context_chars)
     return [
-        Turn(
-            t.domain,
-            t.trajectory_id,
-            k,
-            chat_messages(t, k, fits=fits),
-            target_text(step.observation),
-            len(step.observation.text.encode()),
-        )
-        for t in trajectories
-        for k, step in enumerate(t.steps, 1)
+        Turn(t, k, chat_messages(t, k, fits=fits)) for t in trajectories for k in range(1, len(t.steps) + 1)
     ]
 
 
-def _key(describe: dict, turn: Turn) -> str:
-    payload = json.dumps(["log_likelihood", describe, turn.messages, turn.answer], sort_keys=True)
+def _key(describe: dict, messages: list[dict], answer: str) -> str:
+    payload = json.dumps(["log_likelihood", describe, messages, answer], sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -83,20 +89,23 @@ def score_system(
     describe: dict | None = None,
     progress: bool = False,
     desc: str = "likelihood",
+    form: str = "full",
 ) -> list[dict] | str:
     """Per turn {domain, trajectory_id, turn_idx, nll, tokens, bytes}, or why the system has no
-    likelihood (a backend without weights). Scores already in `cache` (same backend description,
-    prompt and answer) are not computed again. `describe`: see CachedBackend."""
+    likelihood (a backend without weights). `form`: the answer form the model was trained on
+    (training.targets). Scores already in `cache` (same backend description, prompt and answer) are
+    not computed again. `describe`: see CachedBackend."""
     describe = describe or backend.describe()
-    keys = [_key(describe, turn) for turn in turns]
+    pairs = [(turn.messages, turn.answer(form)) for turn in turns]
+    keys = [_key(describe, messages, answer) for messages, answer in pairs]
     found = {k: json.loads(v) for k in keys if (v := cache.get(k)) is not None}
-    missing = list({k: turn for k, turn in zip(keys, turns, strict=True) if k not in found}.items())
+    missing = list({k: pair for k, pair in zip(keys, pairs, strict=True) if k not in found}.items())
     # similar lengths in one call keep the backend's batches tightly padded
-    missing.sort(key=lambda item: sum(len(m["content"]) for m in item[1].messages) + len(item[1].answer))
+    missing.sort(key=lambda item: sum(len(m["content"]) for m in item[1][0]) + len(item[1][1]))
     chunks = [missing[i : i + CHUNK] for i in range(0, len(missing), CHUNK)]
     for chunk in tqdm(chunks, desc=desc, unit=f"{CHUNK} turns", disable=not progress):
         try:
-            scores = backend.log_likelihood([t.messages for _, t in chunk], [t.answer for _, t in chunk])
+            scores = backend.log_likelihood([m for _, (m, _) in chunk], [a for _, (_, a) in chunk])
         except NotImplementedError as exc:
             return f"no likelihood: {exc}"
         for (key, _), (nll, tokens) in zip(chunk, scores, strict=True):
@@ -105,7 +114,7 @@ def score_system(
     return [
         {
             "domain": turn.domain,
-            "trajectory_id": turn.trajectory_id,
+            "trajectory_id": turn.trajectory.trajectory_id,
             "turn_idx": turn.turn_idx,
             "nll": found[key][0],
             "tokens": found[key][1],
@@ -144,20 +153,23 @@ def summarise(
     scored: dict[str, list[dict]],
     roles: dict[str, str],
     skipped: dict[str, str],
+    forms: dict[str, str] | None = None,
     *,
     resamples: int = RESAMPLES,
     seed: int = SEED,
 ) -> dict:
     """The report's likelihood section. `scored`: system -> its turn rows; `roles`: system -> model,
-    compare or base; `skipped`: system -> why it has no likelihood. Differences on bits per byte,
-    per domain: the model minus the base and minus each --compare, and each --compare minus the base;
-    below 0 means the first finds the real observations more likely."""
+    compare or base; `skipped`: system -> why it has no likelihood; `forms`: system -> the answer form
+    it was scored in (default full). Differences on bits per byte, per domain: the model minus the
+    base and minus each --compare, and each --compare minus the base; below 0 means the first finds
+    the real observations more likely."""
     names = sorted(scored, key=lambda n: (ROLE_ORDER.index(roles[n]), n))
     base = next((n for n in names if roles[n] == "base"), None)
     pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
     domains = sorted({r["domain"] for rows in scored.values() for r in rows})
     out: dict = {
-        "answer": "full",  # schemas.render.target_text: the tagged whole observation
+        # schemas.render.turn_target: the whole tagged observation, or for "delta" an edit script
+        "answer": {n: (forms or {}).get(n, "full") for n in names},
         "systems": names,
         "roles": {n: roles[n] for n in names},
         "reference": base,
@@ -209,10 +221,12 @@ class LikelihoodPass:
         self.scored: dict[str, list[dict]] = {}
         self.roles: dict[str, str] = {}
         self.skipped: dict[str, str] = {}
+        self.forms: dict[str, str] = {}
         self.seconds = 0.0
 
     def score(self, name: str, role: str, backend: WorldModelBackend, describe: dict) -> None:
         started = time.monotonic()
+        form = model_target(backend)
         found = score_system(
             backend,
             self.turns,
@@ -220,17 +234,18 @@ class LikelihoodPass:
             describe=describe,
             progress=self.progress,
             desc=f"{name} likelihood",
+            form=form,
         )
         self.seconds += time.monotonic() - started
         if isinstance(found, str):
             self.skipped[name] = found
         else:
-            self.scored[name], self.roles[name] = found, role
+            self.scored[name], self.roles[name], self.forms[name] = found, role, form
 
     def section(self) -> dict:
         """The report's likelihood section (summarise), with the turns, trajectories and seconds."""
         return {
-            **summarise(self.scored, self.roles, self.skipped),
+            **summarise(self.scored, self.roles, self.skipped, self.forms),
             "turns": len(self.turns),
             "trajectories": self.trajectories,
             "seconds": round(self.seconds, 1),

@@ -304,6 +304,12 @@ def likelihood_lines(section: dict) -> list[str]:
             f"({', '.join(lower) or 'none'}), more in {len(higher)} ({', '.join(higher) or 'none'}), "
             "by a 95% interval that excludes 0."
         )
+    out += [
+        f"{name} is scored on its {form} answers (edit scripts of the previous observation), per byte of "
+        "the whole observation."
+        for name, form in section["answer"].items()
+        if form != "full"
+    ]
     out += [f"{name}: {why}." for name, why in section["skipped"].items()]
     return out + section.get("notes", [])
 

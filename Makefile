@@ -41,15 +41,22 @@ demo: setup
 	$(MAKE) demo-agents
 
 # Task-level sim-vs-real on three demo terminal tasks, for two policies: real bwrap sandboxes against the
-# simulator, with SmolLM2-135M-Instruct's GGUF on llama.cpp as the world model (llama.cpp serves GGUF
-# files, so not the checkpoint the demo trained).
+# simulator, with the model the demo trained as the world model: its checkpoint exported to GGUF
+# (python -m training.export gguf) and served by llama.cpp. Without a trained model (demo-agents run on
+# its own before `make demo`) it falls back to the untrained base, SmolLM2-135M-Instruct's GGUF, and says so.
 AGENT_TASKS := files-create-notes|files-mkdir-tree|files-rename
 WM_PORT ?= 8011
 demo-agents: setup
 	mkdir -p $(DEMO_OUT)
 	grep -E '"id": "($(AGENT_TASKS))"' collectors/terminal/tasks.jsonl > $(DEMO_OUT)/agent-tasks.jsonl
-	GGUF=$$($(PY) -c 'import tests.llm_server as s; print(s.smollm2_gguf())'); \
-	$(PY) -m llama_cpp.server --model "$$GGUF" --model_alias smollm2-135m-instruct --chat_format chatml \
+	if [ -d $(DEMO_OUT)/model ]; then \
+		HF_HUB_OFFLINE=1 $(PY) -m training.export gguf $(DEMO_OUT)/model $(DEMO_OUT)/model.gguf || exit 1; \
+		GGUF=$(DEMO_OUT)/model.gguf; echo "world model: the demo's trained model, $$GGUF"; \
+	else \
+		GGUF=$$($(PY) -c 'import tests.llm_server as s; print(s.smollm2_gguf())'); \
+		echo "world model: NOT TRAINED: no $(DEMO_OUT)/model (run make demo first), so the base $$GGUF"; \
+	fi; \
+	$(PY) -m llama_cpp.server --model "$$GGUF" --model_alias world-model --chat_format chatml \
 		--n_ctx 2048 --host 127.0.0.1 --port $(WM_PORT) --interrupt_requests False \
 		>$(DEMO_OUT)/agents-llm.log 2>&1 & LLM=$$!; trap "kill $$LLM" EXIT; \
 	until $(PY) -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$(WM_PORT)/v1/models')" \

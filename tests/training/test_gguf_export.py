@@ -15,7 +15,7 @@ import torch
 from tests.training.test_bases import PROMPTS, SMOLLM2
 from training.backends import make_backend
 from training.backends.base import GenerationConfig
-from training.backends.llama_cpp_local import LlamaCppBackend
+from training.backends.llama_cpp_local import THREADS_ENV, LlamaCppBackend
 from training.backends.transformers_local import TransformersBackend
 from training.bases import resolve_base, tokenizer_fingerprint
 from training.export.__main__ import main as export_main
@@ -128,7 +128,8 @@ def test_export_errors_say_what_to_give(tmp_path: Path, capsys: pytest.CaptureFi
 
 @pytest.fixture(scope="module")
 def llama_backend(exported: Path) -> LlamaCppBackend:
-    backend = make_backend(str(exported))
+    # One thread: a test shares its cores, where llama.cpp's threads would wait on each other.
+    backend = make_backend(str(exported), n_threads=1)
     assert isinstance(backend, LlamaCppBackend)
     yield backend
     backend.close()
@@ -212,3 +213,47 @@ def test_a_gguf_refuses_a_tokenizer_other_than_its_corpus(tmp_path: Path, corpus
     assert export_main(["gguf", str(checkpoint), str(tmp_path / "other.gguf")]) == 0
     with pytest.raises(ValueError, match="rebuild the corpus"):
         LlamaCppBackend(tmp_path / "other.gguf")
+
+
+def test_llama_cpp_log_likelihood_equals_transformers(
+    llama_backend: LlamaCppBackend, torch_backend: TransformersBackend
+) -> None:
+    prompts = [
+        [{"role": "system", "content": "You simulate a Linux terminal."}, {"role": "user", "content": "ls"}],
+        [{"role": "user", "content": "What is the capital of France?"}],
+    ]
+    # The second answer spans more than one llama.cpp batch (512 positions) with the prompt.
+    answers = ["<observation>\nnotes.txt  src\n$ </observation>", "The capital of France is Paris. " * 80]
+    ours, theirs = (
+        llama_backend.log_likelihood(prompts, answers),
+        torch_backend.log_likelihood(prompts, answers),
+    )
+    for (nll, count), (expected, expected_count) in zip(ours, theirs, strict=True):
+        assert count == expected_count > 0
+        # f16 weights and llama.cpp's kernels against float32 PyTorch: the same NLL within 1%.
+        assert abs(nll - expected) <= 0.01 * expected + 0.05, (nll, expected)
+    reply = llama_backend.complete(prompts[1], GenerationConfig(max_new_tokens=8))
+    assert reply == torch_backend.complete(prompts[1], GenerationConfig(max_new_tokens=8)), (
+        "scoring left state"
+    )
+
+
+def test_fidelity_scores_a_gguf_model_against_its_recorded_base_on_llama_cpp(
+    exported: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.training.conftest import TERMINAL_RUN
+    from training.fidelity.__main__ import main as fidelity_main
+
+    # One thread: a test shares its cores, where llama.cpp's threads would wait on each other.
+    monkeypatch.setenv(THREADS_ENV, "1")
+    out = tmp_path / "fidelity"
+    argv = ["--real", str(TERMINAL_RUN), "--model", str(exported), "--out", str(out), "--replays", "0"]
+    argv += ["--limit-trajectories", "1", "--max-turns", "1", "--max-new-tokens", "24", "--no-closed-loop"]
+    argv += ["--context-chars", "2000", "--reply-bounds", "fixed", "--no-likelihood", "--no-progress"]
+    assert fidelity_main(argv) == 0
+    meta = json.loads((out / "report.json").read_text())["meta"]
+    assert meta["model"]["backend"] == "llama.cpp"
+    # The base.json the export carries names the built-in base: it generates on llama.cpp as well.
+    assert meta["base"]["spec"] == f"llama.cpp:{SMOLLM2}" and meta["base"]["backend"] == "llama.cpp"
+    assert meta["generation"]["repetition_guard"] is True and meta["generation"]["max_new_tokens"] == 24
+    assert meta["request_errors"] == 0

@@ -18,15 +18,18 @@ import os
 import threading
 from typing import Any
 
+import numpy as np
+
 from schemas.base_files import gguf_path, gguf_tokenizer_dir
 from training.backends.base import GenerationConfig, WorldModelBackend
 from training.backends.repetition import DEFAULT_DETECTOR
-from training.backends.transformers_local import _as_record, cut_at_stop
+from training.backends.transformers_local import TransformersBackend, _as_record, cut_at_stop
 from training.export.to_gguf import read_lineage
 
 # llama.cpp's KV cache is allocated for the whole context up front; past this many tokens of a model's
 # trained context it costs memory that world-model prompts (truncated to --context-chars) never use.
 DEFAULT_MAX_CONTEXT = 8192
+THREADS_ENV = "AGENTWORLD_LLAMA_THREADS"
 STOP_TAIL = 32  # tokens decoded to look for a stop string as the reply grows
 
 
@@ -49,6 +52,11 @@ def _trained_context(path: str) -> int:
 
 
 def _threads() -> int:
+    """$AGENTWORLD_LLAMA_THREADS, else every core this process may run on. llama.cpp's threads wait for
+    each other at every layer: on cores that other work keeps busy, fewer threads are faster (here, 2
+    threads on 2 busy cores generated 3-8x slower than 1)."""
+    if os.environ.get(THREADS_ENV):
+        return int(os.environ[THREADS_ENV])
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
@@ -147,6 +155,50 @@ class LlamaCppBackend(WorldModelBackend):
             tail = self.tokenizer.decode(tokens[-STOP_TAIL:], skip_special_tokens=True)
             return any(s and s in tail for s in config.stop)
         return False
+
+    # The answer's ids exactly as the transformers backend scores them (its chat-template scaffold before
+    # the answer, the answer's text encoded as plain text): both read only tokenizer, _prompt_ids and
+    # truncate, which this class has with the same meaning, so the methods are shared rather than copied.
+    _scaffold = TransformersBackend._scaffold
+    _scored_ids = TransformersBackend._scored_ids
+
+    def log_likelihood(self, prompts: list[list[dict]], answers: list[str]) -> list[tuple[float, int]]:
+        """See `WorldModelBackend.log_likelihood`: one pair at a time, `n_batch` positions per decode
+        call, the vocabulary's log-softmax taken only at the positions that predict answer tokens."""
+        if len(prompts) != len(answers):
+            raise ValueError(f"{len(prompts)} prompts but {len(answers)} answers")
+        rows = [self._scored_ids(m, a) for m, a in zip(prompts, answers, strict=True)]
+        with self._lock:
+            return [self._answer_nll(ids, start) for ids, start in rows]
+
+    def _answer_nll(self, ids: list[int], start: int) -> tuple[float, int]:
+        if len(ids) > self.max_context:
+            raise ValueError(f"{len(ids)} tokens to score, the context holds {self.max_context}")
+        llama = self._llama
+        # Llama.eval keeps only the last position's logits unless the whole context was built with
+        # logits_all (n_ctx x vocabulary floats); its batch can ask for every position's, chunk by chunk.
+        # The KV cache is cleared first and left cleared, so the next generate starts from nothing.
+        llama.reset()
+        llama._ctx.kv_cache_seq_rm(-1, 0, -1)
+        total = 0.0
+        try:
+            for at in range(0, len(ids), llama.n_batch):
+                chunk = ids[at : at + llama.n_batch]
+                llama._batch.set_batch(batch=chunk, n_past=at, logits_all=True)
+                llama._ctx.decode(llama._batch)
+                # position p predicts token p + 1: the answer ids[start:] come from positions start-1..
+                first, last = max(at, start - 1), min(at + len(chunk), len(ids) - 1)
+                if first >= last:
+                    continue
+                logits = np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(len(chunk), llama.n_vocab()))
+                scored = logits[first - at : last - at].astype(np.float64)
+                peak = scored.max(axis=1)
+                log_norm = peak + np.log(np.exp(scored - peak[:, None]).sum(axis=1))
+                targets = np.asarray(ids[first + 1 : last + 1])
+                total += float((log_norm - scored[np.arange(len(targets)), targets]).sum())
+        finally:
+            llama._ctx.kv_cache_seq_rm(-1, 0, -1)
+        return total, len(ids) - start
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -235,3 +235,18 @@ def read_lineage(path: str | os.PathLike[str]) -> dict[str, dict]:
         if field is not None:
             found[name] = json.loads(field.contents())
     return found
+
+
+def recorded_base(path: str) -> dict | None:
+    """The base an exported GGUF model was trained from, as a model spec for `training.backends`, with
+    "path" (where it was recorded): a GGUF base (a file or built-in name) on llama.cpp, like the model,
+    so the two generate with the same engine; None when the file records no base.json."""
+    from schemas.base_files import BUILTIN_GGUF
+
+    recorded = read_lineage(path).get("base.json")
+    if recorded is None or not isinstance(recorded.get("base"), str):
+        return None
+    base = recorded["base"]
+    if base in BUILTIN_GGUF or base.endswith(".gguf"):
+        base = f"llama.cpp:{base}"
+    return {"base": base, "path": path}

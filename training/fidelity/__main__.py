@@ -17,11 +17,13 @@ from schemas import read_trajectories
 from schemas.records import Trajectory
 from schemas.storage import dataset_files
 from training.backends import make_backend
-from training.backends.base import GenerationConfig, WorldModelBackend
+from training.backends.base import WorldModelBackend
 from training.bases import BASE_FILE
+from training.export.to_gguf import recorded_base as gguf_base
 from training.fidelity.cache import CachedBackend, ReplyCache
 from training.fidelity.closed_loop import closed_loop
 from training.fidelity.comparison import comparison_table, rate_table, summary_lines
+from training.fidelity.decoding import add_decoding_args, decoding_config
 from training.fidelity.held_out import held_out_ids
 from training.fidelity.likelihood import LikelihoodPass, likelihood_lines, likelihood_table
 from training.fidelity.metrics import aggregate
@@ -65,7 +67,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--real", required=True, help="dataset of real trajectories (directory, file or glob)")
-    p.add_argument("--model", required=True, help="checkpoint dir, named shape (qwen3-tiny) or http(s) URL")
+    p.add_argument(
+        "--model",
+        required=True,
+        help="checkpoint dir, GGUF file (generated with llama.cpp; training.export gguf writes one), named "
+        "shape (qwen3-tiny) or http(s) URL",
+    )
     p.add_argument("--model-name", help="model name at an OpenAI-compatible URL (default: the first served)")
     p.add_argument("--out", required=True, type=Path, help="report directory (also holds the caches)")
     p.add_argument(
@@ -135,6 +142,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "forward passes only)",
     )
     p.add_argument("--max-new-tokens", type=int, default=1024)
+    add_decoding_args(p)
     p.add_argument("--context-chars", type=int, default=32_000, help="prompt budget; oldest turns go first")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
@@ -178,6 +186,8 @@ class Contender:
 
 def recorded_base(model: str) -> dict | None:
     """The base.json a training run writes into its checkpoints: {"base": SPEC, "resolved": DIR}."""
+    if model.endswith(".gguf"):  # an exported checkpoint carries its base.json (training.export)
+        return gguf_base(model)
     path = os.path.join(resolve_checkpoint(model), BASE_FILE)
     if not os.path.isfile(path):
         return None
@@ -347,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     settings = EvalSettings(
-        config=GenerationConfig(max_new_tokens=args.max_new_tokens),
+        config=decoding_config(args),
         context_chars=args.context_chars,
         concurrency=args.concurrency,
         max_turns=args.max_turns,

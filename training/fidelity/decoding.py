@@ -7,7 +7,8 @@ stage). A domain's bound is that with a quarter's headroom; a domain the corpus 
 `--max-new-tokens`. The bounds are read from the --held-out corpus, else from the corpus the model
 was trained on (its checkpoint's corpus.json, or the `agentworld.corpus` key of an exported GGUF).
 
-The repetition guard stops a reply whose tail loops (training/backends/repetition.py).
+The repetition guard stops a reply whose tail loops (training/backends/repetition.py); the in-process
+backends (transformers, llama.cpp) honour it, an OpenAI-compatible server is only sent the bound.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def add_decoding_args(p: argparse.ArgumentParser) -> None:
         choices=("on", "off"),
         default="on",
         help="on: stop a reply once its tail repeats one block of tokens (3+ copies over 128+ tokens); "
-        "such a reply keeps what it had, as at the token bound",
+        "such a reply keeps what it had, as at the token bound. In-process models only (checkpoints, GGUF "
+        "files): a server's replies run to their bound",
     )
 
 

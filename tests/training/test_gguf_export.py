@@ -177,9 +177,12 @@ def test_the_repetition_guard_stops_a_looping_reply_in_both_backends(
 
 
 def test_make_backend_picks_the_engine(exported: Path) -> None:
-    assert isinstance(make_backend(f"llama.cpp:{exported}"), LlamaCppBackend)
+    prefixed = make_backend(f"llama.cpp:{exported}", n_threads=1)
+    assert isinstance(prefixed, LlamaCppBackend)
+    prefixed.close()
     forced = make_backend(f"transformers:{SMOLLM2}")
     assert isinstance(forced, TransformersBackend) and forced.describe()["architecture"] == "LlamaForCausalLM"
+    forced.close()
     with pytest.raises(ValueError, match="not a GGUF file"):
         make_backend("llama.cpp:/some/checkpoint")
 

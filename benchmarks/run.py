@@ -144,6 +144,7 @@ BENCHES: dict[str, Callable[[], dict]] = {
     "openenv_serve": lambda: __import__("benchmarks.openenv_serve").openenv_serve.run(),
     "importers": lambda: __import__("benchmarks.importers").importers.run(),
     "decontamination": lambda: __import__("benchmarks.decontamination").decontamination.run(),
+    "gguf_generation": lambda: __import__("benchmarks.gguf_generation").gguf_generation.run(),
 }
 
 

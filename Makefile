@@ -13,8 +13,9 @@ setup:
 
 # The whole loop on embedded defaults, on a CPU: collect real terminal, web, search, MCP and SWE trajectories,
 # build the corpus with the base's tokenizer (exported for Megatron-LM and as a Hub folder too), fine-tune
-# SmolLM2-135M-Instruct's top layers for about 8 minutes, and measure it against real sandboxes beside its
-# base and repeat-previous-observation.
+# SmolLM2-135M-Instruct's top layers for about 8 minutes, export it to GGUF, and measure it against real
+# sandboxes beside its base and repeat-previous-observation on llama.cpp: the likelihood of every held-out
+# turn, and generation on two trajectories per domain.
 demo: setup
 	$(PY) -m collectors.terminal --sandboxes 4 --episodes 32 --max-steps 12 --out $(DEMO_OUT)/raw
 	$(PY) -m collectors.terminal --harbor-tasks collectors/terminal/harbor_tasks --map-base-images \
@@ -34,7 +35,8 @@ demo: setup
 	HF_HUB_OFFLINE=1 $(PY) -m training.sft --data $(DEMO_OUT)/corpus --out $(DEMO_OUT)/model \
 		--base $(DEMO_BASE) --train-layers 10 --max-steps 20 --batch-size 1 --grad-accum 2 --lr 3e-4 \
 		--warmup-steps 2 --eval-every 10 --eval-batches 4 --save-every 20 --resume
-	HF_HUB_OFFLINE=1 $(PY) -m training.fidelity --real $(DEMO_OUT)/raw --model $(DEMO_OUT)/model \
+	HF_HUB_OFFLINE=1 $(PY) -m training.export gguf $(DEMO_OUT)/model $(DEMO_OUT)/model.gguf
+	HF_HUB_OFFLINE=1 $(PY) -m training.fidelity --real $(DEMO_OUT)/raw --model $(DEMO_OUT)/model.gguf \
 		--held-out $(DEMO_OUT)/corpus --out $(DEMO_OUT)/fidelity --limit-trajectories 2 --max-turns 3 \
 		--context-chars 6000 --max-new-tokens 128
 	@echo "fidelity report: $(DEMO_OUT)/fidelity/report.html"

@@ -141,36 +141,62 @@ def _mcp_latency(r: dict) -> list[str]:
 
 def _world_model(r: dict) -> list[str]:
     from training.fidelity.comparison import comparison_table, rate_table, summary_lines
+    from training.fidelity.likelihood import likelihood_lines, likelihood_table
 
     def md(header: list[str], body: list[list[str]]) -> list[str]:
         return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + [
             "| " + " | ".join(row) + " |" for row in body
         ]
 
-    t, tp, s = r["training"], r["throughput"], r["settings"]
+    s, tp = r["settings"], r["throughput"]
     lines = [
         f"SmolLM2-135M-Instruct ({s['base']}), SFT of the top {s['train_layers']} layers for "
-        f"{t['steps']} steps "
-        f"({t['tokens']:,} tokens, {t['tokens_per_s']:.0f} tokens/s, loss {t['first_loss']:.3f} -> "
-        f"{t['last_loss']:.3f}) at --seq-len {s['seq_len']}; held-out trajectories (by task id): "
-        f"{r['data']['held_out_trajectories']}; teacher-forced on {s['eval_trajectories_per_domain']} of "
-        f"them per domain, {s['eval_turns']} turns each, no real replays (no ceiling).",
+        f"{s['train_steps']} steps per target form at --seq-len {s['seq_len']}; held-out trajectories "
+        f"(by task id): {r['data']['held_out_trajectories']}. Likelihood on every held-out turn; generation "
+        f"(llama.cpp, GGUF f16) on {s['eval_trajectories_per_domain']} trajectories x {s['eval_turns']} "
+        "turns per domain; no real replays (no ceiling).",
         "",
-        "Main metric per domain (* the paired bootstrap 95% CI of the difference excludes 0):",
+        "Edit scripts on every captured observation (median answer tokens, delta / full):",
         "",
-        *md(*comparison_table(r["comparison"])),
-        "",
-        "Format-valid and verified rates:",
-        "",
-        *md(*rate_table(r["comparison"])),
-        "",
-        *[f"- {line}" for line in summary_lines(r["comparison"])],
+        *md(
+            ["domain", "observations", "exact", "full", "delta", "ratio"],
+            [
+                [d, str(e["observations"]), f"{e['exact']:.1%}", f"{e['median_tokens_full']:g}"]
+                + [f"{e['median_tokens_delta']:g}", "-" if e["ratio"] is None else f"{e['ratio']:.2f}"]
+                for d, e in r["edit_scripts"].items()
+            ],
+        ),
+    ]
+    for form, f in r["forms"].items():
+        t = f["training"]
+        lines += [
+            "",
+            f"### target form: {form}",
+            "",
+            f"Training: {t['steps']} steps, {t['tokens']:,} tokens, {t['tokens_per_s']:.0f} tokens/s, loss "
+            f"{t['first_loss']:.3f} -> {t['last_loss']:.3f}.",
+            "",
+            "Likelihood of the real observation (bits per byte; * the 95% CI excludes 0):",
+            "",
+            *md(*likelihood_table(f["likelihood"])),
+            "",
+            *[f"- {line}" for line in likelihood_lines(f["likelihood"])],
+            "",
+            "Generation, main metric per domain:",
+            "",
+            *md(*comparison_table(f["generation"])),
+            "",
+            *md(*rate_table(f["generation"])),
+            "",
+            *[f"- {line}" for line in summary_lines(f["generation"])],
+            "",
+            "Targets: " + json.dumps(f["targets"]),
+        ]
+    lines += [
         "",
         f"Throughput: training.loop {tp['ours_tokens_per_s']:.0f} tokens/s against a plain transformers + "
         f"torch loop's {tp['plain_tokens_per_s']:.0f} over the same batches: {tp['ratio']:.2f}x "
         f"(target >= {tp['target_ratio']}x).",
-        "",
-        "Targets: " + json.dumps(r["targets"]),
     ]
     return lines
 
@@ -205,6 +231,7 @@ RENDERERS = {
     "openenv_serve": lambda r: __import__("benchmarks.openenv_serve").openenv_serve.markdown_lines(r),
     "importers": lambda r: __import__("benchmarks.importers").importers.markdown_lines(r),
     "decontamination": lambda r: __import__("benchmarks.decontamination").decontamination.markdown_lines(r),
+    "gguf_generation": lambda r: __import__("benchmarks.gguf_generation").gguf_generation.markdown_lines(r),
     "synthesis_throughput": lambda r: __import__(
         "benchmarks.synthesis_throughput", fromlist=["_"]
     ).markdown_lines(r),

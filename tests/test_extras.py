@@ -248,13 +248,20 @@ def uv() -> str:
     return find_uv_bin()
 
 
+# llama-cpp-python comes as an sdist; `make setup` builds its wheel once into this folder
+# (infra/setup-host.sh). uv would compile it again for every fresh venv (5 minutes): our registry
+# answers without cache headers, so uv's built-wheel cache never matches.
+LLAMA_WHEELS = Path("/var/cache/agentworld/wheels/llama-cpp-portable")
+
+
 def installed(wheel: Path, extra: str, where: Path) -> str:
     """Run uv to make a fresh venv at `where` with the wheel and `extra`; its python."""
     subprocess.run([uv(), "venv", "--quiet", "--python", sys.executable, str(where)], check=True, timeout=120)
     python = str(where / "bin" / "python")
     requirement = f"{wheel}[{extra}]" if extra else str(wheel)
+    find_links = ["--find-links", str(LLAMA_WHEELS)] if LLAMA_WHEELS.is_dir() else []
     done = subprocess.run(
-        [uv(), "pip", "install", "--quiet", "--python", python, requirement],
+        [uv(), "pip", "install", "--quiet", "--python", python, *find_links, requirement],
         capture_output=True,
         text=True,
         timeout=1500,

@@ -31,7 +31,7 @@ from beam_pipelines.synthesis.settings import SynthesisConfig
 from schemas.chat_tokens import ChatTokenizer
 from schemas.render import CLOSE_TAG
 from tests.beam_pipelines.conftest import documents, variant, write_dataset
-from tests.llm_server import LLMServer, llm_server_fixture, serve_llm  # noqa: F401 - the fixture
+from tests.llm_server import LLMServer, serve_llm
 from training.rewards.candidates import score
 
 TOKENIZER = "smollm2-135m-instruct"  # the teacher's own, so prompts fit its 2,048-token context

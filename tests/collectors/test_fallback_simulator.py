@@ -19,7 +19,7 @@ from sandboxes.terminal import TerminalConfig, TerminalSandbox, make_backend, pa
 from schemas import read_trajectories
 from schemas.records import Observation, Step, Task
 from tests.collectors.conftest import run_collector, write_tasks
-from tests.llm_server import LLMServer, llm_server_fixture  # noqa: F401 - registers the fixture
+from tests.llm_server import LLMServer
 
 KILL = "kill -9 $$"  # the shell kills itself: the sandbox sees its shell exit, a SandboxCrashedError
 VICTIM = {

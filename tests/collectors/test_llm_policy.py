@@ -19,7 +19,7 @@ from collectors.policies.llm import LLMPolicy, first_json_object, parse_reply
 from sandboxes.terminal.config import DEFAULT_IMAGE
 from schemas.records import Action, Observation, Task
 from tests.collectors.conftest import run_collector, trajectories
-from tests.llm_server import LLMServer, free_port, llm_server_fixture  # noqa: F401 (registers `llm_server`)
+from tests.llm_server import LLMServer, free_port
 
 TASK = Task(id="t1", instruction="Create a file named hello.txt containing the word hello.")
 PROMPT = "root@sandbox:~# "

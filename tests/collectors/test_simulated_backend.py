@@ -14,7 +14,7 @@ import pytest
 
 from collectors.cli import EXIT_USAGE
 from schemas import read_trajectories
-from tests.llm_server import LLMServer, free_port, llm_server_fixture  # noqa: F401 - registers the fixture
+from tests.llm_server import LLMServer, free_port
 
 # collector module, recorded domain, policy: the scripted one where the first embedded task has
 # actions, else the domain's explorer

@@ -14,7 +14,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from examples.grpo_simulated_terminal import BASE, main
 from tests.import_graph import ROOT
-from tests.llm_server import LLMServer, llm_server_fixture  # noqa: F401  (registers the fixture)
+from tests.llm_server import LLMServer
 from training.bases import resolve_base
 
 SCRIPT = ROOT / "examples" / "grpo_simulated_terminal.py"

@@ -17,7 +17,7 @@ import pytest
 
 from schemas import read_trajectories
 from schemas.render import agentworldbench_record, chat_messages, parse_prediction
-from tests.llm_server import LLMServer, llm_server_fixture  # noqa: F401 (registers `llm_server`)
+from tests.llm_server import LLMServer
 from tests.training.conftest import OFFLINE, ROOT, TERMINAL_RUN
 from tests.training.test_backends import ScriptedServer, scripted_chat_server
 from training.agentworldbench import score

@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from schemas.render import extract_prediction
-from tests.llm_server import LLMServer, llm_server_fixture  # noqa: F401 (registers `llm_server`)
+from tests.llm_server import LLMServer
 from training.backends import make_backend
 from training.backends.base import GenerationConfig
 from training.backends.openai_http import OpenAIBackend

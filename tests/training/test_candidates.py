@@ -10,7 +10,7 @@ import pytest
 from schemas import read_trajectories
 from schemas.records import Observation
 from schemas.render import chat_messages, target_text
-from tests.llm_server import LLMServer, llm_server_fixture  # noqa: F401 (registers `llm_server`)
+from tests.llm_server import LLMServer
 from training.rewards.candidates import score
 
 FIXTURE = Path(__file__).parents[1] / "beam_pipelines" / "fixtures" / "terminal_run"

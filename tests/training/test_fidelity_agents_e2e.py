@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from schemas import read_trajectories
-from tests.llm_server import LLMServer, llm_server_fixture  # noqa: F401 (registers `llm_server`)
+from tests.llm_server import LLMServer
 from tests.training.conftest import OFFLINE, ROOT
 from training.fidelity.agreement import cohens_kappa, verdict
 from training.fidelity.episodes import action_key, pair_key

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.collectors.test_replay_lazy import dataset_with_corrupt_tail
-from tests.llm_server import LLMServer, llm_server_fixture  # noqa: F401 (registers `llm_server`)
+from tests.llm_server import LLMServer
 from tests.training.conftest import OFFLINE, ROOT, TERMINAL_RUN
 
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from schemas.render import chat_messages, target_text, turn_target
-from tests.llm_server import LLMServer, llm_server_fixture  # noqa: F401 (registers `llm_server`)
+from tests.llm_server import LLMServer
 from tests.training.conftest import OFFLINE, ROOT, TERMINAL_RUN
 from training.backends.openai_http import OpenAIBackend
 from training.backends.transformers_local import TransformersBackend

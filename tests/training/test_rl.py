@@ -15,7 +15,7 @@ import pytest
 from sandboxes.checks import check_sandbox
 from sandboxes.terminal import command_action
 from schemas.records import Task
-from tests.llm_server import LLMServer, llm_server_fixture  # noqa: F401 (registers `llm_server`)
+from tests.llm_server import LLMServer
 from tests.training.conftest import OFFLINE, ROOT, TERMINAL_RUN
 from training.backends import make_backend
 from training.backends.base import GenerationConfig

@@ -10,7 +10,6 @@ import pytest
 from schemas.records import Observation
 from schemas.render import CLOSE_TAG, OPEN_TAG, chat_messages, target_text
 from schemas.storage import read_trajectories
-from tests.llm_server import llm_server_fixture  # noqa: F401 - the session-wide server fixture
 from tests.training.conftest import TERMINAL_RUN
 from tests.training.test_backends import scripted_chat_server
 from training.backends import make_backend

@@ -17,7 +17,7 @@ from sandboxes.terminal.actions import parse_action
 from schemas import read_trajectories
 from schemas.records import Action, Observation, Task
 from schemas.render import strip_think
-from tests.llm_server import LLMServer, llm_server_fixture  # noqa: F401 (registers `llm_server`)
+from tests.llm_server import LLMServer
 from tests.training.test_backends import scripted_chat_server, tiny_backend  # noqa: F401 (fixture)
 from training.backends.base import GenerationConfig
 from training.backends.openai_http import OpenAIBackend

@@ -17,7 +17,7 @@ from collectors.tasks import embedded_tasks
 from sandboxes.mcp import McpConfig, McpSandbox
 from schemas import read_trajectories
 from schemas.records import Trajectory
-from tests.llm_server import LLMServer, llm_server_fixture  # noqa: F401 (registers `llm_server`)
+from tests.llm_server import LLMServer
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = Path(__file__).parent / "fixtures"

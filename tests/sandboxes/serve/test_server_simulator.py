@@ -9,7 +9,7 @@ from openenv.core.generic_client import GenericEnvClient
 from sandboxes.serve.__main__ import parser, sandbox_factory
 from sandboxes.serve.server import build_app
 from sandboxes.tasks import embedded_tasks
-from tests.llm_server import LLMServer, llm_server_fixture  # noqa: F401  (registers the fixture)
+from tests.llm_server import LLMServer
 from tests.sandboxes.serve.conftest import serving
 
 TASK = "files-create-notes"  # a command verifier, which the simulator asks of the world model

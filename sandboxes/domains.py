@@ -1,9 +1,11 @@
-"""What domain-agnostic code (the LLM and replay policies, the simulator, the fidelity replays)
-needs to know about a domain, looked up by its AgentWorldBench name.
+"""The domain registry: one record per domain holding every per-domain fact, found by `domain_spec`.
 
-Each domain package `sandboxes.<name>` (`sandboxes.desktop` for `os`) exports
-`DOMAIN = DomainSpec(...)`. The lookup imports it lazily, so a user
-who only collects terminal data never imports Playwright or tantivy.
+Adding a domain means adding one `DomainSpec` to `SPECS` (and its sandbox package exporting `HOOKS`).
+A record is plain data, so reading a fact (an alias, a metric name, a backend list) imports nothing;
+the sandbox's own code (`hooks`: the action parser, the replay sandbox) is imported on first use, so a
+user who only collects terminal data never imports Playwright or tantivy. Facts that live in a higher
+layer (training's metric functions) are named here by string and resolved there, since sandboxes may
+import only schemas and the standard library (DESIGN 4).
 """
 
 from __future__ import annotations
@@ -16,19 +18,15 @@ from typing import Any
 from sandboxes.base import Sandbox
 from schemas.records import Action, Environment
 
-# The domains that have a sandbox package; the other AgentWorldBench names come with their issues.
-KNOWN_DOMAINS = ("terminal", "web", "search", "swe", "mcp", "os", "android")
-# A domain whose package is not named after it (`sandboxes.os` would read as the standard module).
-_PACKAGES = {"os": "desktop"}
 # An environment config key a replay may set to run a recording under another backend ("auto" keeps
-# the recorded one); the fidelity command's --backend sets it. Only the terminal has backends to choose.
+# the recorded one); the fidelity command's --backend sets it.
 REPLAY_BACKEND = "replay_backend"
 
 
 @dataclass(frozen=True)
-class DomainSpec:
-    name: str  # the AgentWorldBench task name
-    observation_format: str  # Observation.format of the sandbox's observations
+class SandboxHooks:
+    """The part of a domain that is code, exported as `HOOKS` by its sandbox package."""
+
     # Validates an action and fills its canonical `text`; raises sandboxes.base.InvalidActionError.
     parse_action: Callable[[str, dict[str, Any]], Action]
     # How an agent writes actions, for an LLM policy's system prompt: one JSON object per turn.
@@ -40,9 +38,136 @@ class DomainSpec:
     initial_text: str = ""
 
 
-def domain_spec(name: str) -> DomainSpec:
-    """The spec of `name`; ValueError naming the known domains when there is none."""
-    if name not in KNOWN_DOMAINS:
-        raise ValueError(f"no sandbox for domain {name!r}; known domains: {', '.join(KNOWN_DOMAINS)}")
-    module = importlib.import_module(f"sandboxes.{_PACKAGES.get(name, name)}")
-    return module.DOMAIN
+@dataclass(frozen=True)
+class DomainSpec:
+    name: str  # the trajectory's `domain` (schemas.records.DOMAINS)
+    # `sandboxes.<package>` and `collectors.<package>`; also accepted by the lookup as an alias.
+    package: str
+    public_task: str  # the AgentWorldBench task and the public judge prompt folder (prompts/<it>/)
+    observation_format: str  # Observation.format of the sandbox's observations
+    # The collector's real `--backend` choices, its default first ("simulator" is every domain's extra).
+    backends: tuple[str, ...]
+    # Backends a replay may run under (REPLAY_BACKEND, the fidelity command's --backend), the one used
+    # for a recording made under another (on the host) first; () where a replay runs like the recording.
+    replay_backends: tuple[str, ...]
+    verifier_kinds: tuple[str, ...]  # the task `verifier.kind`s the domain's sandboxes check
+    # training.fidelity.domain_metrics.SCORERS entry scoring the domain's own metrics ("" for none).
+    scorer: str
+    # The metric chain a comparison reads a turn on: the first that applies (edit similarity closes it).
+    main_metrics: tuple[str, ...]
+    aliases: tuple[str, ...] = ()  # other names the lookup accepts
+
+    @property
+    def hooks(self) -> SandboxHooks:
+        return importlib.import_module(f"sandboxes.{self.package}").HOOKS
+
+    @property
+    def parse_action(self) -> Callable[[str, dict[str, Any]], Action]:
+        return self.hooks.parse_action
+
+    @property
+    def action_space(self) -> str:
+        return self.hooks.action_space
+
+    @property
+    def replay_sandbox(self) -> Callable[[Environment], Sandbox]:
+        return self.hooks.replay_sandbox
+
+    @property
+    def initial_text(self) -> str:
+        return self.hooks.initial_text
+
+
+SPECS = (
+    DomainSpec(
+        name="terminal",
+        package="terminal",
+        public_task="terminal",
+        observation_format="terminal_screen",
+        backends=("docker", "bwrap", "local"),
+        replay_backends=("bwrap", "docker"),
+        # `harbor`: the terminal sandbox of imported Harbor tasks (sandboxes.harbor) runs their test.sh.
+        verifier_kinds=("command", "harbor"),
+        scorer="",
+        main_metrics=(),
+    ),
+    DomainSpec(
+        name="web",
+        package="web",
+        public_task="web",
+        observation_format="a11y_tree",
+        backends=("chromium",),
+        replay_backends=(),
+        verifier_kinds=("site_state", "page_url"),
+        scorer="web_scores",
+        main_metrics=("tree_f1",),
+    ),
+    DomainSpec(
+        name="search",
+        package="search",
+        public_task="search",
+        observation_format="search_results",
+        backends=("tantivy", "searxng", "json_api"),
+        replay_backends=(),
+        verifier_kinds=("answer",),
+        scorer="search_scores",
+        main_metrics=("result_f1", "page_line_f1"),
+    ),
+    DomainSpec(
+        name="swe",
+        package="swe",
+        public_task="swe",
+        observation_format="swe_tool_result",
+        backends=("auto", "bwrap", "docker", "local"),
+        replay_backends=("bwrap", "docker"),
+        verifier_kinds=("swe_tests",),
+        scorer="swe_scores",
+        main_metrics=("output_line_f1",),
+    ),
+    DomainSpec(
+        name="mcp",
+        package="mcp",
+        public_task="mcp",
+        observation_format="mcp_result",
+        backends=("bwrap", "local"),
+        replay_backends=("bwrap", "local"),
+        verifier_kinds=("files", "git_repo", "memory_graph"),
+        scorer="mcp_scores",
+        # An MCP result may hold no stable value: then its keys.
+        main_metrics=("json_value_match", "json_key_f1"),
+    ),
+    DomainSpec(
+        name="os",
+        # `sandboxes.os` would read as the standard module.
+        package="desktop",
+        public_task="os",
+        observation_format="desktop_a11y_tree",
+        backends=("desktop",),
+        replay_backends=(),
+        verifier_kinds=("desktop_state",),
+        scorer="desktop_scores",
+        main_metrics=("node_f1",),
+        aliases=("desktop",),
+    ),
+    DomainSpec(
+        name="android",
+        package="android",
+        public_task="android",
+        observation_format="android_ui_tree",
+        backends=("appium",),
+        replay_backends=(),
+        verifier_kinds=("android_state",),
+        scorer="android_scores",
+        main_metrics=("node_f1",),
+    ),
+)
+KNOWN_DOMAINS = tuple(spec.name for spec in SPECS)
+_LOOKUP = {key: spec for spec in SPECS for key in (spec.name, spec.package, *spec.aliases)}
+
+
+def domain_spec(name_or_alias: str) -> DomainSpec:
+    """The record of a domain by its name, package or alias; ValueError naming the known domains."""
+    spec = _LOOKUP.get(name_or_alias)
+    if spec is None:
+        raise ValueError(f"no domain {name_or_alias!r}; known domains: {', '.join(KNOWN_DOMAINS)}")
+    return spec

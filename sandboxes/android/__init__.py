@@ -11,7 +11,7 @@ from sandboxes.android.tree import Node, Screen, parse_screen, render
 # These need the Appium client (the `android` extra), so they load on first use: the text form of
 # a screen (tree_text.py) serves training's fidelity metrics, which must not need Appium.
 _WITH_APPIUM = {
-    "DOMAIN": "domain",
+    "HOOKS": "domain",
     "replay_sandbox": "domain",
     "FORMAT": "observe",
     "AndroidSandbox": "sandbox",
@@ -33,7 +33,7 @@ __all__ = [
     "ACTION_KINDS",
     "ACTION_SCHEMA",
     "ACTION_SPACE",
-    "DOMAIN",
+    "HOOKS",
     "FAKE",
     "FORMAT",
     "UIAUTOMATOR2",

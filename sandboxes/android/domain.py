@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from sandboxes.android.actions import ACTION_SPACE, parse_action
 from sandboxes.android.config import AndroidConfig
-from sandboxes.android.observe import FORMAT
 from sandboxes.android.sandbox import AndroidSandbox
-from sandboxes.domains import DomainSpec
+from sandboxes.domains import SandboxHooks
 from schemas.records import Environment
 
 
@@ -18,9 +17,7 @@ def replay_sandbox(environment: Environment) -> AndroidSandbox:
     return AndroidSandbox(AndroidConfig.from_recorded(environment.config))
 
 
-DOMAIN = DomainSpec(
-    name="android",
-    observation_format=FORMAT,
+HOOKS = SandboxHooks(
     parse_action=parse_action,
     action_space=ACTION_SPACE,
     replay_sandbox=replay_sandbox,

@@ -11,7 +11,7 @@ from sandboxes.desktop.actions import (
     to_pyautogui,
 )
 from sandboxes.desktop.config import APPLICATIONS, DesktopConfig
-from sandboxes.desktop.domain import DOMAIN, replay_sandbox
+from sandboxes.desktop.domain import HOOKS, replay_sandbox
 from sandboxes.desktop.sandbox import OBSERVATION_FORMAT, DesktopSandbox
 
 __all__ = [
@@ -21,7 +21,7 @@ __all__ = [
     "APPLICATIONS",
     "COMPUTER",
     "COMPUTER_ACTIONS",
-    "DOMAIN",
+    "HOOKS",
     "OBSERVATION_FORMAT",
     "PYAUTOGUI",
     "DesktopConfig",

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from sandboxes.desktop.actions import ACTION_SPACE, parse_action
 from sandboxes.desktop.config import DesktopConfig
-from sandboxes.desktop.sandbox import OBSERVATION_FORMAT, DesktopSandbox
-from sandboxes.domains import DomainSpec
+from sandboxes.desktop.sandbox import DesktopSandbox
+from sandboxes.domains import SandboxHooks
 from schemas.records import Environment
 
 
@@ -29,9 +29,7 @@ def replay_sandbox(environment: Environment) -> DesktopSandbox:
     return DesktopSandbox(recorded_config(environment))
 
 
-DOMAIN = DomainSpec(
-    name="os",
-    observation_format=OBSERVATION_FORMAT,
+HOOKS = SandboxHooks(
     parse_action=parse_action,
     action_space=ACTION_SPACE,
     replay_sandbox=replay_sandbox,

@@ -3,7 +3,7 @@ catalogue server per episode, isolated in bwrap, with the tool definitions in ev
 
 from __future__ import annotations
 
-from sandboxes.domains import REPLAY_BACKEND, DomainSpec
+from sandboxes.domains import REPLAY_BACKEND, SandboxHooks, domain_spec
 from sandboxes.mcp.actions import ACTION_SPACE, MCP_RESULT, TOOL_CALL, parse_action, tool_call_text
 from sandboxes.mcp.catalogue import (
     CatalogueError,
@@ -29,8 +29,9 @@ def replay_sandbox(environment: Environment) -> McpSandbox:
         raise ValueError("this MCP environment records no server entry to replay")
     entry = entry_from_dict(name, config["entry"], "recorded environment")
     choice = str(config.get(REPLAY_BACKEND) or "auto")
-    if choice not in ("auto", "bwrap", "local"):
-        raise ValueError(f"the MCP sandbox has no {choice!r} backend; choose bwrap or local")
+    backends = domain_spec("mcp").replay_backends
+    if choice != "auto" and choice not in backends:
+        raise ValueError(f"the MCP sandbox has no {choice!r} backend; choose {' or '.join(backends)}")
     recorded = dict(config.get("backend_config") or {})
     if choice == "local":
         backend: BwrapBackend | LocalBackend = LocalBackend()
@@ -41,9 +42,7 @@ def replay_sandbox(environment: Environment) -> McpSandbox:
     return McpSandbox(McpConfig(catalogue={name: entry}, backend=backend))
 
 
-DOMAIN = DomainSpec(
-    name="mcp",
-    observation_format=MCP_RESULT,
+HOOKS = SandboxHooks(
     parse_action=parse_action,
     action_space=ACTION_SPACE,
     replay_sandbox=replay_sandbox,
@@ -52,7 +51,7 @@ DOMAIN = DomainSpec(
 
 __all__ = [
     "ACTION_SPACE",
-    "DOMAIN",
+    "HOOKS",
     "MCP_RESULT",
     "TOOL_CALL",
     "CatalogueError",

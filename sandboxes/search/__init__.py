@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from sandboxes.domains import DomainSpec
+from sandboxes.domains import SandboxHooks
 from sandboxes.search.actions import (
     ACTION_KINDS,
     ACTION_SCHEMA,
@@ -30,7 +30,6 @@ from sandboxes.search.config import (
     config_to_dict,
     make_backend,
 )
-from sandboxes.search.render import SEARCH_RESULTS
 from sandboxes.search.sandbox import INITIAL_TEXT, SearchSandbox
 from schemas.records import Environment
 
@@ -54,9 +53,7 @@ def replay_sandbox(environment: Environment) -> SearchSandbox:
     return SearchSandbox(config)
 
 
-DOMAIN = DomainSpec(
-    name="search",
-    observation_format=SEARCH_RESULTS,
+HOOKS = SandboxHooks(
     parse_action=parse_action,
     action_space=ACTION_SPACE,
     replay_sandbox=replay_sandbox,
@@ -67,7 +64,7 @@ __all__ = [
     "ACTION_KINDS",
     "ACTION_SCHEMA",
     "ANSWER",
-    "DOMAIN",
+    "HOOKS",
     "WEB_EXTRACTOR",
     "WEB_SEARCH",
     "BuildParams",

@@ -23,7 +23,7 @@ from sandboxes.swe.actions import (
     read_action,
 )
 from sandboxes.swe.config import SweConfig, make_config
-from sandboxes.swe.domain import DOMAIN
+from sandboxes.swe.domain import HOOKS
 from sandboxes.swe.sandbox import FORMAT, SweSandbox
 
 _LAZY = {
@@ -45,7 +45,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ACTION_KINDS",
     "BASH",
-    "DOMAIN",
+    "HOOKS",
     "EDIT",
     "FORMAT",
     "READ",

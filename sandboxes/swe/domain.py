@@ -10,10 +10,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from sandboxes.domains import REPLAY_BACKEND, DomainSpec
+from sandboxes.domains import REPLAY_BACKEND, SandboxHooks, domain_spec
 from sandboxes.swe.actions import parse_action
 from sandboxes.swe.config import SweConfig
-from sandboxes.swe.sandbox import CACHE_DIR, FORMAT, SweSandbox
+from sandboxes.swe.sandbox import CACHE_DIR, SweSandbox
 from sandboxes.terminal.config import make_backend
 from schemas.records import Environment
 
@@ -33,16 +33,15 @@ ACTION_SPACE = """Each turn you see the result of your last tool call. Write one
   {"action": "bash", "command": "python -m pytest -q", "timeout_s": 120}
 - stop when the task is finished: {"done": true}"""
 
-ISOLATED_BACKENDS = ("bwrap", "docker")
-
 
 def recorded_config(environment: Environment, backend: str = "auto") -> SweConfig:
     """The configuration a trajectory was recorded with; `backend` overrides the recorded one
     ("auto" keeps it). A recording made on the host (`local`) is replayed under bwrap."""
     env = environment
     kind = env.backend if backend == "auto" else backend
-    if kind not in ISOLATED_BACKENDS:
-        kind = "bwrap"
+    isolated = domain_spec("swe").replay_backends
+    if kind not in isolated:
+        kind = isolated[0]
     cls = type(make_backend(kind))
     options = {}
     if kind == env.backend:  # another backend's limits do not carry over
@@ -60,9 +59,7 @@ def replay_sandbox(environment: Environment) -> SweSandbox:
     return SweSandbox(recorded_config(environment, backend))
 
 
-DOMAIN = DomainSpec(
-    name="swe",
-    observation_format=FORMAT,
+HOOKS = SandboxHooks(
     parse_action=parse_action,
     action_space=ACTION_SPACE,
     replay_sandbox=replay_sandbox,

@@ -16,13 +16,13 @@ from sandboxes.terminal.config import (
     TerminalConfig,
     make_backend,
 )
-from sandboxes.terminal.domain import DOMAIN
+from sandboxes.terminal.domain import HOOKS
 from sandboxes.terminal.sandbox import TerminalSandbox
 
 __all__ = [
     "ACTION_KINDS",
     "COMMAND",
-    "DOMAIN",
+    "HOOKS",
     "KEYSTROKES",
     "BwrapBackend",
     "DockerBackend",

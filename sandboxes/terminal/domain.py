@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from sandboxes.domains import REPLAY_BACKEND, DomainSpec
+from sandboxes.domains import REPLAY_BACKEND, SandboxHooks, domain_spec
 from sandboxes.terminal.actions import parse_action
 from sandboxes.terminal.config import DockerBackend, TerminalConfig, make_backend
 from sandboxes.terminal.sandbox import TerminalSandbox
@@ -21,8 +21,6 @@ ACTION_SPACE = (
 - stop when the task is finished: {"done": true}"""
 )
 
-ISOLATED_BACKENDS = ("bwrap", "docker")
-
 
 def recorded_config(environment: Environment, backend: str = "auto") -> TerminalConfig:
     """The sandbox configuration a trajectory was recorded with (its `environment`). `backend`
@@ -31,8 +29,9 @@ def recorded_config(environment: Environment, backend: str = "auto") -> Terminal
     the host."""
     env = environment
     kind = env.backend if backend == "auto" else backend
-    if kind not in ISOLATED_BACKENDS:
-        kind = "bwrap"
+    isolated = domain_spec("terminal").replay_backends
+    if kind not in isolated:
+        kind = isolated[0]
     cls = type(make_backend(kind))
     options = {}
     if kind == env.backend:  # another backend's limits do not carry over
@@ -50,9 +49,7 @@ def replay_sandbox(environment: Environment) -> TerminalSandbox:
     return TerminalSandbox(recorded_config(environment, backend))
 
 
-DOMAIN = DomainSpec(
-    name="terminal",
-    observation_format="terminal_screen",
+HOOKS = SandboxHooks(
     parse_action=parse_action,
     action_space=ACTION_SPACE,
     replay_sandbox=replay_sandbox,

@@ -2,7 +2,7 @@
 
 from sandboxes.web.actions import ACTION_KINDS, ACTION_SPACE, parse_action
 from sandboxes.web.config import DEFAULT_START_URL, SITES, WebConfig, default_allowed_origins, site_url
-from sandboxes.web.domain import DOMAIN, replay_sandbox
+from sandboxes.web.domain import HOOKS, replay_sandbox
 from sandboxes.web.sandbox import WebSandbox
 from sandboxes.web.sites import start_sites_server
 
@@ -10,7 +10,7 @@ __all__ = [
     "ACTION_KINDS",
     "ACTION_SPACE",
     "DEFAULT_START_URL",
-    "DOMAIN",
+    "HOOKS",
     "SITES",
     "WebConfig",
     "WebSandbox",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sandboxes.domains import DomainSpec
+from sandboxes.domains import SandboxHooks
 from sandboxes.web.actions import ACTION_SPACE, parse_action
 from sandboxes.web.config import WebConfig
 from sandboxes.web.sandbox import WebSandbox
@@ -14,9 +14,7 @@ def replay_sandbox(environment: Environment) -> WebSandbox:
     return WebSandbox(WebConfig.from_recorded(environment.config))
 
 
-DOMAIN = DomainSpec(
-    name="web",
-    observation_format="a11y_tree",
+HOOKS = SandboxHooks(
     parse_action=parse_action,
     action_space=ACTION_SPACE,
     replay_sandbox=replay_sandbox,

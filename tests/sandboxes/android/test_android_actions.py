@@ -10,7 +10,7 @@ import pytest
 from sandboxes.android import (
     ACTION_KINDS,
     ACTION_SCHEMA,
-    DOMAIN,
+    HOOKS,
     AndroidConfig,
     AndroidSandbox,
     parse_action,
@@ -118,7 +118,7 @@ def test_tree_is_bounded_and_escapes_text() -> None:
 
 def test_domain_spec_is_registered() -> None:
     spec = domain_spec("android")
-    assert spec is DOMAIN and spec.observation_format == "android_ui_tree"
+    assert spec.hooks is HOOKS and spec.observation_format == "android_ui_tree"
     assert spec.parse_action("navigate_back", {}).text == '{"action_type": "navigate_back"}'
     assert all(f'"{kind}"' in spec.action_space for kind in ACTION_KINDS)
     config = AndroidConfig(automation_name="Fake", app="/tmp/app.xml", max_nodes=42)

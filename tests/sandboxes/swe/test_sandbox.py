@@ -18,7 +18,7 @@ import pytest
 from sandboxes.base import InvalidActionError, SandboxClosedError, SandboxCrashedError
 from sandboxes.checks import check_sandbox, resource_exists
 from sandboxes.domains import domain_spec
-from sandboxes.swe import DOMAIN, SweConfig, SweSandbox, bash_action, edit_action, make_config, read_action
+from sandboxes.swe import HOOKS, SweConfig, SweSandbox, bash_action, edit_action, make_config, read_action
 from schemas.records import Action, Task
 
 OPS = """def add(a, b):
@@ -103,7 +103,7 @@ def test_reset_shows_the_repository_and_records_the_tools(sandbox: SweSandbox, t
     assert [t.name for t in env.tools] == ["read", "edit", "bash"]
     assert env.tools[1].input_schema["properties"]["command"]["enum"] == ["str_replace", "create", "insert"]
     assert env.config["task_metadata"]["template"] == str(template)
-    assert domain_spec("swe") is DOMAIN
+    assert domain_spec("swe").hooks is HOOKS
 
 
 def test_an_edit_within_the_second_of_the_last_run_is_what_the_next_run_imports(fresh: SweSandbox) -> None:
@@ -292,7 +292,7 @@ def test_replay_sandbox_from_a_local_recording_runs_under_bwrap(template: Path) 
         assert first.text.startswith(f"Repository mathx 1.0 at {local.workspace}.")
         assert text_of(local, bash_action("pwd")) == f"{local.workspace}\n[exit status: 0]"
         environment = local.describe()
-    replay = DOMAIN.replay_sandbox(environment)
+    replay = HOOKS.replay_sandbox(environment)
     assert replay.config.backend.kind == "bwrap"
     with replay:
         again = replay.reset(_task(template))

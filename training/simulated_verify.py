@@ -85,7 +85,7 @@ def _last_view(steps: list[Step], initial: Observation | None) -> Observation | 
 
 def _page_url(verifier: dict[str, Any], last: Observation | None) -> Verification:
     from sandboxes.web.verify import score_page_url
-    from training.fidelity.observations import parse_web
+    from training.observations.parsers import parse_web
 
     page = parse_web(last.text) if last is not None else None
     if page is None or not page.url:

@@ -45,7 +45,7 @@ from schemas.records import (
 )
 from schemas.render import chat_messages, extract_prediction, strip_think
 from training.backends.base import GenerationConfig, WorldModelBackend
-from training.fidelity.observations import ACTION_FORMATS, DOMAIN_FORMATS, observation_data
+from training.observations.parsers import ACTION_FORMATS, DOMAIN_FORMATS, observation_data
 from training.simulated_verify import simulated_verification
 from training.targets import model_target, rebuild
 

@@ -13,10 +13,13 @@ from sandboxes.checks import check_sandbox
 from schemas.records import Action, Observation, Task
 from tests.training.test_backends import scripted_chat_server
 from training.backends.openai_http import OpenAIBackend
-from training.fidelity.android import ANDROID_METRICS, android_data, android_scores, position_share
-from training.fidelity.domain_metrics import DOMAIN_METRICS, domain_scores
-from training.fidelity.metrics import Template, aggregate, format_valid, score_turn
-from training.fidelity.observations import observation_data
+from training.fidelity.android import ANDROID_METRICS, android_scores, position_share
+from training.fidelity.domain_metrics import domain_metrics, domain_scores
+from training.fidelity.metrics import aggregate, score_turn
+from training.observations.parsers import observation_data
+from training.observations.template import Template
+from training.observations.trees import android_data
+from training.rewards.verifiers import format_valid
 from training.simulator import SimulatedSandbox
 
 CLOCK = """Package: com.google.android.deskclock  Activity: com.android.deskclock.DeskClock
@@ -105,7 +108,7 @@ def test_format_verifier_wants_the_android_form_where_the_real_turn_had_it() -> 
 
 
 def test_turn_scores_and_aggregates_carry_the_android_metrics() -> None:
-    assert set(DOMAIN_METRICS["android"]) == set(ANDROID_METRICS)
+    assert set(domain_metrics("android")) == set(ANDROID_METRICS)
     assert domain_scores("android", CLOCK, CLOCK)["node_f1"] == 1.0
     row = score_turn("android", RENUMBERED, Template.stable(CLOCK)).as_dict()
     assert row["format_valid"] and row["position_within_tolerance"] == 1.0

@@ -7,11 +7,13 @@ from pathlib import Path
 import pytest
 
 from training.fidelity.domain_metrics import search_scores, web_scores
-from training.fidelity.metrics import Template, aggregate, format_valid, score_against, score_turn
-from training.fidelity.observations import observation_data, parse_results, parse_web, without_bids
+from training.fidelity.metrics import aggregate, score_against, score_turn
 from training.fidelity.overlap import multiset_f1
 from training.fidelity.report import build_report, domain_tables
 from training.fidelity.report_html import write_all
+from training.observations.parsers import observation_data, parse_results, parse_web, without_bids
+from training.observations.template import Template
+from training.rewards.verifiers import format_valid
 
 PAGE = """URL: http://shop.agentworld.test/cart
 Title: Cart - Shop

@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from training.fidelity.metrics import (
-    Span,
-    Template,
-    aggregate,
-    format_valid,
-    line_prf,
-    looks_like_prompt,
-    score_turn,
-    shape_pattern,
-)
+from training.fidelity.metrics import aggregate, line_prf, score_turn
 from training.fidelity.noise_floor import volatile_template
+from training.observations.shapes import shape_pattern
+from training.observations.template import Span, Template
 from training.rewards.judge import parse_judge_reply, to_percent
+from training.rewards.verifiers import format_valid
+from training.rewards.verifiers.terminal import looks_like_prompt
 
 SCREEN = "agent@sandbox:~$ date\nMon Nov 30 09:51:07 UTC 2026\nagent@sandbox:~$"
 

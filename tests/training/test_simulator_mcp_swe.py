@@ -27,7 +27,7 @@ from tests.schemas.mcp_swe_records import (
 )
 from tests.training.test_backends import scripted_chat_server
 from training.backends.openai_http import OpenAIBackend
-from training.fidelity.observations import mcp_data, swe_data
+from training.observations.parsers import mcp_data, swe_data
 from training.simulator import SimulatedSandbox
 
 MCP = mcp_trajectory()

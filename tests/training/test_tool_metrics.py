@@ -16,11 +16,13 @@ from tests.schemas.mcp_swe_records import (
     swe_trajectory,
     time_result,
 )
-from training.fidelity.metrics import Template, aggregate, format_valid, score_against, score_turn
+from training.fidelity.metrics import aggregate, score_against, score_turn
 from training.fidelity.noise_floor import build_noise_floor
 from training.fidelity.replay import Replay
 from training.fidelity.report import build_report, domain_tables
 from training.fidelity.tool_metrics import leaves, mcp_scores, summary_counts, swe_scores, volatile_paths
+from training.observations.template import Template
+from training.rewards.verifiers import format_valid
 
 WHEN = "2026-11-30T10:30:00+01:00"
 

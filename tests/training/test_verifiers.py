@@ -16,8 +16,9 @@ from schemas.storage import read_trajectories
 from tests.training.conftest import TERMINAL_RUN
 from tests.training.test_noise_floor import real_runs
 from training.fidelity import metrics
-from training.fidelity.metrics import Template, score_against
+from training.fidelity.metrics import score_against
 from training.fidelity.noise_floor import volatile_template
+from training.observations.template import Template
 from training.rewards.verifiers import CHECKS, format_valid, verify
 from training.rewards.verifiers.__main__ import main as verifiers_cli
 

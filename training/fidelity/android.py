@@ -1,4 +1,5 @@
-"""The Android domain's observation form for the simulator and the fidelity metrics (pure).
+"""The Android domain's fidelity metrics (pure); the simulator reads the same form in
+training/observations/trees.py.
 
 An `android_ui_tree` observation is an `Error:` line (when the action failed), a
 `Package: <package>  Activity: <activity>` line, then one UI node a line,
@@ -21,8 +22,6 @@ Metrics, each scored against the recorded text:
 
 from __future__ import annotations
 
-from typing import Any
-
 from sandboxes.android.tree_text import AndroidTree, Node, parse_tree
 from training.fidelity.overlap import multiset_f1
 from training.fidelity.tree_metrics import share_placed_close
@@ -32,18 +31,6 @@ POSITION_TOLERANCE_PX = 16  # a phone screen is ~1080 px wide: 1.5 % of it
 ANDROID_METRICS = (
     "node_f1", "node_flag_f1", "position_within_tolerance", "package_match", "activity_match", "error_match",
 )  # fmt: skip
-
-
-def android_data(text: str) -> dict[str, Any]:
-    """The sandbox's `data` as far as the text carries it."""
-    tree = parse_tree(text)
-    return {
-        "package": tree.package or "unknown",
-        "activity": tree.activity or "unknown",
-        "nodes": len(tree.nodes) + tree.more,
-        "truncated": tree.truncated,
-        "error": tree.error,
-    }
 
 
 def _flag_key(node: Node) -> tuple[str, str, str, str, tuple[str, ...]]:
@@ -80,8 +67,3 @@ def android_scores(prediction: str, reference: str) -> dict[str, float | None]:
         scores["activity_match"] = float(form and pred.activity == real.activity)
         scores["error_match"] = float(form and bool(pred.error) == bool(real.error))
     return scores
-
-
-def is_android_text(text: str) -> bool:
-    """Whether a text is in the Android form at all (a recorded runner error, say, is not)."""
-    return parse_tree(text).has_head

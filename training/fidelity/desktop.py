@@ -1,4 +1,5 @@
-"""The desktop (os) domain's observation form for the simulator and the fidelity metrics (pure).
+"""The desktop (os) domain's fidelity metrics (pure); the simulator reads the same form in
+training/observations/trees.py.
 
 A `desktop_a11y_tree` observation is `Error:` (when the action failed) and `Focused:` lines, then
 one accessibility node a line, `[id] role "name" value="..." states=... @(x,y wxh)`, and maybe a
@@ -20,8 +21,6 @@ Metrics, each scored against the recorded text:
 
 from __future__ import annotations
 
-from typing import Any
-
 from sandboxes.desktop.tree_text import DesktopTree, Node, parse_tree
 from training.fidelity.overlap import multiset_f1
 from training.fidelity.tree_metrics import share_placed_close
@@ -29,17 +28,6 @@ from training.fidelity.tree_metrics import share_placed_close
 OBSERVATION_FORMAT = "desktop_a11y_tree"
 POSITION_TOLERANCE_PX = 8
 DESKTOP_METRICS = ("node_f1", "node_state_f1", "position_within_tolerance", "focused_match", "error_match")
-
-
-def desktop_data(text: str) -> dict[str, Any]:
-    """The parts of the desktop sandbox's `data` that the text carries (not `backend`)."""
-    tree = parse_tree(text)
-    return {
-        "focused": tree.focused or "none",
-        "nodes": len(tree.nodes) + tree.more,
-        "truncated": tree.truncated,
-        "error": tree.error,
-    }
 
 
 def _state_key(node: Node) -> tuple[str, str, str, tuple[str, ...]]:
@@ -82,8 +70,3 @@ def desktop_scores(prediction: str, reference: str) -> dict[str, float | None]:
         scores["focused_match"] = float(form and pred.focused == real.focused)
         scores["error_match"] = float(form and bool(pred.error) == bool(real.error))
     return scores
-
-
-def is_desktop_text(text: str) -> bool:
-    """Whether a text is in the desktop form at all (a recorded runner error, say, is not)."""
-    return parse_tree(text).has_focused_line

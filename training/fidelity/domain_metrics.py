@@ -1,6 +1,7 @@
 """Metrics suited to a domain's observation form, beside the text metrics every domain gets (pure).
 
-MCP and SWE tool results have their own module (tool_metrics.py), registered here.
+MCP and SWE tool results have their own module (tool_metrics.py), registered here. A domain's record
+(sandboxes.domains) names its scorer in SCORERS.
 
 - web: line F1 over the accessibility tree's node lines, with the `[bid]`s kept (a node must carry
   the id the page gave it) and with them removed (the same nodes, whatever ids); whether the URL and
@@ -21,26 +22,20 @@ apply to a turn is None and left out of the means.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
+from sandboxes.domains import KNOWN_DOMAINS, domain_spec
 from training.fidelity.android import ANDROID_METRICS, android_scores
 from training.fidelity.desktop import DESKTOP_METRICS, desktop_scores
-from training.fidelity.observations import parse_results, parse_web, without_bids
 from training.fidelity.overlap import multiset_f1
 from training.fidelity.tool_metrics import MCP_METRICS, SWE_METRICS, mcp_scores, swe_scores
+from training.observations.parsers import parse_results, parse_web, without_bids
 
 TOP_K = 5
 
 WEB_METRICS = ("tree_f1", "tree_f1_no_bids", "url_match", "title_match")
 SEARCH_METRICS = ("result_precision", "result_recall", "result_f1", f"overlap_at_{TOP_K}", "rank_agreement")
 SEARCH_PAGE_METRICS = ("page_line_f1",)
-DOMAIN_METRICS: dict[str, tuple[str, ...]] = {
-    "web": WEB_METRICS,
-    "search": SEARCH_METRICS + SEARCH_PAGE_METRICS,
-    "mcp": MCP_METRICS,
-    "swe": SWE_METRICS,
-    "os": DESKTOP_METRICS,
-    "android": ANDROID_METRICS,
-}
 
 
 def web_scores(prediction: str, reference: str) -> dict[str, float | None]:
@@ -82,17 +77,41 @@ def search_scores(prediction: str, reference: str) -> dict[str, float | None]:
     return scores
 
 
-_SCORERS: dict[str, Callable[[str, str], dict[str, float | None]]] = {
-    "web": web_scores,
-    "search": search_scores,
-    "os": desktop_scores,
-    "android": android_scores,
+@dataclass(frozen=True)
+class Scorer:
+    metrics: tuple[str, ...]  # the names of the scores it gives
+    # (prediction, reference, others): `others` are the other real runs of the turn (the noise floor's
+    # replays), which the tool-result scorers read for the volatile values.
+    score: Callable[[str, str, Sequence[str]], dict[str, float | None]]
+
+
+def _ignoring_others(scorer: Callable[[str, str], dict[str, float | None]]) -> Callable:
+    return lambda prediction, reference, others: scorer(prediction, reference)
+
+
+# The scorers a domain's record names (sandboxes.domains.DomainSpec.scorer), by that name.
+SCORERS = {
+    "web_scores": Scorer(WEB_METRICS, _ignoring_others(web_scores)),
+    "search_scores": Scorer(SEARCH_METRICS + SEARCH_PAGE_METRICS, _ignoring_others(search_scores)),
+    "desktop_scores": Scorer(DESKTOP_METRICS, _ignoring_others(desktop_scores)),
+    "android_scores": Scorer(ANDROID_METRICS, _ignoring_others(android_scores)),
+    "mcp_scores": Scorer(MCP_METRICS, mcp_scores),
+    "swe_scores": Scorer(SWE_METRICS, swe_scores),
 }
-# Scorers that also read the other real runs of the turn (the noise floor's replays) for volatility.
-_VOLATILITY_SCORERS: dict[str, Callable[[str, str, Sequence[str]], dict[str, float | None]]] = {
-    "mcp": mcp_scores,
-    "swe": swe_scores,
-}
+# Every domain's own metric names, each once (two tree domains share node_f1).
+ALL_DOMAIN_METRICS = tuple(dict.fromkeys(m for scorer in SCORERS.values() for m in scorer.metrics))
+
+
+def _scorer(domain: str) -> Scorer | None:
+    name = domain_spec(domain).scorer if domain in KNOWN_DOMAINS else ""
+    return SCORERS[name] if name else None
+
+
+def domain_metrics(domain: str) -> tuple[str, ...]:
+    """The names of the domain's own metrics; () for a domain with none beyond the text metrics and
+    for a name that is no domain (a report's "overall")."""
+    scorer = _scorer(domain)
+    return scorer.metrics if scorer else ()
 
 
 def domain_scores(
@@ -100,7 +119,5 @@ def domain_scores(
 ) -> dict[str, float | None]:
     """The domain's own metrics of one turn ({} for a domain that has none beyond the text metrics);
     `others`: other real runs of the turn, where the noise floor replayed it."""
-    if domain in _VOLATILITY_SCORERS:
-        return _VOLATILITY_SCORERS[domain](prediction, reference, others)
-    scorer = _SCORERS.get(domain)
-    return scorer(prediction, reference) if scorer else {}
+    scorer = _scorer(domain)
+    return scorer.score(prediction, reference, others) if scorer else {}

@@ -8,7 +8,7 @@ for as long as what it sees does not steer it. Each pair gives:
 - the steps each took to the end (the outcome's status beside them);
 - the turn of first divergence, 1-based: the first turn whose actions differ (kind and arguments), or,
   where the actions are the same, whose simulated observation no longer matches the real one: the
-  domain's main fidelity metric (comparison.MAIN_METRICS, edit similarity where a domain has none; the
+  domain's main fidelity metric (its record's main_metrics, edit similarity where a domain has none; the
   same score as the observation-level report, against the real text alone, no noise floor) falls below
   the match threshold. When one side stops while the other goes on with everything equal so far, the
   divergence is the first turn only one side has ("length"); "none" when neither ever diverged.
@@ -27,7 +27,7 @@ from training.fidelity.agreement import cohens_kappa, confusion, verdict
 from training.fidelity.bootstrap import paired_difference
 from training.fidelity.comparison import main_metric, main_score
 from training.fidelity.metrics import score_turn
-from training.fidelity.template import Template
+from training.observations.template import Template
 
 DEFAULT_SUCCESS = 1.0
 DEFAULT_MATCH = 0.8

@@ -24,18 +24,9 @@ from rapidfuzz.distance import Levenshtein
 
 from schemas.records import Observation
 from schemas.render import target_text
-from training.fidelity.domain_metrics import DOMAIN_METRICS, domain_scores
-from training.fidelity.shapes import shape_pattern
-from training.fidelity.template import Span, Template, match_volatile
+from training.fidelity.domain_metrics import ALL_DOMAIN_METRICS, domain_scores
+from training.observations.template import Template, match_volatile
 from training.rewards.verifiers import format_valid, verify
-from training.rewards.verifiers.terminal import looks_like_prompt
-
-# Templates, the format rule and the prompt test live with their other users (template.py,
-# training/rewards/verifiers); they stay importable from here, where the metrics' callers find them.
-__all__ = [
-    "Span", "Template", "TurnScore", "aggregate", "format_valid", "line_prf", "looks_like_prompt",
-    "mean_scores", "score_against", "score_turn", "shape_pattern",
-]  # fmt: skip
 
 
 @dataclass
@@ -143,7 +134,7 @@ def mean_scores(rows: Iterable[dict]) -> dict[str, float | int | None]:
     domain's own metrics where rows carry them."""
     rows = list(rows)
     out: dict[str, float | int | None] = {"turns": len(rows)}
-    own = [m for ms in DOMAIN_METRICS.values() for m in ms if any(m in r for r in rows)]
+    own = [m for m in ALL_DOMAIN_METRICS if any(m in r for r in rows)]
     for name in (*METRICS, *own):
         values = [float(r[name]) for r in rows if r.get(name) is not None]
         out[name] = sum(values) / len(values) if values else None

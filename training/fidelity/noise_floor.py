@@ -19,9 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from schemas.records import Trajectory
-from training.fidelity.metrics import Span, Template, score_turn
+from training.fidelity.metrics import score_turn
 from training.fidelity.replay import Replay
-from training.fidelity.shapes import tokens
+from training.observations.shapes import tokens
+from training.observations.template import Span, Template
 
 
 def _boundary_map(ref: list[str], other: list[str]) -> tuple[list[bool], set[int], list[int], list[int]]:

@@ -1,7 +1,7 @@
 """Metrics for tool results (pure): MCP results compared as JSON structure, SWE results on exit status,
 output lines, diff lines and test counts. Forms as the sandboxes record them (see
-observations.py). Volatility comes from the noise floor: `others` are other real runs of the same
-turn, and what differs between them and the recording is only held to its form.
+training/observations/parsers.py). Volatility comes from the noise floor: `others` are other real
+runs of the same turn, and what differs between them and the recording is only held to its form.
 
 - mcp: `json_valid` (the prediction parses), `json_key_f1` (F1 of the leaf paths: which keys, at
   which places, hold values; a text content item holding JSON is compared as that JSON),
@@ -23,9 +23,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from training.fidelity.observations import is_diff, parse_json, swe_status
 from training.fidelity.overlap import counter_f1, f1
-from training.fidelity.shapes import shape_pattern
+from training.observations.parsers import is_diff, parse_json, result_kind, swe_status
+from training.observations.shapes import shape_pattern
 
 MCP_METRICS = ("json_valid", "json_key_f1", "json_value_match", "json_volatile_form", "result_kind_match")
 SWE_METRICS = ("exit_status_match", "output_line_f1", "diff_line_f1", "test_counts_match")
@@ -81,17 +81,6 @@ def _kind(value: Any) -> str:
 
 def _same(a: Any, b: Any) -> bool:
     return _kind(a) == _kind(b) and a == b
-
-
-def result_kind(value: Any) -> str | None:
-    """ "protocol_error", "tool_error" or "ok" for an MCP result object; None for anything else."""
-    if not isinstance(value, dict):
-        return None
-    if isinstance(value.get("error"), dict):
-        return "protocol_error"
-    if "content" in value or "isError" in value:
-        return "tool_error" if value.get("isError") is True else "ok"
-    return None
 
 
 def volatile_paths(reference: Any, others: Sequence[str]) -> tuple[set[Path], dict[Path, list[Any]]]:

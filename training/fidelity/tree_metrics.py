@@ -1,4 +1,5 @@
-"""What the accessibility-tree domains (android, os) score the same way: node placement and nesting."""
+"""What the accessibility-tree domains (android, os) score the same way: node placement (their nesting
+check, shared with the rule verifiers, is in training/observations/trees.py)."""
 
 from __future__ import annotations
 
@@ -29,10 +30,3 @@ def share_placed_close(
             within += close(boxes[key][taken[key]], box)
             taken[key] += 1
     return within / len(real)
-
-
-def nests_one_level_at_a_time(depths: Sequence[int]) -> bool:
-    """A tree written one node a line: it starts at depth 0 and goes down at most one level a line."""
-    if depths and depths[0] != 0:
-        return False
-    return all(b - a <= 1 for a, b in zip(depths, depths[1:], strict=False))

@@ -16,7 +16,7 @@ from schemas.render import extract_prediction
 from training.backends import WorldModelBackend, make_backend
 from training.fidelity.comparison import main_score
 from training.fidelity.metrics import score_turn
-from training.fidelity.template import Template
+from training.observations.template import Template
 from training.rewards.judge import judge, sample_score
 
 

@@ -2,7 +2,7 @@
 
 With a noise floor (a `Template` measured against other real runs of the same actions), every stable
 span must be reproduced exactly, and each volatile span (a time, a PID, a temp name some real run
-changed) may hold text only up to its bound: the metric `stable_exact` (training/fidelity/template.py).
+changed) may hold text only up to its bound: the metric `stable_exact` (training/observations/template.py).
 
 Without one, nothing says which parts are volatile, and demanding the whole text would refuse a
 prediction for a clock that ticked. The conservative rule: every non-blank line of the real observation
@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from training.fidelity.template import Template, match_volatile
+from training.observations.template import Template, match_volatile
 from training.rewards.verifiers.verdict import Failure
 
 # A word holding a digit: 09:51:07 gives three, 2026-12-02T07 one, 3f2a1b9c one, pid 4711 one.

@@ -3,7 +3,7 @@ results `[n] url` with http(s) URLs, ranked one after another. An extracted page
 
 from __future__ import annotations
 
-from training.fidelity.observations import parse_results
+from training.observations.parsers import parse_results
 from training.rewards.verifiers.verdict import Failure
 
 CHECKS = {

@@ -9,8 +9,7 @@ unified diff, a read numbers its lines as `cat -n` does, wherever the real turn 
 
 from __future__ import annotations
 
-from training.fidelity.observations import is_diff, is_numbered_listing, parse_json, swe_status
-from training.fidelity.tool_metrics import result_kind
+from training.observations.parsers import is_diff, is_numbered_listing, parse_json, result_kind, swe_status
 from training.rewards.verifiers.verdict import Failure
 
 CHECKS = {

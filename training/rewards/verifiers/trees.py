@@ -15,10 +15,8 @@ import xml.etree.ElementTree as ET
 
 from sandboxes.android.tree_text import parse_tree as parse_android
 from sandboxes.desktop.tree_text import parse_tree as parse_desktop
-from training.fidelity.android import is_android_text
-from training.fidelity.desktop import is_desktop_text
-from training.fidelity.observations import is_tree_node, parse_web
-from training.fidelity.tree_metrics import nests_one_level_at_a_time
+from training.observations.parsers import is_tree_node, parse_web
+from training.observations.trees import is_android_text, is_desktop_text, nests_one_level_at_a_time
 from training.rewards.verifiers.verdict import Failure
 
 CHECKS = {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from training.fidelity.template import Template
+from training.observations.template import Template
 from training.rewards.verifiers.commentary import commentary_failures
 from training.rewards.verifiers.deterministic import deterministic_failures
 from training.rewards.verifiers.extraction import extract_strict

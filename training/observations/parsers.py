@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.records import Action
-from training.fidelity.android import android_data
-from training.fidelity.desktop import desktop_data
+from training.observations.trees import android_data, desktop_data
 
 # Web (BrowserGym-style, see sandboxes/web): "URL: ...", "Title: ...", "Tabs: ...", "Focused: ...",
 # "Error: ..." header lines (and "Loading:", "Blocked:", "Dialog:", "Download:" ones, not compared),
@@ -205,6 +204,17 @@ def mcp_data(text: str, tool: str = "") -> dict[str, Any]:
         names = [n.strip() for n in connected.group(3).split(",") if n.strip()]
         return {"tools": names}
     return {}
+
+
+def result_kind(value: Any) -> str | None:
+    """ "protocol_error", "tool_error" or "ok" for an MCP result object; None for anything else."""
+    if not isinstance(value, dict):
+        return None
+    if isinstance(value.get("error"), dict):
+        return "protocol_error"
+    if "content" in value or "isError" in value:
+        return "tool_error" if value.get("isError") is True else "ok"
+    return None
 
 
 def is_diff(text: str) -> bool:

@@ -1,7 +1,7 @@
 """The character-class form of text: what a volatile value (a time, an id) must keep when it changes.
 
-Shared by the text metrics (metrics.py: volatile spans of the noise floor's templates) and the
-domains' structured metrics (domain_metrics.py: volatile JSON values, volatile output lines).
+Shared by the templates (template.py: volatile spans of the noise floor's templates), the noise floor
+and the domains' structured metrics (training/fidelity: volatile JSON values, volatile output lines).
 """
 
 from __future__ import annotations

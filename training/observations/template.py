@@ -1,11 +1,11 @@
-"""A real observation cut into stable and volatile spans (made by noise_floor.py), and the matching of
-a prediction against it.
+"""A real observation cut into stable and volatile spans (made by training/fidelity/noise_floor.py),
+and the matching of a prediction against it.
 
 Stable spans are what every real run of the turn showed: a prediction must reproduce them exactly.
 Volatile spans (timestamps, PIDs, temp names seen to differ between real runs) may hold any text up to
-a bound (`Span.max_chars`). Shared by the fidelity metrics (metrics.py: `stable_exact`, `volatile_form`)
-and the rule verifiers (training/rewards/verifiers: the deterministic-content check), so both read a template
-the same way.
+a bound (`Span.max_chars`). Shared by the fidelity metrics (training/fidelity/metrics.py:
+`stable_exact`, `volatile_form`) and the rule verifiers (training/rewards/verifiers: the
+deterministic-content check), so both read a template the same way.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from training.fidelity.shapes import shape_pattern
+from training.observations.shapes import shape_pattern
 
 
 @dataclass

@@ -7,6 +7,8 @@ test sees exactly what reached the model and the judge."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -20,7 +22,7 @@ from schemas.render import agentworldbench_record, chat_messages, parse_predicti
 from tests.llm_server import LLMServer
 from tests.training.conftest import OFFLINE, ROOT, TERMINAL_RUN
 from tests.training.test_backends import ScriptedServer, scripted_chat_server
-from training.agentworldbench import score
+from training.agentworldbench import main, score
 from training.backends.base import GenerationConfig
 from training.backends.openai_http import OpenAIBackend
 from training.rewards.judge import DIMENSIONS
@@ -36,9 +38,22 @@ def write_prompts(root: Path) -> Path:
     return root / "prompts"
 
 
-def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def bench_process(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """`python -m training.agentworldbench` as users run it."""
     argv = [sys.executable, "-m", "training.agentworldbench", *args]
     return subprocess.run(argv, cwd=ROOT, env=OFFLINE, capture_output=True, text=True, timeout=timeout)
+
+
+def bench(*args: str) -> subprocess.CompletedProcess[str]:
+    """The same CLI's `main(argv)` in this process (no interpreter and torch import per call), its exit
+    code and printed text in the same shape."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse's usage errors
+            code = exc.code if isinstance(exc.code, int) else 2
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 def marked_record(trajectory, turn_idx: int, current_prompt: str | None = None) -> dict:
@@ -83,7 +98,7 @@ def test_infer_judge_score_sees_nothing_after_turn_idx(tmp_path: Path, relay: Sc
     infer = ["infer", "--data", str(data), "--model", relay.base_url, "--out", str(preds)]
     # One request at a time: the server answers them in turn, and a queued one must not time out.
     infer += ["--concurrency", "1", "--no-progress"]
-    done = bench(*infer, timeout=600)
+    done = bench_process(*infer)
     assert done.returncode == 0, done.stderr[-3000:]
     # The model got each turn's chat exactly as a record cut at turn_idx renders it (an empty
     # current_prompt read as prompt[turn_idx-1]), and neither the reference nor any later turn.
@@ -105,7 +120,7 @@ def test_infer_judge_score_sees_nothing_after_turn_idx(tmp_path: Path, relay: Sc
 
     judge = ["judge", "--data", str(data), "--predictions", str(preds), "--judge-url", relay.base_url]
     judge += ["--out", str(judged), "--max-chars", "300", "--concurrency", "1", "--no-progress"]
-    done = bench(*judge, timeout=600)
+    done = bench(*judge)
     assert done.returncode == 0, done.stderr[-3000:]
     judge_chats = [r["messages"][1]["content"] for r in relay.requests[len(records) :]]
     assert len(judge_chats) == len(records)
@@ -156,7 +171,7 @@ def test_the_public_judge_with_a_real_model(tmp_path: Path, relay: ScriptedServe
     done = bench(
         "judge", "--data", str(data), "--predictions", str(preds), "--judge-url", relay.base_url,
         "--out", str(judged), "--prompts-dir", str(prompts_dir), "--max-chars", "300",
-        "--max-new-tokens", "48", "--concurrency", "1", "--no-progress", timeout=900,
+        "--max-new-tokens", "48", "--concurrency", "1", "--no-progress",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert 1 <= len(relay.requests) <= 3

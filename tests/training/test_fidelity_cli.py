@@ -4,7 +4,6 @@ REAL llama.cpp server as the model and a random-weight Qwen3 as its base."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import pytest
 from tests.collectors.test_replay_lazy import dataset_with_corrupt_tail
 from tests.llm_server import LLMServer
 from tests.training.conftest import OFFLINE, ROOT, TERMINAL_RUN
+from training.fidelity.__main__ import main as fidelity_main
 
 
 def run_fidelity(out: Path, server: LLMServer, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -129,26 +129,13 @@ def test_untagged_replies_score_on_content_and_a_limit_stops_reading(
     assert html.index("No real-vs-real ceiling") < html.index("<svg")
 
 
-def test_cli_errors_say_what_to_do(tmp_path: Path) -> None:
-    argv = [sys.executable, "-m", "training.fidelity", "--real", str(tmp_path / "nothing"), "--model", "x"]
-    done = subprocess.run(
-        [*argv, "--out", str(tmp_path / "o")],
-        cwd=ROOT,
-        env=OFFLINE,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert (
-        done.returncode == 2 and "cannot read --real" in done.stderr and "collectors.terminal" in done.stderr
-    )
-    helped = subprocess.run(
-        [sys.executable, "-m", "training.fidelity", "--help"],
-        cwd=ROOT,
-        env={**os.environ, **OFFLINE},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert helped.returncode == 0 and "examples:" in helped.stdout and "--replays" in helped.stdout
-    assert "--compare NAME=SPEC" in helped.stdout and "base.json" in helped.stdout
+def test_cli_errors_say_what_to_do(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--real", str(tmp_path / "nothing"), "--model", "x", "--out", str(tmp_path / "o")]
+    assert fidelity_main(argv) == 2
+    err = capsys.readouterr().err
+    assert "cannot read --real" in err and "collectors.terminal" in err
+    with pytest.raises(SystemExit) as helped:
+        fidelity_main(["--help"])
+    out = capsys.readouterr().out
+    assert helped.value.code == 0 and "examples:" in out and "--replays" in out
+    assert "--compare NAME=SPEC" in out and "base.json" in out

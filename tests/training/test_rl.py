@@ -19,6 +19,7 @@ from tests.llm_server import LLMServer
 from tests.training.conftest import OFFLINE, ROOT, TERMINAL_RUN
 from training.backends import make_backend
 from training.backends.base import GenerationConfig
+from training.rl.__main__ import main as rl_main
 from training.rl.samples import one_turn_per_trajectory, read_records
 from training.simulator import SimulatedSandbox
 
@@ -61,16 +62,17 @@ def test_one_turn_per_trajectory_is_a_seeded_choice(rl_corpus: Path) -> None:
 
 
 def test_a_missing_corpus_and_a_hybrid_without_judge_are_clear_errors(
-    rl_corpus: Path, tmp_path: Path
+    rl_corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    done = rl("--corpus", str(tmp_path), "--base", BASE, "--out", str(tmp_path / "run"), "--reward", "rules")
-    assert done.returncode == 2 and "build_corpus --emit rl" in done.stderr
-    done = rl("--corpus", str(rl_corpus), "--base", BASE, "--out", str(tmp_path / "run"))
-    assert done.returncode == 2 and "--judge-url" in done.stderr
+    def refused(*args: str) -> str:
+        assert rl_main([*args, "--base", BASE, "--out", str(tmp_path / "run")]) == 2
+        return capsys.readouterr().err
+
+    assert "build_corpus --emit rl" in refused("--corpus", str(tmp_path), "--reward", "rules")
+    assert "--judge-url" in refused("--corpus", str(rl_corpus))
     unnamed = tmp_path / "no-manifest"
     shutil.copytree(rl_corpus, unnamed, ignore=shutil.ignore_patterns("manifest.json"))
-    done = rl("--corpus", str(unnamed), "--base", BASE, "--out", str(tmp_path / "run"), "--reward", "rules")
-    assert done.returncode == 2 and "--skip-tokenizer-check" in done.stderr
+    assert "--skip-tokenizer-check" in refused("--corpus", str(unnamed), "--reward", "rules")
 
 
 @pytest.mark.llm

@@ -78,6 +78,7 @@ class DomainSpec:
         return self.hooks.initial_text
 
 
+# In schemas.records.DOMAINS's order.
 SPECS = (
     DomainSpec(
         name="terminal",
@@ -92,15 +93,15 @@ SPECS = (
         main_metrics=(),
     ),
     DomainSpec(
-        name="web",
-        package="web",
-        public_task="web",
-        observation_format="a11y_tree",
-        backends=("chromium",),
-        replay_backends=(),
-        verifier_kinds=("site_state", "page_url"),
-        scorer="web_scores",
-        main_metrics=("tree_f1",),
+        name="swe",
+        package="swe",
+        public_task="swe",
+        observation_format="swe_tool_result",
+        backends=("auto", "bwrap", "docker", "local"),
+        replay_backends=("bwrap", "docker"),
+        verifier_kinds=("swe_tests",),
+        scorer="swe_scores",
+        main_metrics=("output_line_f1",),
     ),
     DomainSpec(
         name="search",
@@ -114,17 +115,6 @@ SPECS = (
         main_metrics=("result_f1", "page_line_f1"),
     ),
     DomainSpec(
-        name="swe",
-        package="swe",
-        public_task="swe",
-        observation_format="swe_tool_result",
-        backends=("auto", "bwrap", "docker", "local"),
-        replay_backends=("bwrap", "docker"),
-        verifier_kinds=("swe_tests",),
-        scorer="swe_scores",
-        main_metrics=("output_line_f1",),
-    ),
-    DomainSpec(
         name="mcp",
         package="mcp",
         public_task="mcp",
@@ -135,6 +125,17 @@ SPECS = (
         scorer="mcp_scores",
         # An MCP result may hold no stable value: then its keys.
         main_metrics=("json_value_match", "json_key_f1"),
+    ),
+    DomainSpec(
+        name="web",
+        package="web",
+        public_task="web",
+        observation_format="a11y_tree",
+        backends=("chromium",),
+        replay_backends=(),
+        verifier_kinds=("site_state", "page_url"),
+        scorer="web_scores",
+        main_metrics=("tree_f1",),
     ),
     DomainSpec(
         name="os",

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandboxes.domains import domain_spec
 from schemas import read_trajectories
 from schemas.records import Trajectory
 from schemas.storage import dataset_files
@@ -81,7 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--backend",
         default="auto",
-        choices=("auto", "bwrap", "docker"),
+        choices=("auto", *domain_spec("terminal").replay_backends),
         help="sandbox backend of terminal replays (auto: each trajectory's own, with its recorded image and "
         "limits); web, search, MCP and SWE replays run in a fresh browser, search sandbox, server or "
         "workspace like the recorded one",

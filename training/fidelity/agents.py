@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from sandboxes.domains import domain_spec
 from sandboxes.tasks import load_tasks
 from schemas import read_trajectories
 from schemas.records import Trajectory
@@ -38,7 +39,6 @@ EXAMPLES = """examples:
 Rerunning with the same --out resumes both collector runs: finished episodes are kept, the rest recorded.
 Exit status: 0 with a report, 2 for a usage error, a failed collector run or nothing to compare."""
 
-COLLECTOR_MODULE = {"os": "desktop"}  # a domain whose collector package has another name
 RUN_FILE = "run.json"
 TAIL_LINES = 40
 
@@ -59,7 +59,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--out", required=True, type=Path, help="report directory; the runs' datasets go under it")
     run = p.add_argument_group("the two collector runs")
-    run.add_argument("--domain", default="terminal", help="the collector: python -m collectors.<domain>")
+    run.add_argument("--domain", default="terminal", help="the domain (or its collector package) to run")
     run.add_argument("--policy", help="scripted, explorer, llm, ... (the collector's --policy)")
     run.add_argument("--tasks", help="JSONL task file (default: the domain's embedded suite)")
     run.add_argument("--episodes", type=int, help="episodes per run (default: each task of --tasks once)")
@@ -116,6 +116,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             p.error("the simulated run needs --model-endpoint URL, e.g. http://127.0.0.1:8000/v1")
         if args.policy == "llm" and not (args.llm_base_url and args.llm_model):
             p.error("--policy llm needs --llm-base-url URL and --llm-model NAME")
+    try:
+        domain_spec(args.domain)
+    except ValueError as exc:
+        p.error(str(exc))
     if args.episodes is not None and args.episodes < 1 or args.max_steps < 1 or args.sandboxes < 1:
         p.error("--episodes, --max-steps and --sandboxes must be at least 1")
     return args
@@ -123,7 +127,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def collector_argv(args: argparse.Namespace, side: str) -> list[str]:
     """The collector command line of one side ("real" or "sim"), its --out under OUT."""
-    module = f"collectors.{COLLECTOR_MODULE.get(args.domain, args.domain)}"
+    module = f"collectors.{domain_spec(args.domain).package}"
     argv = [sys.executable, "-m", module, "--policy", args.policy, "--seed", str(args.seed)]
     argv += ["--max-steps", str(args.max_steps), "--sandboxes", str(args.sandboxes), "--no-progress"]
     argv += ["--out", str(args.out / side)]

@@ -11,26 +11,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import combinations
 
+from sandboxes.domains import KNOWN_DOMAINS, domain_spec
 from training.fidelity.bootstrap import LEVEL, RESAMPLES, SEED, paired_difference
 
 # The one number per domain a comparison is read on: the first metric of the chain that applies to a
-# turn (a search turn is a result list or an extracted page; an MCP result may hold no stable value).
+# turn (the domain record's main_metrics: a search turn is a result list or an extracted page).
 # Edit similarity, which every turn has, closes each chain, so every system scores every turn.
 FALLBACK_METRIC = "edit_similarity"
-MAIN_METRICS: dict[str, tuple[str, ...]] = {
-    "terminal": (),
-    "web": ("tree_f1",),
-    "search": ("result_f1", "page_line_f1"),
-    "mcp": ("json_value_match", "json_key_f1"),
-    "swe": ("output_line_f1",),
-    "os": ("node_f1",),
-    "android": ("node_f1",),
-}
 TEACHER_FORCED = "teacher_forced"
 
 
 def main_metric(domain: str) -> tuple[str, ...]:
-    return (*MAIN_METRICS.get(domain, ()), FALLBACK_METRIC)
+    own = domain_spec(domain).main_metrics if domain in KNOWN_DOMAINS else ()
+    return (*own, FALLBACK_METRIC)
 
 
 def main_score(row: dict) -> float:

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
 
-from schemas.records import DOMAINS
+from sandboxes.domains import SPECS, domain_spec
 from training.backends.base import GenerationConfig
 
 ANSWER_TAG = "final_evaluation"
@@ -44,9 +44,6 @@ ATTEMPTS = 3
 CONFIG = GenerationConfig(max_new_tokens=32768, temperature=0.6)
 OBSERVATION_MARKER = "**Environment Observation:**"
 PROMPT_FILE = "judge_system_prompt.txt"
-# Our domain -> the public repository's folder under prompts/. The names agree (DESIGN.md section 2);
-# the table is the one place to change if either side renames a domain.
-PUBLIC_TASKS = {domain: domain for domain in DOMAINS}
 
 DIMENSIONS = ("format", "factuality", "consistency", "realism", "quality")
 
@@ -79,12 +76,13 @@ class JudgePromptError(ValueError):
 def public_task(domain: str) -> str:
     """The public folder name for a record's `task` or a trajectory's domain (`"lwm/terminal"` reads
     as `terminal`, as the public evaluation reads it)."""
-    name = domain.rsplit("/", 1)[-1]
-    if name not in PUBLIC_TASKS:
-        raise JudgePromptError(
-            f"task {domain!r} has no public judge prompt; the public tasks are {', '.join(PUBLIC_TASKS)}"
-        )
-    return PUBLIC_TASKS[name]
+    # The folder is the domain record's public_task: the one place to change if either side renames.
+    try:
+        return domain_spec(domain.rsplit("/", 1)[-1]).public_task
+    except ValueError:
+        public = ", ".join(spec.public_task for spec in SPECS)
+        why = f"task {domain!r} has no public judge prompt; the public tasks are {public}"
+        raise JudgePromptError(why) from None
 
 
 def prompt_path(prompts_dir: str | Path, domain: str) -> Path:

@@ -10,6 +10,10 @@ One run per dataset root: `run_fleet` holds a `DatasetLock` on `out` for the who
 caller's), so a second collector on the same root is refused before it touches anything, and the
 leftovers of killed writers are removed only under that lock.
 
+Each episode is a `sandboxes.episode.Episode`: its bounds, its accounting of invalid actions (each
+one a step), latency and failures, and its verifier are those of the OpenEnv server and the
+Gymnasium wrapper, which step the same class.
+
 Workers are threads, one sandbox each: sandboxes wait on I/O (tmux, docker, browsers), and
 threads keep the collector's memory flat as N grows. After any episode that ended in an error
 (reset, step, policy) or left its sandbox dead, the sandbox is closed and a fresh one started for
@@ -51,10 +55,10 @@ from collectors.metrics import FleetStats, FleetSummary, write_summary
 from collectors.policies.base import Policy
 from collectors.supervisor import EXIT_CODES, StopRequest, install_signal_handlers
 from collectors.tasks import Shard, TaskSpec
-from sandboxes.base import InvalidActionError, Sandbox, SandboxCrashedError, SandboxError, StepResult
+from sandboxes.base import Sandbox, SandboxError
 from sandboxes.containment import reap_tmpdirs
+from sandboxes.episode import Episode, error_kind
 from schemas import StorageError, TrajectoryWriter, ValidationError, cleanup_temporaries, finished_ids
-from schemas.invalid_actions import INVALID, invalid_action_error, invalid_action_observation
 from schemas.lock import DatasetLock
 from schemas.records import (
     Action,
@@ -62,10 +66,8 @@ from schemas.records import (
     Observation,
     Outcome,
     Provenance,
-    Step,
     Task,
     Trajectory,
-    Verification,
 )
 from schemas.records import Policy as PolicyRecord
 
@@ -115,43 +117,12 @@ def _error_observation(text: str, **data: object) -> Observation:
     return Observation(format="error", text=text, data=dict(data))
 
 
-def _step(index: int, action: Action, result: StepResult, started_at: datetime, latency_s: float) -> Step:
-    return Step(
-        index=index,
-        action=action,
-        observation=result.observation,
-        started_at=started_at,
-        latency_s=latency_s,
-        reward=result.reward,
-        done=result.done,
-        info=result.info,
-    )
-
-
-@dataclass
-class _Failed:
-    """A step the sandbox raised on: what the error outcome or the fallback needs of it."""
-
-    exc: Exception
-    action: Action
-    started_at: datetime
-    latency_s: float
-
-
 def _handover(task: Task, environment: Environment) -> Task:
     """The task as a simulator taking over is given it: with the real sandbox's tool definitions (an
     MCP server's), which its prompt lists, unless the task names its own."""
     if not environment.tools or "tools" in task.metadata:
         return task
     return replace(task, metadata={**task.metadata, "tools": copy.deepcopy(environment.tools)})
-
-
-def _error_kind(exc: BaseException) -> str:
-    if isinstance(exc, SandboxCrashedError):
-        return "sandbox_crashed"
-    if isinstance(exc, SandboxError):
-        return "sandbox_error"
-    return f"exception:{type(exc).__name__}"
 
 
 class Fleet:
@@ -294,49 +265,40 @@ class Fleet:
         spec = config.tasks[slot % len(config.tasks)]
         task: Task = copy.deepcopy(spec.task)
         task.metadata.update(episode=slot // len(config.tasks), slot=slot)
-        max_steps = min(task.max_steps, config.max_steps) if task.max_steps > 0 else config.max_steps
+        episode = Episode(sandbox, task, config.max_steps)
         started_at = now()
-        steps: list[Step] = []
-        outcome = Outcome(status="truncated")
         initial = _error_observation("")
-        reset_s: float | None = None
-        healthy = True
         try:
-            clock = time.monotonic()
-            initial = sandbox.reset(task)
-            reset_s = time.monotonic() - clock
+            initial = episode.reset()
         except Exception as exc:
-            healthy = False
-            outcome = self._failure(exc, "reset failed")
-            initial = _error_observation(f"reset failed: {exc}", error_kind=outcome.error_kind)
+            episode.end(self._failure(exc, "reset failed"))
+            initial = _error_observation(f"reset failed: {exc}", error_kind=episode.outcome.error_kind)
         try:  # after the reset: what a sandbox offers (an MCP server's tools) may depend on the task
             environment = sandbox.describe()
         except Exception:
             environment = Environment(name=config.domain, backend="unknown")
         simulator: Sandbox | None = None
-        if healthy:
-            outcome, healthy, failed = self._loop(sandbox, policy, task, initial, max_steps, slot, steps)
-            if failed is not None and self._may_fall_back(failed.exc):
-                outcome, simulator, record = self._fall_back(
-                    _handover(task, environment), initial, steps, policy, max_steps, failed
-                )
+        if not episode.over:
+            self._loop(episode, policy, slot)
+            if episode.failure is not None and self._may_fall_back(episode.failure.exc):
+                simulator, record = self._fall_back(episode, _handover(task, environment), policy)
                 if record is not None:
                     environment.config = {**environment.config, "fallback": record}
-            elif failed is not None:
-                outcome = self._crashed(steps, failed)
+            elif episode.failure is not None and self.stop.is_set():
+                episode.outcome = self._failure(episode.failure.exc, f"step {episode.failure.index} failed")
+        outcome = episode.outcome
+        assert outcome is not None
         try:
             if outcome.status in ("completed", "truncated"):
                 # After a fallback the end state is the simulator's: its verify says what it can.
-                verified = self._verify(simulator or sandbox, task, steps, outcome)
-                if simulator is None:
-                    healthy = verified and healthy
+                episode.verify()
         finally:
             if simulator is not None:
                 self._close_quietly(simulator)
-        if outcome.status == "error":
-            healthy = False  # the episode broke off somewhere unknown: do not trust the sandbox again
-        if outcome.status == "aborted" and not steps:
-            return None, reset_s, healthy
+        # An error broke the episode off somewhere unknown: do not trust the sandbox again.
+        healthy = episode.healthy and outcome.status != "error"
+        if outcome.status == "aborted" and not episode.steps:
+            return None, episode.reset_s, healthy
         trajectory = Trajectory(
             trajectory_id=trajectory_id(config.domain, config.seed, slot, task.id),
             domain=config.domain,
@@ -344,7 +306,7 @@ class Fleet:
             task=task,
             policy=PolicyRecord(name=policy.name, config=policy.config()),
             initial_observation=initial,
-            steps=steps,
+            steps=episode.steps,
             outcome=outcome,
             provenance=Provenance(
                 collector=config.collector,
@@ -357,112 +319,79 @@ class Fleet:
                 simulated=environment.backend == "simulator" or "fallback" in environment.config,
             ),
         )
-        return trajectory, reset_s, healthy
+        return trajectory, episode.reset_s, healthy
 
-    def _loop(
-        self,
-        sandbox: Sandbox,
-        policy: Policy,
-        task: Task,
-        observation: Observation,
-        max_steps: int,
-        slot: int,
-        steps: list[Step],
-    ) -> tuple[Outcome, bool, _Failed | None]:
-        """(outcome, sandbox still clean, the step the sandbox raised on if it did)."""
+    def _loop(self, episode: Episode, policy: Policy, slot: int) -> None:
+        assert episode.initial is not None
         try:
-            policy.reset(task, observation, random.Random(f"{self.config.seed}:{slot}"))
+            policy.reset(episode.task, episode.initial, random.Random(f"{self.config.seed}:{slot}"))
         except Exception as exc:
-            outcome = Outcome("error", f"policy reset failed: {type(exc).__name__}: {exc}", "policy_error")
-            return outcome, True, None
-        return self._play(sandbox, policy, observation, max_steps, steps)
+            episode.end(Outcome("error", f"policy reset failed: {type(exc).__name__}: {exc}", "policy_error"))
+            return
+        self._play(episode, policy, episode.initial)
 
     def _play(
-        self,
-        sandbox: Sandbox,
-        policy: Policy,
-        observation: Observation,
-        max_steps: int,
-        steps: list[Step],
-        first: Action | None = None,
-        simulated: bool = False,
-    ) -> tuple[Outcome, bool, _Failed | None]:
-        """Step until the episode ends; `first`, when given, is the action to take before asking the
-        policy again (the one a failed sandbox did not finish). `simulated` marks each step's info."""
+        self, episode: Episode, policy: Policy, observation: Observation, first: Action | None = None
+    ) -> None:
+        """Ask the policy and step until the episode ends; `first`, when given, is the action to take
+        before asking the policy again (the one a failed sandbox did not finish)."""
         action = first
-        while len(steps) < max_steps:
+        while not episode.over:
             if self.stop.is_set():
-                return Outcome("aborted", f"stopped by {self.signal_name or 'the runner'}"), True, None
+                episode.end(Outcome("aborted", f"stopped by {self.signal_name or 'the runner'}"))
+                return
             if action is None:
                 try:
                     action = policy.act(observation)
                 except Exception as exc:
-                    outcome = Outcome("error", f"policy failed: {type(exc).__name__}: {exc}", "policy_error")
-                    return outcome, True, None
+                    episode.end(
+                        Outcome("error", f"policy failed: {type(exc).__name__}: {exc}", "policy_error")
+                    )
+                    return
                 if action is None:
-                    return Outcome("completed"), True, None
-            started_at, clock = now(), time.monotonic()
-            try:
-                result = self._apply(sandbox, action)
-            except Exception as exc:
-                return Outcome("error"), False, _Failed(exc, action, started_at, time.monotonic() - clock)
-            if simulated:
-                result.info = {**result.info, "simulated": True}
-            steps.append(_step(len(steps), action, result, started_at, time.monotonic() - clock))
-            observation, action = result.observation, None
-            if result.done:
-                return Outcome("completed"), True, None
-        return Outcome("truncated"), True, None
-
-    def _crashed(self, steps: list[Step], failed: _Failed) -> Outcome:
-        """The error outcome of a failed step, after recording the crash's own step when the sandbox
-        gave one (what the agent saw when it failed)."""
-        index = len(steps)
-        result = failed.exc.result if isinstance(failed.exc, SandboxCrashedError) else None
-        if result is not None:
-            steps.append(_step(index, failed.action, result, failed.started_at, failed.latency_s))
-        return self._failure(failed.exc, f"step {index} failed")
+                    episode.end()
+                    return
+            step = episode.step(action)
+            if step is not None:
+                observation = step.observation
+            action = None
 
     def _may_fall_back(self, exc: Exception) -> bool:
         """A sandbox's own failure, with a fallback configured, while the run goes on (a step that
         failed because a signal closed the sandbox ends as aborted instead)."""
         return self.config.fallback is not None and isinstance(exc, SandboxError) and not self.stop.is_set()
 
-    def _fall_back(
-        self,
-        task: Task,
-        initial: Observation,
-        steps: list[Step],
-        policy: Policy,
-        max_steps: int,
-        failed: _Failed,
-    ) -> tuple[Outcome, Sandbox | None, dict | None]:
+    def _fall_back(self, episode: Episode, task: Task, policy: Policy) -> tuple[Sandbox | None, dict | None]:
         """Go on with the episode on a simulated sandbox given the real steps so far, retrying the
-        failed action there first: (outcome, the simulated sandbox to verify and close, the
-        `fallback` record), or the plain error outcome when no simulator can take over."""
-        assert self.config.fallback is not None
-        from_step = len(steps)
-        reason = f"step {from_step} failed: {type(failed.exc).__name__}: {failed.exc}"
+        failed action there first: (the simulated sandbox to close, the `fallback` record), or
+        (None, None), the episode's error outcome kept, when no simulator can take over."""
+        assert (
+            self.config.fallback is not None and episode.failure is not None and episode.outcome is not None
+        )
+        from_step, failed = episode.failure.index, episode.failure.exc
+        reason = f"step {from_step} failed: {type(failed).__name__}: {failed}"
         simulator: Sandbox | None = None
         try:
             simulator = self.config.fallback()
             simulator.start()
-            simulator.resume(task, initial, steps)
+            action = episode.hand_over(simulator, task, {"simulated": True})
         except Exception as exc:
             if simulator is not None:
                 self._close_quietly(simulator)
-            outcome = self._crashed(steps, failed)
-            outcome.error = f"{outcome.error}; the fallback simulator could not take over: {exc}"
-            return outcome, None, None
+            episode.outcome.error = (
+                f"{episode.outcome.error}; the fallback simulator could not take over: {exc}"
+            )
+            return None, None
         log.warning("task %s: %s; the episode goes on on the simulator", task.id, reason)
-        last = steps[-1].observation if steps else initial
-        outcome, _, broken = self._play(
-            simulator, policy, last, max_steps, steps, first=failed.action, simulated=True
-        )
-        if broken is not None:
-            outcome = self._failure(broken.exc, f"step {len(steps)} failed on the fallback simulator")
+        last = episode.steps[-1].observation if episode.steps else episode.initial
+        assert last is not None
+        self._play(episode, policy, last, first=action)
+        if episode.failure is not None:
+            episode.outcome = self._failure(
+                episode.failure.exc, f"step {episode.failure.index} failed on the fallback simulator"
+            )
         record = {**self.config.fallback_record, "from_step": from_step, "reason": reason}
-        return outcome, simulator, record
+        return simulator, record
 
     @staticmethod
     def _close_quietly(sandbox: Sandbox) -> None:
@@ -470,36 +399,6 @@ class Fleet:
             sandbox.close()
         except Exception as exc:
             log.warning("closing a sandbox failed: %s", exc)
-
-    @staticmethod
-    def _verify(sandbox: Sandbox, task: Task, steps: list[Step], outcome: Outcome) -> bool:
-        """Run the task's verifier on the end state, into `outcome`; False if the sandbox broke.
-
-        A verifier that cannot run leaves the reward None with its error recorded: an unknown reward
-        is not a zero. The episode's data stays as it was either way."""
-        clock = time.monotonic()
-        healthy = True
-        try:
-            verification = sandbox.verify(task, steps)
-        except Exception as exc:
-            healthy = not isinstance(exc, SandboxCrashedError)
-            kind = str(task.verifier.get("kind", ""))
-            verification = Verification(verifier=kind, error=f"{type(exc).__name__}: {exc}")
-            log.warning("task %s: verifier %r could not run: %s", task.id, kind, exc)
-        if verification is not None:
-            verification.elapsed_s = time.monotonic() - clock
-            outcome.reward = verification.reward
-            outcome.verification = verification
-        return healthy
-
-    @staticmethod
-    def _apply(sandbox: Sandbox, action: Action) -> StepResult:
-        if action.kind == INVALID:
-            return StepResult(invalid_action_observation(invalid_action_error(action)))
-        try:
-            return sandbox.step(action)
-        except InvalidActionError as exc:
-            return StepResult(invalid_action_observation(str(exc)))
 
     def supervise(self, workers: int, total: int) -> None:
         """Start the workers, show progress, flush shards periodically, enforce the abort grace."""
@@ -546,7 +445,7 @@ class Fleet:
     def _failure(self, exc: BaseException, what: str) -> Outcome:
         if self.stop.is_set():
             return Outcome("aborted", f"stopped by {self.signal_name or 'the runner'} ({what}: {exc})")
-        return Outcome("error", f"{what}: {type(exc).__name__}: {exc}", _error_kind(exc))
+        return Outcome("error", f"{what}: {type(exc).__name__}: {exc}", error_kind(exc))
 
 
 def run_fleet(config: FleetConfig, lock: DatasetLock | None = None) -> FleetSummary:

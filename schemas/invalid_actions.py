@@ -15,6 +15,11 @@ INVALID = "invalid"
 INVALID_PREFIX = "invalid action: "
 
 
+def invalid_action(raw: str, error: str) -> Action:
+    """The action recorded for `raw` text that is not an action: kind `INVALID`, the reason in `error`."""
+    return Action(kind=INVALID, arguments={"raw": raw, "error": error}, text=raw)
+
+
 def invalid_action_error(action: Action) -> str:
     """The error a recorded `INVALID` action carries (what the policy failed at)."""
     return str(action.arguments.get("error", "invalid action"))

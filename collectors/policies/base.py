@@ -12,14 +12,10 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 
-from schemas.invalid_actions import INVALID
+from schemas.invalid_actions import INVALID, invalid_action
 from schemas.records import Action, Observation, Task
 
 __all__ = ["INVALID", "Policy", "invalid_action"]
-
-
-def invalid_action(raw: str, error: str) -> Action:
-    return Action(kind=INVALID, arguments={"raw": raw, "error": error}, text=raw)
 
 
 class Policy(ABC):

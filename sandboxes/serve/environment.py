@@ -1,13 +1,16 @@
 """One sandbox as an openenv-core `Environment`: the adapter the OpenEnv server and the Gymnasium
-wrapper share, so both step a sandbox the way the fleet runner does.
+wrapper share. Each episode is a `sandboxes.episode.Episode`, the class the fleet runner steps too,
+so bounds, invalid actions, latency, timeouts and the verifier behave as they do there.
 
 - `reset(seed=, task_id=)` picks a task (by id, else by seed, else at random) and resets the sandbox.
-- `step` validates the action with the domain's own parser. A malformed action comes back as an
-  observation showing the error the agent would see, and the sandbox state is unchanged, as in the
-  runner. `{"kind": "done"}`, a sandbox that ends the episode (search's `answer`) or the step limit
+- `step(action, timeout_s=)` validates the action with the domain's own parser. A malformed action
+  (or one of kind `invalid`, text a client sent that is not an action) comes back as an observation
+  showing the error the agent would see (`error`); the sandbox state is unchanged and it counts as a
+  step. `{"kind": "done"}`, a sandbox that ends the episode (search's `answer`) or the step limit
   ends it: the task's verifier then runs in the same sandbox, and its reward is the last
   observation's `reward` (None when the task has none or the verifier could not run: unknown, not 0).
-- A sandbox that crashes ends the episode with the error; the next reset starts a fresh one.
+- A step that fails (the sandbox crashed, or outlasted `timeout_s` and was closed) ends the episode
+  with the error and `metadata["crashed"]`; the next reset starts a fresh sandbox.
 
 The sandbox is made lazily by `sandbox_factory` on the first reset, in the caller's thread: the
 server runs each session in its own thread, and Playwright's sandboxes must stay in theirs.
@@ -17,19 +20,20 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import random
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
-from sandboxes.base import InvalidActionError, Sandbox, SandboxCrashedError, SandboxError, StepResult
+from sandboxes.base import InvalidActionError, Sandbox
 from sandboxes.domains import KNOWN_DOMAINS, domain_spec
+from sandboxes.episode import Episode
 from sandboxes.serve.models import DONE, SandboxAction, SandboxObservation, SandboxState
-from schemas.invalid_actions import invalid_action_observation
+from schemas.invalid_actions import INVALID, invalid_action, invalid_action_error
 from schemas.records import Action, Observation, Step, Task
 
 
@@ -60,8 +64,7 @@ class SandboxEnvironment(Environment[SandboxAction, SandboxObservation, SandboxS
         self._parse = domain_spec(domain).parse_action if domain in KNOWN_DOMAINS else None
         self._sandbox: Sandbox | None = None
         self._rng = random.Random()
-        self._task: Task | None = None
-        self._steps: list[Step] = []
+        self._episode: Episode | None = None
         self._state = SandboxState(domain=domain, max_steps=max_steps)
         self._closed = False
 
@@ -73,12 +76,13 @@ class SandboxEnvironment(Environment[SandboxAction, SandboxObservation, SandboxS
         self._check_open()
         task = self._pick(seed, task_id)
         sandbox = self._live_sandbox()
+        episode = Episode(sandbox, task, self.max_steps)
         try:
-            first = sandbox.reset(task)
-        except SandboxError:
+            first = episode.reset()
+        except Exception:
             self._discard_sandbox()  # a sandbox that cannot reset is not given to the next episode
             raise
-        self._task, self._steps = task, []
+        self._episode = episode
         described = sandbox.describe()
         self._state = SandboxState(
             episode_id=episode_id or uuid.uuid4().hex,
@@ -92,7 +96,7 @@ class SandboxEnvironment(Environment[SandboxAction, SandboxObservation, SandboxS
                 "image": described.image,
                 "model": described.config.get("model"),
             },  # fmt: skip
-            max_steps=self._limit(task),
+            max_steps=episode.max_steps,
         )
         observation = _observation(first, instruction=task.instruction, metadata={"task_id": task.id})
         observation.task_id = task.id
@@ -100,40 +104,31 @@ class SandboxEnvironment(Environment[SandboxAction, SandboxObservation, SandboxS
 
     def step(self, action: SandboxAction, timeout_s: float | None = None, **_: Any) -> SandboxObservation:
         self._check_open()
-        if self._task is None or self._sandbox is None:
+        episode = self._episode
+        if episode is None or self._sandbox is None:
             raise EpisodeStateError("no episode: send reset before step")
         if self._state.done:
             raise EpisodeStateError("the episode is over: send reset to start the next one")
         if action.kind == DONE:
-            return self._finish(None, truncated=False)
-        try:
-            parsed = self._parse(action.kind, action.arguments) if self._parse else _plain(action)
-            started, result = datetime.now(UTC), self._sandbox.step(parsed)
-        except InvalidActionError as exc:
-            # As the runner records it: the agent sees the error, the sandbox is unchanged, no step counted.
-            return _observation(invalid_action_observation(str(exc)), error=str(exc))
-        except SandboxCrashedError as exc:
+            episode.end()
+            return self._finish(None)
+        step = episode.step(self._action(action), timeout_s)
+        self._state.step_count = len(episode.steps)
+        if episode.failure is not None:
             self._discard_sandbox()
             self._state.done = True
-            return SandboxObservation(
-                done=True, error=f"the sandbox crashed: {exc}", metadata={"crashed": True}
-            )
-        self._steps.append(
-            Step(
-                len(self._steps),
-                parsed,
-                result.observation,
-                started,
-                0.0,
-                result.reward,
-                result.done,
-                result.info,
-            )
-        )
-        self._state.step_count = len(self._steps)
-        if result.done or len(self._steps) >= self._state.max_steps:
-            return self._finish(result, truncated=not result.done)
-        return _observation(result.observation, reward=result.reward)
+            last = step.observation if step is not None else Observation(format="", text="")
+            assert episode.outcome is not None
+            return _observation(last, done=True, error=episode.outcome.error, metadata={"crashed": True})
+        assert step is not None
+        if episode.over:
+            return self._finish(step)
+        return _observation(step.observation, reward=step.reward, error=_refusal(step.observation))
+
+    @property
+    def episode(self) -> Episode | None:
+        """The current (or last) episode: its task, recorded steps and outcome."""
+        return self._episode
 
     @property
     def state(self) -> SandboxState:
@@ -177,8 +172,18 @@ class SandboxEnvironment(Environment[SandboxAction, SandboxObservation, SandboxS
         rng = random.Random(seed) if seed is not None else self._rng
         return self.tasks[ids[rng.randrange(len(ids))]]
 
-    def _limit(self, task: Task) -> int:
-        return min(task.max_steps, self.max_steps) if task.max_steps else self.max_steps
+    def _action(self, action: SandboxAction) -> Action:
+        """The contract's action: parsed by the domain's parser, or the invalid action that records
+        why it could not be."""
+        if action.kind == INVALID:
+            return invalid_action(str(action.arguments.get("raw", "")), invalid_action_error(_plain(action)))
+        if self._parse is None:
+            return _plain(action)
+        try:
+            return self._parse(action.kind, action.arguments)
+        except InvalidActionError as exc:
+            raw = json.dumps({"kind": action.kind, "arguments": action.arguments}, sort_keys=True)
+            return invalid_action(raw, str(exc))
 
     def _live_sandbox(self) -> Sandbox:
         if self._sandbox is not None and not self._sandbox.alive:
@@ -198,25 +203,32 @@ class SandboxEnvironment(Environment[SandboxAction, SandboxObservation, SandboxS
         if sandbox is not None:
             sandbox.close()
 
-    def _finish(self, result: StepResult | None, *, truncated: bool) -> SandboxObservation:
+    def _finish(self, step: Step | None) -> SandboxObservation:
         """End the episode: run the task's verifier in this same sandbox, as the runner does."""
-        assert self._task is not None and self._sandbox is not None
+        episode = self._episode
+        assert episode is not None and episode.outcome is not None
         self._state.done = True
-        last = result.observation if result is not None else Observation(format="", text="")
-        metadata: dict[str, Any] = {"task_id": self._task.id}
-        try:
-            verification = self._sandbox.verify(self._task, self._steps)
-        except SandboxError as exc:
-            metadata["verification"] = {"error": f"{type(exc).__name__}: {exc}"}
-            verification = None
+        last = step.observation if step is not None else Observation(format="", text="")
+        verification = episode.verify()
+        self._state.reward = episode.outcome.reward
+        metadata: dict[str, Any] = {"task_id": episode.task.id}
         if verification is not None:
-            self._state.reward = verification.reward
             metadata["verification"] = dataclasses.asdict(verification)
         observation = _observation(
-            last, reward=self._state.reward, done=True, truncated=truncated, metadata=metadata
+            last,
+            reward=self._state.reward,
+            done=True,
+            truncated=episode.outcome.status == "truncated",
+            error=_refusal(last),
+            metadata=metadata,
         )
-        observation.task_id, observation.verification = self._task.id, metadata.get("verification")
+        observation.task_id, observation.verification = episode.task.id, metadata.get("verification")
         return observation
+
+
+def _refusal(observation: Observation) -> str | None:
+    """The error of an invalid action's observation (None for any other)."""
+    return str(observation.data["error"]) if observation.data.get("invalid_action") else None
 
 
 def _plain(action: SandboxAction) -> Action:

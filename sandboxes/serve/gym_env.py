@@ -1,20 +1,21 @@
 """A sandbox as a `gymnasium.Env` with text spaces, for in-process agents and RL libraries.
 
-It steps a `SandboxEnvironment` (the adapter the OpenEnv server uses), so episodes end, are
-verified and rewarded exactly as the server and the fleet runner do it. Only the text in and out
-is new here:
+It steps a `SandboxEnvironment` (the adapter the OpenEnv server uses), whose episodes are the
+`sandboxes.episode.Episode` the fleet runner steps too, so episodes are bounded, counted, verified
+and rewarded exactly as the server and the runner do it. Only the text in and out is new here:
 
 - An action is text: a JSON object `{"kind": "command", "arguments": {"command": "ls"}}`, the
   generic `{"action": "click", ...arguments}`, or a domain's kind-keyed form `{"command": "ls"}`
   (the first key names the kind and the whole object is its arguments, as the terminal shows it).
   `{"kind": "done"}` or `{"done": true}` ends the episode. Text that is not an action comes back as
-  an observation showing the error (`info["error"]`); the sandbox is unchanged and no step counts.
+  an observation showing the error (`info["error"]`); the sandbox is unchanged, and it counts as a
+  step toward `max_steps` (an agent that only sends malformed text still reaches the limit).
 - The observation is the sandbox's observation text; `info` has the task's instruction (on reset),
   the task id, the observation's format and structured `data`, and any error.
 - The reward is 0.0 until the episode ends, then the task verifier's reward, or 0.0 when there is
   none: `info["task_reward"]` is then None (the task has no verifier, or it could not run; see
   `info["verification"]`). `terminated` is an episode the agent or the sandbox ended; `truncated` is
-  the step limit or a crashed sandbox.
+  the step limit or a failed step (a crashed sandbox; `info["error"]` says why).
 - `reset(seed=)` picks the task from `self.np_random`, so a seed fixes the task (and every later
   seedless reset); `options={"task_id": ...}` names one.
 
@@ -35,17 +36,17 @@ import gymnasium
 from gymnasium import spaces
 
 from sandboxes.base import Sandbox
-from sandboxes.domains import domain_spec
+from sandboxes.episode import Episode
 from sandboxes.serve.environment import SandboxEnvironment
 from sandboxes.serve.models import DONE, SandboxAction, SandboxObservation
+from sandboxes.serve.server import real_sandbox_factory
 from sandboxes.tasks import TaskSpec, embedded_tasks
-from schemas.invalid_actions import invalid_action_observation
-from schemas.records import Environment, Task
+from schemas.invalid_actions import INVALID
+from schemas.records import Task
 
 ENV_ID = "agentworld/Sandbox-v0"
 MAX_OBSERVATION_CHARS = 1_000_000
 MAX_ACTION_CHARS = 100_000
-DEFAULT_BACKENDS = {"terminal": "bwrap"}  # never the host: a gym agent runs arbitrary commands
 
 
 class AnyText(spaces.Text):
@@ -101,14 +102,6 @@ def parse_action_text(text: str) -> SandboxAction:
     return SandboxAction(kind=kind, arguments=arguments)
 
 
-def default_sandbox_factory(domain: str, backend: str | None = None) -> Callable[[], Sandbox]:
-    """Fresh real sandboxes of `domain`, as a recorded environment with `backend` would make them
-    (the terminal: bwrap unless "docker" is asked for; never the host)."""
-    spec = domain_spec(domain)
-    environment = Environment(name=domain, backend=backend or DEFAULT_BACKENDS.get(domain, ""))
-    return lambda: spec.replay_sandbox(environment)
-
-
 class SandboxGymEnv(gymnasium.Env[str, str]):
     """A gymnasium environment over any sandbox factory and tasks (default: the domain's real
     sandbox and its embedded task suite). One sandbox at a time, made on the first reset."""
@@ -128,7 +121,8 @@ class SandboxGymEnv(gymnasium.Env[str, str]):
     ) -> None:
         if sandbox_factory is not None and backend is not None:
             raise ValueError("pass either sandbox_factory or backend (which picks the default sandbox)")
-        factory = sandbox_factory or default_sandbox_factory(domain, backend)
+        # The server's real sandboxes: never the host (a gym agent runs arbitrary commands).
+        factory = sandbox_factory or real_sandbox_factory(domain, backend)
         given = embedded_tasks(domain) if tasks is None else tasks
         task_list = [t.task if isinstance(t, TaskSpec) else t for t in given]
         self._env = SandboxEnvironment(factory, task_list, domain=domain, max_steps=max_steps)
@@ -153,14 +147,8 @@ class SandboxGymEnv(gymnasium.Env[str, str]):
         try:
             parsed = parse_action_text(action)
         except ValueError as exc:
-            # The sandbox never sees it, as with an action its own parser refuses.
-            refused = invalid_action_observation(str(exc))
-            text, info = self._unpack(
-                SandboxObservation(
-                    text=refused.text, format=refused.format, data=refused.data, error=str(exc)
-                )
-            )
-            return text, 0.0, False, False, info
+            # Recorded and counted by the episode, never sent to the sandbox.
+            parsed = SandboxAction(kind=INVALID, arguments={"raw": action, "error": str(exc)})
         observation = self._env.step(parsed)
         text, info = self._unpack(observation)
         crashed = bool(observation.metadata.get("crashed"))
@@ -176,6 +164,11 @@ class SandboxGymEnv(gymnasium.Env[str, str]):
     def close(self) -> None:
         self._env.close()  # idempotent: releases the sandbox
         super().close()
+
+    @property
+    def episode(self) -> Episode | None:
+        """The current (or last) episode: its task, recorded steps and outcome."""
+        return self._env.episode
 
     @property
     def task_ids(self) -> list[str]:

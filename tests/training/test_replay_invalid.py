@@ -6,10 +6,9 @@ import shutil
 
 import pytest
 
-from collectors.policies.base import invalid_action
-from collectors.runner import Fleet
+from sandboxes.episode import Episode
 from sandboxes.terminal import TerminalConfig, TerminalSandbox, command_action, make_backend
-from schemas.invalid_actions import INVALID, invalid_action_observation
+from schemas.invalid_actions import INVALID, invalid_action, invalid_action_observation
 from schemas.records import Action, Task
 from training.fidelity.replay import replay_actions, replay_step
 
@@ -33,9 +32,12 @@ def test_invalid_steps_replay_as_the_runner_recorded_them(sandbox) -> None:
     assert observations[1] == "invalid action: no JSON object in the reply"
     assert observations[2].startswith("invalid action: command action takes one line")
     assert "after" in observations[3] and "before" in observations[3]
-    # The runner records the very same texts for both kinds (its _apply is what a collector runs).
+    # The runner records the very same texts for both kinds (its episodes are Episodes).
     assert policy_failed.kind == INVALID
-    assert Fleet._apply(sandbox, policy_failed).observation == invalid_action_observation(
+    episode = Episode(sandbox, Task(id="invalid-replay"), max_steps=5)
+    recorded = episode.step(policy_failed)
+    assert recorded is not None and recorded.observation == invalid_action_observation(
         "no JSON object in the reply"
     )
-    assert Fleet._apply(sandbox, refused).observation.text == replay_step(sandbox, refused)
+    recorded = episode.step(refused)
+    assert recorded is not None and recorded.observation.text == replay_step(sandbox, refused)

@@ -15,8 +15,9 @@ from gymnasium.utils.env_checker import check_env
 
 from sandboxes.base import Sandbox
 from sandboxes.checks import resource_exists
-from sandboxes.serve.gym_env import ENV_ID, AnyText, SandboxGymEnv, default_sandbox_factory, parse_action_text
+from sandboxes.serve.gym_env import ENV_ID, AnyText, SandboxGymEnv, parse_action_text
 from sandboxes.serve.models import DONE
+from sandboxes.serve.server import real_sandbox_factory
 from sandboxes.tasks import embedded_tasks
 from schemas.records import Task
 
@@ -42,7 +43,7 @@ def made() -> Iterator[list[Sandbox]]:
 
 
 def recording_factory(made: list[Sandbox]):
-    real = default_sandbox_factory("terminal", "bwrap")
+    real = real_sandbox_factory("terminal", "bwrap")
 
     def factory() -> Sandbox:
         sandbox = real()
@@ -113,22 +114,37 @@ def test_scripted_episode_scores_one_through_the_command_verifier(made: list[San
         env.close()
 
 
-def test_refused_actions_leave_the_sandbox_unchanged_and_count_no_step(made: list[Sandbox]) -> None:
-    task = Task(id="free", instruction="anything", max_steps=2)  # no verifier
+def test_refused_actions_leave_the_sandbox_unchanged_and_count_as_steps(made: list[Sandbox]) -> None:
+    task = Task(id="free", instruction="anything", max_steps=8)  # no verifier
     env = SandboxGymEnv("terminal", sandbox_factory=recording_factory(made), tasks=[task])
     try:
         env.reset(seed=0)
+        obs, *_ = env.step('{"kind": "command", "arguments": {"command": "echo one > f"}}')
+        assert "invalid" not in obs
         for text in ("not json", "[1]", '{"kind": "teleport"}', '{"command": 5}', '{"done": false}', ""):
             obs, reward, terminated, truncated, info = env.step(text)
             assert obs.startswith("invalid action: ") and info["format"] == "error" and info["error"]
             assert (reward, terminated, truncated) == (0.0, False, False)
-        obs, *_ = env.step('{"kind": "command", "arguments": {"command": "echo one > f"}}')
-        assert "invalid" not in obs
-        # The second real step is the step limit: truncated, and a task without a verifier gives
-        # reward 0.0 with task_reward None ("none", not a score of 0).
+        # Each refusal counted: this is step 8, the limit. The sandbox is as the first step left it;
+        # a task without a verifier gives reward 0.0 with task_reward None ("none", not a score of 0).
         obs, reward, terminated, truncated, info = env.step('{"action": "command", "command": "cat f"}')
         assert "one" in obs
         assert (reward, terminated, truncated, info["task_reward"]) == (0.0, False, True, None)
+        assert env.episode is not None and len(env.episode.steps) == 8
+    finally:
+        env.close()
+
+
+def test_malformed_text_alone_reaches_the_step_limit(made: list[Sandbox]) -> None:
+    env = SandboxGymEnv(
+        "terminal", sandbox_factory=recording_factory(made), tasks=[Task(id="t")], max_steps=3
+    )
+    try:
+        env.reset(seed=0)
+        ends = [env.step("not an action")[2:4] for _ in range(3)]
+        assert ends == [(False, False), (False, False), (False, True)]
+        with pytest.raises(RuntimeError, match="send reset"):
+            env.step("not an action")
     finally:
         env.close()
 

@@ -4,7 +4,8 @@ GenericEnvClient and TRL work unchanged) plus HTTP sessions with leases.
 Routes:
 - `/ws`: openenv's WebSocket sessions (reset / step / state / close messages), one sandbox each.
 - `POST /sessions` -> {session_id, lease_s}; `POST /sessions/{id}/reset` (body: {seed?, task_id?,
-  episode_id?}); `POST /sessions/{id}/step` (body: {"action": {"kind": ..., "arguments": {...}}});
+  episode_id?}); `POST /sessions/{id}/step` (body: {"action": {"kind": ..., "arguments": {...}},
+  "timeout_s"?: seconds, past which the step's sandbox is closed and the episode ends with the error});
   `GET /sessions/{id}/state`; `DELETE /sessions/{id}`. Unknown session 404, expired lease 410, over
   the session limit 503, a malformed body 400/422, a step before reset 409; each says what to do.
 - `/schema` (SandboxAction / SandboxObservation / SandboxState), `/metadata` (the domain's action
@@ -283,7 +284,13 @@ def _session_routes(app: FastAPI, pool: SessionPool) -> None:
             raise _Problem(
                 422, f"bad action: {_explain(exc, 'action')}; an action is {{kind, arguments}} (GET /schema)"
             ) from exc
-        observation = await call(session_id, env.step, action)
+        timeout_s = body.get("timeout_s")
+        if timeout_s is not None and (
+            isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or timeout_s <= 0
+        ):
+            raise _Problem(422, f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+        # The episode closes the sandbox of a step that outlasts timeout_s and ends it with the error.
+        observation = await call(session_id, env.step, action, timeout_s=timeout_s)
         pool.touch(session_id, step=True)
         return serialize_observation(observation)
 

@@ -178,3 +178,26 @@ def test_idle_sessions_are_reclaimed_busy_ones_are_not(specs, recorder: Recorder
             with pytest.raises(RuntimeError, match="expired.*lease of 1.5 s.*new WebSocket"):
                 ws_env.step({"kind": "done"})
     assert app.state.stats.counts["expired"] == 2
+
+
+def test_an_http_step_past_its_timeout_ends_the_episode_and_frees_the_sandbox(
+    specs, recorder: Recorder
+) -> None:
+    app = build_app(recorder, [s.task for s in specs.values()], domain="terminal", max_sessions=1)
+    with serving(app) as url:
+        base = f"{url}/sessions/{call('POST', f'{url}/sessions')[1]['session_id']}"
+        assert call("POST", f"{base}/reset", {"task_id": TASK})[0] == 200
+        slow = {"kind": "command", "arguments": {"command": "sleep 30", "timeout": 60}}
+        for bad in (0, -1, "soon", True):
+            status, body = call("POST", f"{base}/step", {"action": slow, "timeout_s": bad})
+            assert status == 422 and "timeout_s must be a positive number" in body["detail"]
+        started = time.monotonic()
+        status, body = call("POST", f"{base}/step", {"action": slow, "timeout_s": 0.5})
+        assert time.monotonic() - started < 15, "the sandbox was closed, not waited for"
+        assert status == 200 and body["done"] is True and body["reward"] is None
+        assert "StepTimeoutError: the step took over 0.5 s" in body["observation"]["error"]
+        assert not recorder.held(), "the timed-out step's sandbox was released"
+        state = call("GET", f"{base}/state")[1]
+        assert state["done"] and state["step_count"] == 0
+        # The next episode gets a fresh sandbox.
+        assert call("POST", f"{base}/reset", {"task_id": TASK})[0] == 200 and len(recorder.made) == 2

@@ -55,6 +55,9 @@ class DomainSpec:
     scorer: str
     # The metric chain a comparison reads a turn on: the first that applies (edit similarity closes it).
     main_metrics: tuple[str, ...]
+    # A realistic failure to inject (training.perturb), a str.format template: {command} is the program
+    # the action ran, {action} the action text; "" for a generic one.
+    injected_error: str = ""
     aliases: tuple[str, ...] = ()  # other names the lookup accepts
 
     @property
@@ -91,6 +94,7 @@ SPECS = (
         verifier_kinds=("command", "harbor"),
         scorer="",
         main_metrics=(),
+        injected_error="bash: {command}: Input/output error",
     ),
     DomainSpec(
         name="swe",
@@ -113,6 +117,7 @@ SPECS = (
         verifier_kinds=("answer",),
         scorer="search_scores",
         main_metrics=("result_f1", "page_line_f1"),
+        injected_error="Error: search backend timed out (HTTP 504 Gateway Timeout)",
     ),
     DomainSpec(
         name="mcp",
@@ -125,6 +130,8 @@ SPECS = (
         scorer="mcp_scores",
         # An MCP result may hold no stable value: then its keys.
         main_metrics=("json_value_match", "json_key_f1"),
+        injected_error='{{"error": {{"code": -32603, "message": "Internal error: upstream service '
+        'unavailable"}}}}',
     ),
     DomainSpec(
         name="web",

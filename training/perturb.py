@@ -22,21 +22,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandboxes.base import Sandbox, StepResult
+from sandboxes.domains import KNOWN_DOMAINS, domain_spec
 from schemas.records import Action, Attachment, Environment, Observation, Step, Task, Verification
 
-# Realistic failures per domain; {command} is the program the action ran, {action} the action text.
-DEFAULT_ERRORS = {
-    "terminal": "bash: {command}: Input/output error",
-    "mcp": '{{"error": {{"code": -32603, "message": "Internal error: upstream service unavailable"}}}}',
-    "search": "Error: search backend timed out (HTTP 504 Gateway Timeout)",
-}
 GENERIC_ERROR = "Error: the environment could not complete the action (Input/output error)"
 
 
 @dataclass(frozen=True)
 class PerturbationConfig:
     error_rate: float = 0.0  # probability that a step fails with an injected error
-    error_template: str = ""  # "" -> the domain's DEFAULT_ERRORS entry
+    error_template: str = ""  # "" -> the domain record's injected_error (sandboxes.domains)
     page_lines: int = 0  # > 0: show only the first page of this many lines of longer results
     hidden_answers: tuple[str, ...] = ()
     hidden_placeholder: str = "[hidden]"
@@ -50,15 +45,18 @@ class PerturbationConfig:
         if any(not answer for answer in self.hidden_answers):
             raise ValueError("hidden_answers must be non-empty strings")
 
+    def _template(self, domain: str) -> str:
+        own = domain_spec(domain).injected_error if domain in KNOWN_DOMAINS else ""
+        return self.error_template or own or GENERIC_ERROR
+
     def error_text(self, domain: str, action: Action) -> str:
-        template = self.error_template or DEFAULT_ERRORS.get(domain, GENERIC_ERROR)
-        return template.format(command=_program(action), action=action.text)
+        return self._template(domain).format(command=_program(action), action=action.text)
 
     def as_instructions(self, domain: str = "terminal") -> str:
         """The same controls as natural-language rules for a world model's system prompt."""
         rules = []
         if self.error_rate > 0:
-            example = self.error_template or DEFAULT_ERRORS.get(domain, GENERIC_ERROR)
+            example = self._template(domain)
             rules.append(
                 f"About {self.error_rate:.0%} of actions fail: instead of the normal result, show an error "
                 f"in this environment's usual form, such as `{example}`. A failed action changes nothing."

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sandboxes.base import VERIFIER_OUTPUT_CHARS, VerifierError
+from sandboxes.domains import KNOWN_DOMAINS, domain_spec
 from schemas.records import Action, Observation, Step, Task, Verification
 
 PREFIX = "simulated:"
@@ -42,18 +43,21 @@ def simulated_verification(
     kind = str(task.verifier.get("kind", "none")) if task.verifier else "none"
     if kind == "none":
         return None
+    # A kind is read the same way in every domain whose record lists it; another domain's is unsupported.
+    if domain not in KNOWN_DOMAINS or kind not in domain_spec(domain).verifier_kinds:
+        return unsupported(kind, domain)
     try:
-        if kind == "answer" and domain == "search":
+        if kind == "answer":
             from sandboxes.search.verify import verify_answer
 
             return _renamed(verify_answer(task.verifier, steps), "pure function of the agent's last answer")
-        if kind == "page_url" and domain == "web":
+        if kind == "page_url":
             return _page_url(task.verifier, _last_view(steps, initial))
-        if kind == "android_state" and domain == "android":
+        if kind == "android_state":
             return _android(task.verifier, _last_view(steps, initial))
-        if kind == "desktop_state" and domain == "os":
+        if kind == "desktop_state":
             return _desktop(task.verifier, _last_view(steps, initial))
-        if kind == "command" and domain == "terminal":
+        if kind == "command":
             return ask_checks(task.verifier, ask)
     except VerifierError as exc:  # a malformed verifier is as broken here as in the real sandbox
         return Verification(verifier=PREFIX + kind, error=f"VerifierError: {exc}")

@@ -20,7 +20,6 @@ killed run resumes where it stopped.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import sys
 import threading
@@ -33,8 +32,6 @@ from tqdm import tqdm
 
 from schemas.edit_script import TARGET_FORMS
 from schemas.render import (
-    RecordError,
-    check_record,
     parse_prediction,
     record_messages,
     record_previous_observation,
@@ -42,6 +39,7 @@ from schemas.render import (
 )
 from training.backends import make_backend
 from training.backends.base import GenerationConfig, WorldModelBackend
+from training.bench_records import BenchError, read_jsonl, read_records
 from training.rewards.judge import (
     DIMENSIONS,
     JUDGE_CONFIG,
@@ -62,52 +60,6 @@ EXAMPLES = """examples:
       --predictions preds.jsonl --judge-url http://127.0.0.1:8001/v1 --out judged.jsonl
   python -m training.agentworldbench score --judged judged.jsonl --json scores.json
 Rerunning infer or judge with the same --out only does the ids that are not there yet."""
-
-
-class BenchError(ValueError):
-    """Bad input files: the message says which file and line, and what to do."""
-
-
-def read_records(patterns: list[str]) -> list[dict]:
-    """Every record of the files, each checked to be readable at its turn_idx (see module doc)."""
-    files = sorted({f for p in patterns for f in (glob.glob(p) or [p])})
-    records = []
-    seen: dict[str, str] = {}
-    for file in files:
-        path = Path(file)
-        if not path.is_file():
-            raise BenchError(f"{file}: no such file; pass AgentWorldBench JSONL files (globs allowed)")
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as exc:
-                raise BenchError(f"{file}:{n}: not JSON ({exc})") from None
-            try:
-                check_record(record)
-            except RecordError as exc:
-                raise BenchError(f"{file}:{n}: {exc}") from None
-            # Results are kept by id: a repeated id would silently stand for two samples.
-            key = str(record["id"])
-            if key in seen:
-                raise BenchError(f"{file}:{n}: id {key!r} already at {seen[key]}; ids must be unique")
-            seen[key] = f"{file}:{n}"
-            records.append(record)
-    return records
-
-
-def read_jsonl(path: Path) -> dict[str, dict]:
-    """Rows by id; a line torn by a kill is skipped (that id is simply done again)."""
-    rows: dict[str, dict] = {}
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(line)
-                rows[str(row["id"])] = row
-            except (ValueError, KeyError, TypeError):
-                continue
-    return rows
 
 
 def read_predictions(path: Path) -> dict[str, dict]:

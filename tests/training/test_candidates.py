@@ -1,4 +1,4 @@
-"""The project's candidate scorer for reasoning synthesis (training/rewards/candidates.py), on recorded
+"""The project's candidate scorer for reasoning synthesis (training/candidates.py), on recorded
 terminal observations; the judge part against the real local server."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from schemas import read_trajectories
 from schemas.records import Observation
 from schemas.render import chat_messages, target_text
 from tests.llm_server import LLMServer
-from training.rewards.candidates import score
+from training.candidates import score
 
 FIXTURE = Path(__file__).parents[1] / "beam_pipelines" / "fixtures" / "terminal_run"
 

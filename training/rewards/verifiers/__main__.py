@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from schemas.render import reference_observation
-from training.agentworldbench import BenchError, read_jsonl, read_records
+from training.bench_records import BenchError, read_jsonl, read_records
 from training.rewards.verifiers.verifier import verify
 
 

@@ -1,5 +1,7 @@
 """The project's scorer of a teacher's candidate reply, for reasoning synthesis
-(`build_corpus --synthesize-reasoning`, which loads it by name: `training.rewards.candidates:score`).
+(`build_corpus --synthesize-reasoning`, which finds it by its entry point, `candidates` in the group
+`agentworld.synthesis_scorers`, pyproject.toml). It sits above fidelity and rewards, whose measures
+it combines, so that rewards need not import fidelity.
 
 A candidate is scored on what the fidelity report and the RL reward already measure, against the real
 observation as a stable template (one real run, no noise floor): the domain's main fidelity metric on

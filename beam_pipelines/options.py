@@ -12,7 +12,12 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from beam_pipelines.stages.common import CORPORA
 from beam_pipelines.stages.decontaminate import MODES, DecontaminationConfig
 from beam_pipelines.stages.split import SPLITS
-from beam_pipelines.synthesis.settings import DEFAULT_SCORER, VLLM_HANDLER_PREFIX, SynthesisConfig
+from beam_pipelines.synthesis.settings import (
+    DEFAULT_SCORER,
+    SCORER_GROUP,
+    VLLM_HANDLER_PREFIX,
+    SynthesisConfig,
+)
 from schemas.edit_script import TARGET_FORMS
 
 EXAMPLES = """\
@@ -175,10 +180,11 @@ def _add_synthesis(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--synthesis-scorer",
-        metavar="MODULE:FUNCTION",
+        metavar="NAME|MODULE:FUNCTION",
         default=DEFAULT_SCORER,
-        help=f"scores a candidate against the real observation (default: the project's scorer, "
-        f"{DEFAULT_SCORER}: fidelity metric, rule verifiers and the judge; needs the training extra)",
+        help=f"scores a candidate against the real observation: a scorer registered in the "
+        f"{SCORER_GROUP} entry point group, or any function (default: the project's, {DEFAULT_SCORER}: "
+        "fidelity metric, rule verifiers and the judge; needs the training extra)",
     )
     g.add_argument("--synthesis-judge", metavar="URL", help="an OpenAI-compatible judge the scorer adds in")
     g.add_argument(

@@ -2,8 +2,9 @@
 
 For every SFT sample the teacher is asked for k candidate replies to the sample's own prompt messages
 (candidate i with seed + i). Each reply is scored against the real observation by the scorer plugin
-(`--synthesis-scorer`, default the project's `training.rewards.candidates:score`, loaded by name on the
-worker because beam_pipelines may not import training). The best candidate that passes the threshold
+(`--synthesis-scorer`: the name of a scorer registered in the `agentworld.synthesis_scorers` entry point
+group, by default the project's `candidates` (training/candidates.py), or MODULE:FUNCTION; loaded on the
+worker, because beam_pipelines may not import training). The best candidate that passes the threshold
 and has reasoning gives its reasoning to the target, `<think>` block first; the observation stays the
 real one. A sample without such a candidate leaves the SFT corpus, to the dead letter.
 
@@ -25,13 +26,14 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
+from importlib import metadata
 
 from beam_pipelines import dead_letter
 from beam_pipelines.dead_letter import DeadLetter
 from beam_pipelines.stages.common import Sample
 from beam_pipelines.synthesis.cache import Replies, ReplyCache, cache_key
 from beam_pipelines.synthesis.selection import Candidate, choose
-from beam_pipelines.synthesis.settings import SynthesisConfig
+from beam_pipelines.synthesis.settings import SCORER_GROUP, SynthesisConfig
 from beam_pipelines.synthesis.teacher import make_teacher
 from schemas.records import Observation
 from schemas.render import CLOSE_TAG, OPEN_TAG, target_text
@@ -43,23 +45,39 @@ log = logging.getLogger(__name__)
 
 
 def load_scorer(spec: str) -> Scorer:
-    """The function `MODULE:FUNCTION` names: score(domain, messages, reference, reply, *, judge_url)."""
+    """The scorer `spec` names, score(domain, messages, reference, reply, *, judge_url): a scorer
+    registered in the entry point group SCORER_GROUP by its name, or any function as MODULE:FUNCTION."""
+    if ":" not in spec:
+        return _registered_scorer(spec)
     module_name, _, function = spec.partition(":")
     if not module_name or not function:
-        raise ValueError(
-            f"--synthesis-scorer {spec!r}: give MODULE:FUNCTION, e.g. training.rewards.candidates:score"
-        )
+        raise ValueError(f"--synthesis-scorer {spec!r}: give a registered scorer's name or MODULE:FUNCTION")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ImportError(
-            f"--synthesis-scorer {spec!r}: cannot import {module_name} ({exc}); the project's scorer needs "
-            "the training extra on the workers: pip install '.[corpus,training]'"
-        ) from exc
+        raise ImportError(f"--synthesis-scorer {spec!r}: cannot import {module_name} ({exc})") from exc
     scorer = getattr(module, function, None)
     if not callable(scorer):
         raise ValueError(f"--synthesis-scorer {spec!r}: {module_name} has no function {function}")
     return scorer
+
+
+def _registered_scorer(name: str) -> Scorer:
+    found = metadata.entry_points(group=SCORER_GROUP, name=name)
+    if not found:
+        installed = sorted(ep.name for ep in metadata.entry_points(group=SCORER_GROUP))
+        raise ValueError(
+            f"--synthesis-scorer {name!r}: no scorer of that name in entry point group {SCORER_GROUP!r} "
+            f"(installed: {', '.join(installed) or 'none'}); give one of those or MODULE:FUNCTION. The "
+            "project's scorer is registered by its distribution: pip install -e '.[corpus,training]'"
+        )
+    try:
+        return next(iter(found)).load()
+    except ImportError as exc:
+        raise ImportError(
+            f"--synthesis-scorer {name!r}: cannot load it ({exc}); the project's scorer needs the training "
+            "extra on the workers: pip install '.[corpus,training]'"
+        ) from exc
 
 
 def real_observation(target: str) -> str:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# The project's own scorer (training/rewards/candidates.py). A string, not an import: beam_pipelines may
-# not import training (README's package table), so the scorer is a plugin loaded on the worker.
-DEFAULT_SCORER = "training.rewards.candidates:score"
+# Scorers are plugins loaded on the worker: beam_pipelines may not import training (README's package
+# table), so the project's own scorer is registered by the distribution under this entry point group
+# (pyproject.toml) and found here by its name, the default.
+SCORER_GROUP = "agentworld.synthesis_scorers"
+DEFAULT_SCORER = "candidates"
 VLLM_HANDLER_PREFIX = "vllm-handler:"
 
 
@@ -22,7 +24,7 @@ class SynthesisConfig:
     # {"grammar": ...}: they shape the replies, so the cache keys on them and the manifest records them
     extra_body: dict = field(default_factory=dict)
     threshold: float = 0.5  # the best candidate must score at least this to be kept
-    scorer: str = DEFAULT_SCORER  # MODULE:FUNCTION
+    scorer: str = DEFAULT_SCORER  # a registered scorer's name, or MODULE:FUNCTION
     judge: str | None = None  # an OpenAI-compatible URL the scorer may use as a judge
     concurrency: int = 8  # requests in flight per worker
     timeout: float = 120.0  # seconds per request

@@ -32,7 +32,7 @@ from schemas.chat_tokens import ChatTokenizer
 from schemas.render import CLOSE_TAG
 from tests.beam_pipelines.conftest import documents, variant, write_dataset
 from tests.llm_server import LLMServer, serve_llm
-from training.rewards.candidates import score
+from training.candidates import score
 
 TOKENIZER = "smollm2-135m-instruct"  # the teacher's own, so prompts fit its 2,048-token context
 SEQ_LEN = 1536

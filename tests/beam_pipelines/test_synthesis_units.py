@@ -16,6 +16,7 @@ from beam_pipelines.synthesis.settings import DEFAULT_SCORER, SynthesisConfig
 from beam_pipelines.synthesis.teacher import TeacherError, make_teacher
 from schemas.records import Observation
 from schemas.render import target_text
+from training import candidates
 
 MESSAGES = ({"role": "system", "content": "s"}, {"role": "user", "content": "ls"})
 
@@ -108,9 +109,16 @@ def test_report_shows_a_table_per_domain_only_with_synthesis():
     assert "synthesis" not in plain and "Reasoning synthesis" not in render_markdown(plain)
 
 
+def test_the_default_scorer_is_found_by_its_registered_name():
+    # The distribution registers it (pyproject.toml's entry points): beam_pipelines names no training module.
+    assert load_scorer(DEFAULT_SCORER) is candidates.score
+
+
 def test_a_bad_scorer_name_says_what_to_give():
+    with pytest.raises(ValueError, match="no scorer of that name.*installed: candidates"):
+        load_scorer("no_such_scorer")
     with pytest.raises(ValueError, match="MODULE:FUNCTION"):
-        load_scorer("training.rewards.candidates")
+        load_scorer("json:")
     with pytest.raises(ImportError, match="cannot import"):
         load_scorer("no_such_module_here:score")
     with pytest.raises(ValueError, match="no function"):

@@ -1,0 +1,103 @@
+"""The domain registry (sandboxes.domains): one complete record per domain, one lookup, and each fact
+agreeing with the sandbox code and the recordings it describes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sandboxes.android.verify import KIND as ANDROID_STATE
+from sandboxes.desktop.verify import KIND as DESKTOP_STATE
+from sandboxes.domains import KNOWN_DOMAINS, SPECS, DomainSpec, SandboxHooks, domain_spec
+from sandboxes.harbor.verifier import HARBOR
+from sandboxes.mcp.verify import VERIFIER_KINDS as MCP_KINDS
+from sandboxes.search.verify import KIND as ANSWER
+from sandboxes.swe.domain import recorded_config as swe_config
+from sandboxes.swe.verify import SWE_TESTS
+from sandboxes.terminal.domain import recorded_config as terminal_config
+from sandboxes.terminal.verify import COMMAND
+from sandboxes.web.verify import VERIFIER_KINDS as WEB_KINDS
+from schemas import read_trajectories
+from schemas.records import DOMAINS, Environment
+
+TESTS = Path(__file__).parents[1]
+REAL_OBSERVATIONS = TESTS / "training" / "fixtures" / "real_observations.json"
+TERMINAL_RUN = TESTS / "beam_pipelines" / "fixtures" / "terminal_run"
+# What each domain's sandbox code checks a task's verifier kind against.
+SANDBOX_VERIFIER_KINDS = {
+    "terminal": {COMMAND, HARBOR},
+    "swe": {SWE_TESTS},
+    "search": {ANSWER},
+    "mcp": set(MCP_KINDS),
+    "web": set(WEB_KINDS),
+    "os": {DESKTOP_STATE},
+    "android": {ANDROID_STATE},
+}
+
+
+def recorded_formats() -> dict[str, set[str]]:
+    """The Observation.format of every real observation the tests hold, per domain (the fixtures'
+    READMEs say where each was recorded)."""
+    found: dict[str, set[str]] = {}
+    for o in json.loads(REAL_OBSERVATIONS.read_text(encoding="utf-8")):
+        found.setdefault(o["domain"], set()).add(o["format"])
+    for trajectory in read_trajectories(str(TERMINAL_RUN)):
+        found.setdefault(trajectory.domain, set()).update(s.observation.format for s in trajectory.steps)
+    return found
+
+
+def test_there_is_one_record_per_trajectory_domain_in_the_schemas_order() -> None:
+    assert KNOWN_DOMAINS == DOMAINS
+    assert [spec.name for spec in SPECS] == list(DOMAINS)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
+def test_every_record_is_complete(spec: DomainSpec) -> None:
+    # Facts every domain has; scorer, main_metrics, replay_backends and injected_error may be empty.
+    for field in ("name", "package", "public_task", "observation_format", "backends", "verifier_kinds"):
+        assert getattr(spec, field), f"{spec.name}: {field} is empty"
+    assert set(spec.replay_backends) <= set(spec.backends) | {"local"}
+    assert "simulator" not in spec.backends  # every collector adds it; no record lists it
+    assert spec.injected_error.format(command="ls", action="ls -la") is not None
+
+
+def test_the_lookup_finds_a_record_by_name_package_or_alias_and_no_key_is_shared() -> None:
+    keys = [key for spec in SPECS for key in {spec.name, spec.package, *spec.aliases}]
+    assert len(keys) == len(set(keys)), "two records claim the same name"
+    for spec in SPECS:
+        for key in {spec.name, spec.package, *spec.aliases}:
+            assert domain_spec(key) is spec
+    assert domain_spec("desktop").name == "os"
+    with pytest.raises(ValueError, match="no domain 'robotics'; known domains: terminal, swe"):
+        domain_spec("robotics")
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
+def test_the_package_exports_its_hooks(spec: DomainSpec) -> None:
+    hooks = spec.hooks
+    assert isinstance(hooks, SandboxHooks)
+    assert spec.parse_action is hooks.parse_action and spec.replay_sandbox is hooks.replay_sandbox
+    assert spec.action_space == hooks.action_space and "JSON object" in spec.action_space
+
+
+def test_the_verifier_kinds_are_the_ones_the_sandboxes_check() -> None:
+    assert {spec.name: set(spec.verifier_kinds) for spec in SPECS} == SANDBOX_VERIFIER_KINDS
+
+
+def test_the_observation_format_is_the_one_the_real_sandboxes_recorded() -> None:
+    formats = recorded_formats()
+    assert set(formats) == set(DOMAINS)
+    for spec in SPECS:  # beside error observations and, for search, extracted pages
+        assert spec.observation_format in formats[spec.name], (spec.name, formats[spec.name])
+
+
+@pytest.mark.parametrize(("domain", "recorded"), [("terminal", terminal_config), ("swe", swe_config)])
+def test_a_replay_runs_under_each_replay_backend_and_a_host_recording_under_the_first(
+    domain: str, recorded
+) -> None:
+    backends = domain_spec(domain).replay_backends
+    assert recorded(Environment(name=domain, backend="local")).backend.kind == backends[0]
+    for backend in backends:
+        assert recorded(Environment(name=domain, backend="local"), backend).backend.kind == backend

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from training.fidelity.comparison import compare, comparison_table, rate_table, summary_lines
-from training.fidelity.domain_metrics import DOMAIN_METRICS
+from training.fidelity.domain_metrics import domain_metrics
 from training.fidelity.likelihood import CAPTION as LIKELIHOOD_CAPTION
 from training.fidelity.likelihood import likelihood_lines, likelihood_table
 from training.fidelity.metrics import METRICS, aggregate
@@ -187,7 +187,7 @@ def domain_tables(report: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     domains = sorted({d for s in systems.values() for d in s["by_domain"]})
     tables = []
     for domain in [*domains, "overall"]:
-        shown = (*SHOWN, *DOMAIN_METRICS.get(domain, ()))
+        shown = (*SHOWN, *domain_metrics(domain))
         body = []
         for name, agg in systems.items():
             stats = agg["overall"] if domain == "overall" else agg["by_domain"].get(domain)

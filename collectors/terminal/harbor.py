@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from collectors.cli import CliError, collector_version, policy_factory
 from collectors.metrics import FleetSummary
+from collectors.options import CliError, collector_version, policy_factory
 from collectors.runner import FleetConfig, run_fleet, trajectory_id
 from collectors.tasks import TaskSpec
 from sandboxes.harbor import (

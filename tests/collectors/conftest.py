@@ -1,7 +1,9 @@
-"""Helpers for collector tests: the real CLI in a subprocess, real docker, real bwrap."""
+"""Helpers for collector tests: the real CLI in a subprocess or in this process, real docker, real
+bwrap."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 import subprocess
@@ -27,6 +29,16 @@ def collector_argv(*args: str) -> list[str]:
 
 def run_collector(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(collector_argv(*args), cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def run_main(domain: str, *args: str) -> int:
+    """`python -m collectors.<domain> --no-progress ARGS` in this process (what only checks a refusal
+    needs): its exit code, argparse's SystemExit included; its output is in pytest's capsys."""
+    main = importlib.import_module(f"collectors.{domain}.__main__").main
+    try:
+        return main(["--no-progress", *args])
+    except SystemExit as exc:
+        return int(exc.code or 0)
 
 
 def start_collector(*args: str) -> subprocess.Popen[str]:

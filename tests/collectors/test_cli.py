@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from collectors.variety import explorer_variety
-from tests.collectors.conftest import assert_exactly_once, containers, run_collector
+from tests.collectors.conftest import assert_exactly_once, containers, run_collector, run_main
 
 
 def test_help_has_examples() -> None:
@@ -44,22 +44,21 @@ def test_fleet_of_4_writes_20_valid_trajectories(tmp_path: Path, terminal_image:
 
 
 @pytest.mark.docker
-def test_unwritable_out_fails_before_any_sandbox(tmp_path: Path, terminal_image: str) -> None:
+def test_unwritable_out_fails_before_any_sandbox(tmp_path: Path, terminal_image: str, capsys) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     # A missing image would also fail; the output check must come first, so no sandbox is tried.
-    result = run_collector("--out", str(blocker / "out"), "--image", "agentworld/no-such-image:0")
-    assert result.returncode == 2
-    assert "cannot write to" in result.stderr and str(blocker / "out") in result.stderr
-    assert "no-such-image" not in result.stderr
-    assert "Traceback" not in result.stderr
+    assert run_main("terminal", "--out", str(blocker / "out"), "--image", "agentworld/no-such-image:0") == 2
+    err = capsys.readouterr().err
+    assert "cannot write to" in err and str(blocker / "out") in err
+    assert "no-such-image" not in err
 
 
 @pytest.mark.docker
-def test_missing_image_names_the_setup_command(tmp_path: Path, terminal_image: str) -> None:
-    result = run_collector("--out", str(tmp_path / "out"), "--image", "agentworld/no-such-image:0")
-    assert result.returncode == 2
-    assert "make setup" in result.stderr and "infra/terminal-image/build.sh" in result.stderr
+def test_missing_image_names_the_setup_command(tmp_path: Path, terminal_image: str, capsys) -> None:
+    assert run_main("terminal", "--out", str(tmp_path / "out"), "--image", "agentworld/no-such-image:0") == 2
+    err = capsys.readouterr().err
+    assert "make setup" in err and "infra/terminal-image/build.sh" in err
 
 
 @pytest.mark.docker

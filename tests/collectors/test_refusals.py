@@ -1,33 +1,30 @@
 """A refused run (exit code 2) leaves nothing behind: no --out folder it created, no lock.
 
-Real collectors in subprocesses, refused at each stage: by argparse, on a task file, on a policy's
-options, on a task's repository, with --shard (a sub-root), and on an --out that already holds data.
+Real collectors in this process (their `main(argv)`), refused at each stage: by argparse, on a task
+file, on a policy's options, on a task's repository, with --shard (a sub-root), and on an --out that
+already holds data.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.collectors.conftest import run_main
 
 
-def refuse(domain: str, *args: str) -> str:
-    """Run `python -m collectors.<domain> ARGS`, which must refuse with exit code 2; its stderr."""
-    done = subprocess.run(
-        [sys.executable, "-m", f"collectors.{domain}", "--no-progress", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "Traceback" not in done.stderr, done.stderr[-3000:]
-    return done.stderr
+@pytest.fixture
+def refuse(capsys: pytest.CaptureFixture[str]):
+    def refused(domain: str, *args: str) -> str:
+        """`python -m collectors.<domain> ARGS`, which must refuse with exit code 2; its stderr."""
+        code = run_main(domain, *args)
+        printed = capsys.readouterr()
+        assert code == 2, printed.out[-2000:] + printed.err[-2000:]
+        return printed.err
+
+    return refused
 
 
 def swe_task(tmp_path: Path, template: Path) -> Path:
@@ -53,14 +50,14 @@ def swe_task(tmp_path: Path, template: Path) -> Path:
     ],
 )
 def test_a_refused_run_creates_no_out_folder(
-    tmp_path: Path, domain: str, args: list[str], message: str
+    tmp_path: Path, domain: str, args: list[str], message: str, refuse
 ) -> None:
     out = tmp_path / "new" / "out"
     assert message in refuse(domain, "--out", str(out), *args)
     assert not (tmp_path / "new").exists()
 
 
-def test_a_missing_swe_repository_is_named_as_missing(tmp_path: Path) -> None:
+def test_a_missing_swe_repository_is_named_as_missing(tmp_path: Path, refuse) -> None:
     missing = tmp_path / "no-such-repo"
     stderr = refuse(
         "swe", "--backend", "local", "--tasks", str(swe_task(tmp_path, missing)), "--out", str(tmp_path / "o")
@@ -76,13 +73,13 @@ def test_a_missing_swe_repository_is_named_as_missing(tmp_path: Path) -> None:
     assert f"its repository {a_file} is not a directory" in stderr
 
 
-def test_a_refused_shard_leaves_neither_the_dataset_nor_its_shard_folder(tmp_path: Path) -> None:
+def test_a_refused_shard_leaves_neither_the_dataset_nor_its_shard_folder(tmp_path: Path, refuse) -> None:
     out = tmp_path / "dataset"
     refuse("terminal", "--out", str(out), "--shard", "1/2", "--tasks", str(tmp_path / "missing.jsonl"))
     assert not out.exists()
 
 
-def test_a_refusal_on_an_existing_out_keeps_its_data_and_leaves_no_lock(tmp_path: Path) -> None:
+def test_a_refusal_on_an_existing_out_keeps_its_data_and_leaves_no_lock(tmp_path: Path, refuse) -> None:
     out = tmp_path / "out"
     (out / "domain=terminal").mkdir(parents=True)
     (out / "domain=terminal" / "part-0.parquet").write_bytes(b"earlier data")

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from collectors.cli import main_guard, run_cli
+from collectors.cli import main_guard, parse_args, run_cli
 from collectors.policies.base import Policy
 from collectors.runner import FleetConfig, run_fleet
 from collectors.tasks import TaskSpec
-from collectors.terminal.__main__ import parse_args
+from collectors.terminal.__main__ import SPEC
 from sandboxes.terminal import TerminalConfig, TerminalSandbox, command_action, make_backend
 from schemas.lock import DatasetLock
 from schemas.records import Action, Observation, Task
@@ -103,7 +103,7 @@ def test_a_policy_that_cannot_be_built_stops_the_run_with_the_reason(tmp_path: P
     saved = json.loads((tmp_path / "data" / "summary.json").read_text())
     assert saved["exit_code"] == 1 and "model weights" in saved["fatal"]
     # The CLI builds one policy before any sandbox starts and exits 2 with the same reason.
-    args = parse_args(["--backend", "bwrap", "--out", str(tmp_path / "cli")])
+    args = parse_args(SPEC, ["--backend", "bwrap", "--out", str(tmp_path / "cli")])
     with DatasetLock(args.out) as lock:
         code = main_guard(lambda: run_cli(args, "terminal", _sandbox_factory(), (broken, specs, None), lock))
     assert code == 2

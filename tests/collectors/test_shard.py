@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from collectors.tasks import Shard
-from tests.collectors.conftest import ROOT
+from tests.collectors.conftest import run_main
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 7, 16])
@@ -48,24 +46,17 @@ def test_bad_shard_values_say_what_is_expected(text: str, reason: str) -> None:
         Shard.parse(text)
 
 
-def _collector(*args: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "collectors.terminal", "--no-progress", *args]
-    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
-
-
 @pytest.mark.parametrize("module", ["terminal", "swe", "search", "mcp", "web", "desktop", "android"])
-def test_every_collector_offers_shard(module: str) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", f"collectors.{module}", "--help"], cwd=ROOT, capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "--shard I/N" in result.stdout
+def test_every_collector_offers_shard(module: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_main(module, "--help") == 0
+    assert "--shard I/N" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("value", ["3/2", "x"])
-def test_a_bad_shard_exits_2_before_anything_is_written(tmp_path: Path, value: str) -> None:
+def test_a_bad_shard_exits_2_before_anything_is_written(
+    tmp_path: Path, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "out"
-    result = _collector("--backend", "local", "--shard", value, "--out", str(out))
-    assert result.returncode == 2
-    assert "--shard" in result.stderr and "Traceback" not in result.stderr
+    assert run_main("terminal", "--backend", "local", "--shard", value, "--out", str(out)) == 2
+    assert "--shard" in capsys.readouterr().err
     assert not out.exists()

@@ -136,14 +136,17 @@ def test_option_errors_exit_2_with_the_reason(argv: list[str], message: str, tmp
 
 
 def test_a_host_without_kvm_is_named_as_the_reason(tmp_path: Path, monkeypatch) -> None:
-    from collectors.android.__main__ import host_problems, parse_args
+    from collectors.android.__main__ import SPEC
+    from collectors.android.options import host_problems
+    from collectors.cli import parse_args
     from sandboxes.android.fleet import DEFAULT_BUDGET
     from sandboxes.android.fleet.resources import HostResources, make_plan
 
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no `emulator` or `adb` there
     host = HostResources(64, 512 * 1024, 4 * 1024 * 1024, "/tmp", False, "/dev/kvm does not exist")
     plan = make_plan(4, host, DEFAULT_BUDGET)
-    args = parse_args(["--emulators", "4", "--avd", "pixel", "--sdk", str(tmp_path), "--out", str(tmp_path)])
+    argv = ["--emulators", "4", "--avd", "pixel", "--sdk", str(tmp_path), "--out", str(tmp_path)]
+    args = parse_args(SPEC, argv)
     problems = host_problems(args, plan)
     assert problems[0] == "no usable KVM: /dev/kvm does not exist; Android emulators need it"
     assert any(f"the SDK at {tmp_path}" in p for p in problems)  # an empty --sdk has no emulator

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from collectors.mcp.__main__ import with_tool_lookup
+from collectors.mcp.options import with_tool_lookup
 from collectors.policies.llm import LLMPolicy
 from collectors.tasks import embedded_tasks
 from sandboxes.mcp import McpConfig, McpSandbox
 from schemas import read_trajectories
 from schemas.records import Trajectory
+from tests.collectors.conftest import run_main
 from tests.llm_server import LLMServer
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -37,10 +38,10 @@ def recorded_tool_names(server: str) -> list[str]:
     return [tool["name"] for tool in json.loads((FIXTURES / f"{server}.json").read_text())["tools"]]
 
 
-def test_help_has_examples() -> None:
-    result = run_collector("--help")
-    assert result.returncode == 0
-    assert "examples:" in result.stdout and "--servers" in result.stdout and "--invalid-rate" in result.stdout
+def test_help_has_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_main("mcp", "--help") == 0
+    printed = capsys.readouterr().out
+    assert "examples:" in printed and "--servers" in printed and "--invalid-rate" in printed
 
 
 def test_embedded_tasks_cover_every_embedded_server_in_turn() -> None:
@@ -56,9 +57,12 @@ def test_embedded_tasks_cover_every_embedded_server_in_turn() -> None:
         (["--servers", "/nonexistent.toml"], "cannot read the catalogue"),
     ],
 )
-def test_usage_errors_say_what_to_fix(tmp_path: Path, args: list[str], message: str) -> None:
-    result = run_collector(*args, "--out", str(tmp_path / "out"))
-    assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
+def test_usage_errors_say_what_to_fix(
+    tmp_path: Path, args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_main("mcp", *args, "--out", str(tmp_path / "out")) == 2
+    err = capsys.readouterr().err
+    assert message in err, err[-2000:]
 
 
 EMBEDDED_ARGS = ["--workers", "2", "--episodes", "10", "--max-steps", "3"]

@@ -7,7 +7,7 @@ import json
 import random
 from pathlib import Path
 
-from collectors.mcp.__main__ import with_tool_lookup
+from collectors.mcp.options import with_tool_lookup
 from collectors.policies.base import INVALID
 from collectors.policies.llm import LLMPolicy, parse_reply
 from sandboxes.domains import domain_spec

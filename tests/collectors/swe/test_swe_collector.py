@@ -16,6 +16,7 @@ from sandboxes.swe import SweSandbox, make_config
 from sandboxes.swe.repos import default_cache_dir
 from schemas import read_trajectories
 from schemas.records import Task
+from tests.collectors.conftest import run_main
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -90,13 +91,13 @@ def test_scripted_policy_fixes_every_task_it_plays(tmp_path: Path) -> None:
         assert trajectory.outcome.status == "completed"
 
 
-def test_task_of_an_unknown_repository_stops_before_the_fleet(tmp_path: Path) -> None:
+def test_task_of_an_unknown_repository_stops_before_the_fleet(tmp_path: Path, capsys) -> None:
     tasks = tmp_path / "tasks.jsonl"
     task = {"id": "nope-0", "metadata": {"repo": "no-such-project", "version": "1.0", "seed": 0}}
     tasks.write_text(json.dumps(task) + "\n")
-    result = run_collector("--tasks", str(tasks), "--episodes", "1", "--out", str(tmp_path / "out"))
-    assert result.returncode == 2
-    assert "not in the embedded suite" in result.stderr and "test_command" in result.stderr
+    assert run_main("swe", "--tasks", str(tasks), "--episodes", "1", "--out", str(tmp_path / "out")) == 2
+    err = capsys.readouterr().err
+    assert "not in the embedded suite" in err and "test_command" in err
 
 
 def _explore(task: Task, seed: int) -> list[str]:

@@ -1,4 +1,5 @@
-"""`python -m collectors.web` as a user runs it: a subprocess, real Chromium, real local sites."""
+"""`python -m collectors.web` as a user runs it: a subprocess, real Chromium, real local sites; the
+refusals in this process (its `main(argv)`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from sandboxes.http_server import LocalHTTPServer, Request, Response
 from sandboxes.web import parse_action
 from sandboxes.web.config import origin_of
-from tests.collectors.conftest import ROOT, assert_exactly_once
+from tests.collectors.conftest import ROOT, assert_exactly_once, run_main
 from tests.support_s3 import running_s3_server, s3_objects
 
 EMBEDDED = {"http://shop.agentworld.test", "http://docs.agentworld.test"}
@@ -24,34 +25,36 @@ def run_web(
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
 
 
-def test_help_shows_examples_and_the_web_options() -> None:
-    result = run_web("--help")
-    assert result.returncode == 0
+def test_help_shows_examples_and_the_web_options(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_main("web", "--help") == 0
+    printed = capsys.readouterr().out
     for text in ("--browsers", "--start-urls", "--allow-origin", "--screenshots", "examples:"):
-        assert text in result.stdout
+        assert text in printed
 
 
-def test_a_bad_start_urls_file_names_its_lines(tmp_path: Path) -> None:
+def test_a_bad_start_urls_file_names_its_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     urls = tmp_path / "urls.txt"
     urls.write_text("# my sites\nhttps://example.com/\nnot a url\n\nftp://files.example.com/x\n")
-    result = run_web("--start-urls", str(urls), "--out", str(tmp_path / "out"))
-    assert result.returncode == 2
-    assert f"{urls}:3: 'not a url' is not an http(s) URL" in result.stderr
-    assert f"{urls}:5:" in result.stderr and "one http(s) URL per line" in result.stderr
-    missing = run_web("--start-urls", str(tmp_path / "nope.txt"), "--out", str(tmp_path / "out"))
-    assert missing.returncode == 2 and "cannot read --start-urls" in missing.stderr
+    assert run_main("web", "--start-urls", str(urls), "--out", str(tmp_path / "out")) == 2
+    err = capsys.readouterr().err
+    assert f"{urls}:3: 'not a url' is not an http(s) URL" in err
+    assert f"{urls}:5:" in err and "one http(s) URL per line" in err
+    assert run_main("web", "--start-urls", str(tmp_path / "nope.txt"), "--out", str(tmp_path / "out")) == 2
+    assert "cannot read --start-urls" in capsys.readouterr().err
     empty = tmp_path / "empty.txt"
     empty.write_text("# nothing yet\n")
-    result = run_web("--start-urls", str(empty), "--out", str(tmp_path / "out"))
-    assert result.returncode == 2 and "holds no URLs" in result.stderr
+    assert run_main("web", "--start-urls", str(empty), "--out", str(tmp_path / "out")) == 2
+    assert "holds no URLs" in capsys.readouterr().err
 
 
-def test_a_bad_origin_and_a_missing_browser_say_what_to_do(tmp_path: Path) -> None:
-    result = run_web("--allow-origin", "https://example.com/path", "--out", str(tmp_path / "a"))
-    assert result.returncode == 2 and "scheme://host[:port] only" in result.stderr
-    result = run_web("--chromium", str(tmp_path / "no-chromium"), "--out", str(tmp_path / "b"))
-    assert result.returncode == 2
-    assert "Chromium not found" in result.stderr and "apt-get install chromium" in result.stderr
+def test_a_bad_origin_and_a_missing_browser_say_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_main("web", "--allow-origin", "https://example.com/path", "--out", str(tmp_path / "a")) == 2
+    assert "scheme://host[:port] only" in capsys.readouterr().err
+    assert run_main("web", "--chromium", str(tmp_path / "no-chromium"), "--out", str(tmp_path / "b")) == 2
+    err = capsys.readouterr().err
+    assert "Chromium not found" in err and "apt-get install chromium" in err
 
 
 @pytest.mark.chromium
@@ -117,12 +120,13 @@ def test_start_urls_record_a_site_of_our_own_with_screenshots_and_stay_on_its_or
 
 
 def test_browsers_is_the_fleet_size_and_sandboxes_still_works() -> None:
-    from collectors.web.__main__ import parse_args
+    from collectors.cli import parse_args
+    from collectors.web.__main__ import SPEC
 
-    assert parse_args(["--browsers", "3", "--out", "x"]).sandboxes == 3
-    assert parse_args(["--sandboxes", "2", "--out", "x"]).sandboxes == 2
+    assert parse_args(SPEC, ["--browsers", "3", "--out", "x"]).sandboxes == 3
+    assert parse_args(SPEC, ["--sandboxes", "2", "--out", "x"]).sandboxes == 2
     with pytest.raises(SystemExit):
-        parse_args(["--browsers", "0", "--out", "x"])
+        parse_args(SPEC, ["--browsers", "0", "--out", "x"])
 
 
 @pytest.mark.chromium

@@ -1,13 +1,17 @@
-"""The session table of a served sandbox: openenv-core's own (HTTPEnvServer's), with leases.
+"""The session table of a served sandbox: leases and one limit around openenv-core's public server.
 
-WebSocket sessions (openenv's /ws) and our HTTP sessions (/sessions) live in the one table HTTPEnvServer
-keeps, so one capacity covers both and one reaper reclaims both. What this adds to it:
+openenv's `HTTPEnvServer` serves the WebSocket protocol (`/ws`) and `/health` from an app of its own;
+the served app exposes only those two of its routes, so a route a later openenv adds is not served
+unless listed here. Everything below uses openenv's public classes only: a `/ws` connection passes
+through `LeasedSockets` (sandboxes/serve/sockets.py) before openenv's handler sees it, and openenv
+builds its environment through `SessionPool.ws_environment`, the factory it is given. HTTP sessions
+(/sessions) are this table's own. What the table adds:
 
-- a refusal that says the limit and what to do, counted;
-- a lease per session: every call renews it, a session idle past it is reclaimed (its sandbox closed),
-  a session busy in a long step is not; later calls are told it expired, not that it never existed;
-- a WebSocket session whose client leaves (or says close) while a reset or step runs: the call is
-  interrupted (its sandbox closed from here) and the slot freed at once, not after the step's timeout;
+- one limit for WebSocket and HTTP sessions together, and a refusal that says it and what to do;
+- a lease per session: every call renews it, a session idle past it is reclaimed (its sandbox
+  closed), a session busy in a long step is not; later calls are told it expired;
+- a WebSocket session whose client leaves (or says close) while a reset or step runs: its sandbox is
+  closed from here, which ends the call, and its slot is freed at once;
 - why each session ended (expired, closed by its client, its connection dropped, server shutdown),
   remembered for the HTTP routes and counted for the shutdown summary;
 - episode counts and the mean task reward.
@@ -16,22 +20,21 @@ keeps, so one capacity covers both and one reaper reclaims both. What this adds 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import dataclasses
 import functools
 import logging
 import threading
 import time
+import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from openenv.core.env_server.exceptions import SessionCapacityError
-from openenv.core.env_server.http_server import HTTPEnvServer
-from openenv.core.env_server.interfaces import Environment
-from openenv.core.env_server.types import ConcurrencyConfig
+from openenv.core.env_server import EnvironmentFactoryError, SessionCapacityError
 
 from sandboxes.base import Sandbox
-from sandboxes.serve.connection import CURRENT_CONNECTION, Connection, asks_to_close
+from sandboxes.serve.connection import Connection
 from sandboxes.serve.environment import EpisodeStateError, SandboxEnvironment
 from sandboxes.serve.models import SandboxAction, SandboxObservation
 from schemas.records import Task
@@ -43,9 +46,7 @@ EXPIRED = "expired"  # idle past its lease: the reaper reclaimed it
 CLOSED = "closed"  # its client closed it (DELETE, or openenv's close message before the socket closed)
 DISCONNECTED = "disconnected"  # its WebSocket dropped without a close message (client killed, network)
 SHUTDOWN = "shutdown"  # the server stopped
-# A call that outlasts this starts listening to its WebSocket (for its client leaving); quicker ones
-# never pay for a listener. A client that leaves is thus seen within this much of a call's start.
-WATCH_AFTER_S = 0.2
+RECLAIMED = frozenset({EXPIRED, SHUTDOWN})  # ended by the server: a later call is told why
 REMEMBERED_ENDINGS = 10_000  # ended HTTP session ids kept to answer 410 / "was closed" instead of 404
 
 
@@ -86,7 +87,7 @@ class ServeStats:
 
 class ServedEnvironment(SandboxEnvironment):
     """A SandboxEnvironment that counts its episodes and, once the server has reclaimed its
-    session, says why on every later call (a WebSocket outlives its reclaimed session)."""
+    session, says why on every later call."""
 
     def __init__(
         self,
@@ -124,43 +125,47 @@ class ServedEnvironment(SandboxEnvironment):
             raise SessionEndedError(self.ended)
 
 
-def _log_failure(done: Any) -> None:
-    """A done-callback: retrieve a background future's error (asyncio would otherwise report it as
-    never retrieved) and log it at debug level: the session it belonged to is gone."""
-    if not done.cancelled() and done.exception() is not None:
-        log.debug("after its session ended: %r", done.exception())
+@dataclasses.dataclass(eq=False)
+class Lease:
+    """One session: a WebSocket's (`connection` set; openenv runs its calls) or an HTTP one (its own
+    one-thread `executor`, where its environment was made and its calls run, as Playwright needs)."""
+
+    id: str
+    connection: Connection | None = None
+    executor: ThreadPoolExecutor | None = None
+    env: ServedEnvironment | None = None
+    busy: int = 0  # calls in flight: a busy session is never reclaimed
+    last_call: float = dataclasses.field(default_factory=time.monotonic)
+    ended: str | None = None  # why, once it ended
+    message: str = ""  # what a later call is told
+    # Resolved when the server reclaims the session: an idle WebSocket handler stops waiting.
+    reclaimed: asyncio.Future[None] | None = None
+
+    def touch(self) -> None:
+        self.last_call = time.monotonic()
 
 
-# -- the pool --------------------------------------------------------------------------------------
-
-
-class SessionPool(HTTPEnvServer):
-    """HTTPEnvServer whose sessions hold leases; see the module docstring."""
+class SessionPool:
+    """The leases of a served sandbox's sessions; see the module docstring."""
 
     def __init__(
         self,
-        env_factory: Callable[[], Environment],
+        env_factory: Callable[[], ServedEnvironment],
         *,
         max_sessions: int,
         idle_timeout_s: float | None,
         stats: ServeStats,
     ) -> None:
-        super().__init__(
-            env_factory,
-            SandboxAction,
-            SandboxObservation,
-            concurrency_config=ConcurrencyConfig(
-                max_concurrent_envs=max_sessions, session_timeout=idle_timeout_s
-            ),
-        )
-        self.stats = stats
+        self.env_factory = env_factory
+        self.max_sessions = max_sessions
         self.idle_timeout_s = idle_timeout_s
+        self.stats = stats
         self.stopping = False  # set when shutdown starts: sessions ending now end by SHUTDOWN
-        self.http_sessions: set[str] = set()
-        self._connections: dict[str, Connection] = {}
-        self._busy: dict[str, int] = {}  # calls in flight per session: never reclaimed mid-step
-        self._ended: OrderedDict[str, tuple[str, str]] = OrderedDict()  # HTTP session -> (why, message)
-        self._releasing: set[asyncio.Task] = set()  # sandboxes of abandoned sessions being closed
+        self.leases: dict[str, Lease] = {}
+        self.calls_in_flight = 0  # resets and steps (WebSocket: messages being answered) running now
+        self.background: set[asyncio.Future] = set()  # abandoned sessions: sandboxes closing, last answers
+        self.endings: OrderedDict[str, tuple[str, str]] = OrderedDict()  # HTTP session -> (why, message)
+        self.reaper: asyncio.Task | None = None
 
     # -- messages ----------------------------------------------------------------------------------
 
@@ -169,10 +174,10 @@ class SessionPool(HTTPEnvServer):
             return "sessions on this server never expire"
         return f"a session is reclaimed after {self.idle_timeout_s:g} s without a call"
 
-    def capacity_message(self, active: int) -> str:
+    def capacity_message(self) -> str:
         return (
-            f"the server is at its limit of {self.max_concurrent_envs} concurrent sessions ({active} open; "
-            "WebSocket and HTTP sessions count together). Close a session you hold (close its "
+            f"the server is at its limit of {self.max_sessions} concurrent sessions ({self.active_sessions} "
+            "open; WebSocket and HTTP sessions count together). Close a session you hold (close its "
             "WebSocket, or DELETE /sessions/<id>), retry once an idle one is reclaimed "
             f"({self.lease_text()}), or restart the server with a larger --max-sessions"
         )
@@ -186,223 +191,177 @@ class SessionPool(HTTPEnvServer):
 
     def ended(self, session_id: str) -> tuple[str, str] | None:
         """(why, message) for an HTTP session that ended, None if it is unknown."""
-        return self._ended.get(session_id)
+        return self.endings.get(session_id)
 
     # -- the table ---------------------------------------------------------------------------------
 
-    async def _create_session(self) -> tuple[str, Environment]:
-        try:
-            session_id, env = await super()._create_session()
-        except SessionCapacityError as exc:
-            self.stats.count("refused")
-            raise SessionCapacityError(
-                exc.active_sessions, exc.max_sessions, self.capacity_message(exc.active_sessions)
-            ) from exc
-        self.stats.count("opened")
-        connection = CURRENT_CONNECTION.get()
-        if connection is not None:
-            self._connections[session_id] = connection
-        return session_id, env
-
-    async def open_http_session(self) -> str:
-        session_id, _ = await self._create_session()
-        self.http_sessions.add(session_id)
-        return session_id
-
-    def http_env(self, session_id: str) -> Environment | None:
-        """The environment of a live HTTP session, None when there is none (see `ended`)."""
-        if session_id not in self.http_sessions:
-            return None
-        return self._sessions.get(session_id)
-
-    async def _destroy_session(
-        self, session_id: str, reason: str | None = None, message: str = "", idle_over: float | None = None
-    ) -> None:
-        """Remove a session and close its sandbox (in the session's own thread, as Playwright needs).
-        With `idle_over`, only if the session is still idle past it and no call is in flight."""
-        async with self._session_lock:
-            forgotten = self._forget(session_id, reason, message, idle_over)
-        if forgotten is not None:
-            await self._cleanup_session_resources(*forgotten)
-
-    async def _release_abandoned(self, env: Environment, executor: Any, stack: Any) -> None:
-        """Close an abandoned session's sandbox from here, a call perhaps still running in its thread:
-        a sandbox's close() is safe from any thread and kills its processes (a runner aborts the same
-        way), which ends the call; the session's own thread then closes what is left, Playwright's
-        objects included, once the call has returned. Nobody waits for that."""
-        if stack is not None:
-            with contextlib.suppress(Exception):
-                await stack.aclose()
-        if isinstance(env, ServedEnvironment):
-            try:
-                await asyncio.to_thread(env.interrupt)
-            except Exception as exc:  # the close below, in the session's thread, tries again
-                log.warning("interrupting an abandoned session's sandbox: %s", exc)
-        if executor is None:
-            return
-        closed = executor.submit(env.close)
-        closed.add_done_callback(_log_failure)
-        if executor is not self._shared_session_executor:
-            executor.shutdown(wait=False)
-
-    def _forget(
-        self, session_id: str, reason: str | None, message: str, idle_over: float | None = None
-    ) -> tuple[Environment, Any, Any] | None:
-        """Take the session out of the table, count why it ended and tell its environment; its
-        (env, executor, exit stack) to clean up, or None if it was gone (or is not idle past
-        `idle_over`). Synchronous: nothing else on the event loop sees the table half-changed
-        (openenv, too, holds its session lock only around such sections, never across an await)."""
-        if session_id not in self._sessions:
-            return None
-        if idle_over is not None:
-            info = self._session_info.get(session_id)
-            if self._busy.get(session_id) or (
-                info is not None and time.time() - info.last_activity_at <= idle_over
-            ):
-                return None
-        env = self._sessions.pop(session_id)
-        executor = self._session_executors.pop(session_id, None)
-        stack = self._session_stacks.pop(session_id, None)
-        self._session_info.pop(session_id, None)
-        connection = self._connections.pop(session_id, None)
-        if reason is None:
-            if self.stopping:
-                reason = SHUTDOWN
-            elif connection is not None and not connection.close_requested:
-                reason = DISCONNECTED
-            else:
-                reason = CLOSED
-        self.stats.count(reason)
-        message = message or f"the session was {'closed' if reason == CLOSED else 'ended: ' + reason}"
-        if isinstance(env, ServedEnvironment):
-            env.ended = message
-        if session_id in self.http_sessions:
-            self.http_sessions.discard(session_id)
-            self._ended[session_id] = (reason, message)
-            while len(self._ended) > REMEMBERED_ENDINGS:
-                self._ended.popitem(last=False)
-        return env, executor, stack
-
-    async def close_session(self, session_id: str) -> None:
-        await self._destroy_session(session_id, CLOSED)
-
-    async def close_all(self) -> None:
-        """Close every session's sandbox (at shutdown); a call still running is interrupted first,
-        so that shutdown does not wait for its step (up to its own timeout)."""
-        self.stopping = True
-        busy = [env for sid, env in self._sessions.items() if self._busy.get(sid)]
-        for env in busy:
-            if isinstance(env, ServedEnvironment):
-                with contextlib.suppress(Exception):
-                    await asyncio.to_thread(env.interrupt)
-        for session_id in list(self._sessions):
-            await self._destroy_session(session_id, SHUTDOWN, "the server shut down")
-        if self._releasing:  # abandoned sessions' sandboxes still closing: before the loop stops
-            await asyncio.gather(*self._releasing, return_exceptions=True)
-
     @property
-    def calls_in_flight(self) -> int:
-        """Resets and steps running now, all sessions together."""
-        return sum(self._busy.values())
+    def active_sessions(self) -> int:
+        return len(self.leases)
+
+    def reserve(self, connection: Connection | None = None) -> Lease:
+        """A new session's lease, or SessionCapacityError (counted) when the server is full."""
+        if len(self.leases) >= self.max_sessions:
+            self.stats.count("refused")
+            raise SessionCapacityError(self.active_sessions, self.max_sessions, self.capacity_message())
+        lease = Lease(uuid.uuid4().hex, connection, reclaimed=asyncio.get_running_loop().create_future())
+        self.leases[lease.id] = lease
+        self.stats.count("opened")
+        return lease
+
+    def end(self, lease: Lease, reason: str, message: str = "") -> None:
+        """Mark the session ended and count why; its slot is freed by `drop` (at once, or once its
+        sandbox is closed). Synchronous: nothing on the event loop sees the table half-changed."""
+        if lease.ended is not None:
+            return
+        lease.ended = reason
+        lease.message = message or f"the session was {'closed' if reason == CLOSED else 'ended: ' + reason}"
+        self.stats.count(reason)
+        if lease.env is not None:
+            lease.env.ended = lease.message
+        if lease.executor is not None:  # an HTTP session: its routes answer 404 / 410 from this
+            self.endings[lease.id] = (reason, lease.message)
+            while len(self.endings) > REMEMBERED_ENDINGS:
+                self.endings.popitem(last=False)
+        if reason in RECLAIMED and lease.reclaimed is not None and not lease.reclaimed.done():
+            lease.reclaimed.set_result(None)
+
+    def drop(self, lease: Lease) -> None:
+        self.leases.pop(lease.id, None)
+
+    def ended_by_client(self, lease: Lease) -> str:
+        """Why a WebSocket session whose handler returned ended."""
+        if self.stopping:
+            return SHUTDOWN
+        return CLOSED if lease.connection is not None and lease.connection.close_requested else DISCONNECTED
 
     def session_resources(self) -> dict[str, list[str]]:
         """Session id -> what its sandbox holds now; for leak checks."""
-        live = list(self._sessions.items())
-        return {sid: env.resources() for sid, env in live if isinstance(env, ServedEnvironment)}
+        return {sid: lease.env.resources() for sid, lease in list(self.leases.items()) if lease.env}
 
-    # -- leases ------------------------------------------------------------------------------------
+    # -- releasing sandboxes -----------------------------------------------------------------------
 
-    async def _run_in_session_executor(self, session_id: str, func: Callable[..., Any], *args, **kwargs):
-        # A call renews the lease when it starts and when it ends; while it runs the session is busy.
-        self._busy[session_id] = self._busy.get(session_id, 0) + 1
-        self._update_session_activity(session_id)
+    async def release(self, lease: Lease) -> None:
+        """Close the session's sandbox. An HTTP session's closes in its own thread; a WebSocket
+        session's is interrupted from here (a sandbox's close() is safe from any thread and kills its
+        processes, which ends a call still running), and openenv closes the rest in the session's
+        thread when its handler returns."""
+        env = lease.env
+        if env is None:
+            return
+        if lease.executor is None:
+            try:
+                await asyncio.to_thread(env.interrupt)
+            except Exception as exc:  # openenv's close in the session's thread tries again
+                log.warning("interrupting a session's sandbox: %s", exc)
+            return
         try:
-            connection = self._connections.get(session_id)
-            if connection is None:  # an HTTP session: its lease reclaims it
-                return await super()._run_in_session_executor(session_id, func, *args, **kwargs)
-            return await self._watched(session_id, connection, functools.partial(func, *args, **kwargs))
+            await asyncio.get_running_loop().run_in_executor(lease.executor, env.close)
+        except Exception as exc:
+            log.warning("closing a session's sandbox: %s", exc)
         finally:
-            left = self._busy.get(session_id, 1) - 1
-            if left > 0:
-                self._busy[session_id] = left
-            else:
-                self._busy.pop(session_id, None)
-            self._update_session_activity(session_id)
+            lease.executor.shutdown(wait=False)
 
-    async def _watched(self, session_id: str, connection: Connection, call: Callable[[], Any]) -> Any:
-        """Run a WebSocket session's call in its thread; if it outlasts WATCH_AFTER_S, listen to its
-        socket meanwhile. openenv's handler reads nothing until the call returns, so a client that
-        leaves (closes, or is killed) mid-step would otherwise hold its sandbox and slot until the
-        step's own timeout. A quick step costs one timer: no listener, no extra event-loop hop."""
-        loop = asyncio.get_running_loop()
-        running = loop.run_in_executor(self._session_executors.get(session_id, self._executor), call)
-        timer = loop.call_later(WATCH_AFTER_S, self._watch, session_id, connection, running)
+    def later(self, work: Awaitable[Any]) -> None:
+        """Run `work` in the background (from a callback); shutdown awaits it."""
+        task = asyncio.ensure_future(work)
+        self.background.add(task)  # a reference, or the task could be collected mid-way
+        task.add_done_callback(self.background.discard)
+
+    async def reclaim(self, lease: Lease, reason: str, message: str = "") -> None:
+        """End a session from the server's side: later calls are refused at once, its slot is free
+        once its sandbox is closed."""
+        self.end(lease, reason, message)
         try:
-            return await running
-        except asyncio.CancelledError:
-            if connection.left_mid_call is None:  # not ours (shutdown): let it through
-                raise
-            # openenv's handler answers this (to no one, or to a client that said goodbye), then
-            # reads the message waiting in connection.next (the disconnect, or the close) and ends.
-            raise SessionEndedError(f"the client {connection.left_mid_call} during the call") from None
+            await self.release(lease)
         finally:
-            timer.cancel()
+            self.drop(lease)
 
-    def _watch(self, session_id: str, connection: Connection, running: asyncio.Future) -> None:
-        """A long call: read the socket's next message now (the handler gets it next either way)."""
-        if running.done():
-            return
-        if connection.next is None:
-            connection.next = asyncio.ensure_future(connection.receive())
-        connection.next.add_done_callback(functools.partial(self._heard, session_id, connection, running))
+    # -- HTTP sessions -----------------------------------------------------------------------------
 
-    def _heard(self, session_id: str, connection: Connection, running: asyncio.Future, heard: Any) -> None:
-        """The socket's next message arrived while the call runs: a message sent ahead waits for the
-        handler; a disconnect or openenv's close ends the session now, its slot freed at once."""
-        if running.done() or heard.cancelled() or heard.exception() is not None:
-            return
-        message = heard.result()
-        leaving = message.get("type") == "websocket.disconnect"
-        if not leaving and not asks_to_close(message):
-            return
-        connection.close_requested = connection.close_requested or not leaving
-        connection.gone = connection.gone or leaving  # nothing more can reach this client
-        connection.left_mid_call = "left" if leaving else "closed the session"
-        forgotten = self._forget(session_id, DISCONNECTED if leaving else CLOSED, "")
-        running.cancel()  # the handler stops waiting; the thread's call ends once its sandbox is closed
-        if forgotten is not None:
-            task = asyncio.ensure_future(self._release_abandoned(*forgotten))
-            self._releasing.add(task)  # a reference, or the task could be collected mid-way
-            task.add_done_callback(self._releasing.discard)
+    async def open_http_session(self) -> str:
+        lease = self.reserve()
+        lease.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="serve-session")
+        try:
+            lease.env = await asyncio.get_running_loop().run_in_executor(lease.executor, self.env_factory)
+        except Exception as exc:
+            self.drop(lease)
+            lease.executor.shutdown(wait=False)
+            raise EnvironmentFactoryError(getattr(self.env_factory, "__name__", "environment")) from exc
+        return lease.id
 
-    async def run_in_session(self, session_id: str, func: Callable[..., Any], *args, **kwargs) -> Any:
-        """Run `func` in the session's own thread (where its sandbox was made), renewing its lease."""
-        return await self._run_in_session_executor(session_id, func, *args, **kwargs)
+    def http_env(self, session_id: str) -> ServedEnvironment | None:
+        """The environment of a live HTTP session, None when there is none (see `ended`)."""
+        lease = self.leases.get(session_id)
+        return lease.env if lease is not None and lease.executor is not None and not lease.ended else None
 
-    def touch(self, session_id: str, step: bool = False) -> None:
-        """Renew the session's lease (and count a step)."""
-        self._update_session_activity(session_id, increment_step=step)
+    async def run_in_session(
+        self, session_id: str, func: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> Any:
+        """Run `func` in the HTTP session's own thread, renewing its lease when the call starts and
+        ends; while it runs the session is busy."""
+        lease = self.leases.get(session_id)
+        if lease is None or lease.executor is None or lease.ended:
+            raise SessionEndedError(lease.message if lease else "the session has ended")
+        self.call_started(lease)
+        try:
+            call = functools.partial(func, *args, **kwargs)
+            return await asyncio.get_running_loop().run_in_executor(lease.executor, call)
+        finally:
+            self.call_ended(lease)
 
-    async def _reap_idle_sessions(self) -> None:
-        """openenv's reaper, with a check interval that suits short leases too, busy sessions spared,
-        and the reason kept for the session's later callers."""
-        timeout = self._session_idle_timeout_s
-        if timeout is None:
-            return
+    def touch(self, session_id: str) -> None:
+        """Renew the session's lease."""
+        lease = self.leases.get(session_id)
+        if lease is not None:
+            lease.touch()
+
+    def call_started(self, lease: Lease) -> None:
+        lease.busy += 1
+        self.calls_in_flight += 1
+        lease.touch()
+
+    def call_ended(self, lease: Lease) -> None:
+        lease.busy -= 1
+        self.calls_in_flight -= 1
+        lease.touch()
+
+    async def close_session(self, session_id: str) -> None:
+        lease = self.leases.get(session_id)
+        if lease is not None:
+            await self.reclaim(lease, CLOSED)
+
+    # -- running ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self.idle_timeout_s is not None and self.reaper is None:
+            self.reaper = asyncio.create_task(self.reap())
+
+    async def close_all(self) -> None:
+        """Close every session's sandbox (at shutdown); busy ones first, so that shutdown does not
+        wait for a running step (up to its own timeout)."""
+        self.stopping = True
+        if self.reaper is not None:
+            self.reaper.cancel()
+        live = sorted(self.leases.values(), key=lambda lease: not lease.busy)
+        for lease in live:
+            await self.reclaim(lease, SHUTDOWN, "the server shut down")
+        if self.background:  # abandoned sessions' sandboxes still closing: before the loop stops
+            await asyncio.gather(*self.background, return_exceptions=True)
+
+    async def reap(self) -> None:
+        """Reclaim sessions idle past their lease, checking often enough for short leases too."""
+        timeout = self.idle_timeout_s
+        assert timeout is not None
         interval = min(max(timeout / 4, 0.1), 5.0)
         while True:
-            try:
-                await asyncio.sleep(interval)
-                now = time.time()
-                async with self._session_lock:
-                    stale = [
-                        (sid, now - info.last_activity_at)
-                        for sid, info in self._session_info.items()
-                        if now - info.last_activity_at > timeout and not self._busy.get(sid)
-                    ]
-                for sid, idle in stale:
-                    await self._destroy_session(sid, EXPIRED, self.expired_message(idle), idle_over=timeout)
-            except asyncio.CancelledError:
-                break
-            except Exception as exc:  # the reaper must outlive one bad close
-                log.warning("idle-session reaper: %s (will retry)", exc)
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for lease in list(self.leases.values()):
+                idle = now - lease.last_call
+                if lease.busy or lease.ended or idle <= timeout:
+                    continue
+                try:
+                    await self.reclaim(lease, EXPIRED, self.expired_message(idle))
+                except Exception as exc:  # the reaper must outlive one bad close
+                    log.warning("idle-session reaper: %s (will retry)", exc)

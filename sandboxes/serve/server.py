@@ -31,7 +31,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from openenv.core.env_server.exceptions import EnvironmentFactoryError, SessionCapacityError
 from openenv.core.env_server.serialization import serialize_observation
-from openenv.core.env_server.types import SchemaResponse, ServerMode
+from openenv.core.env_server.types import SchemaResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sandboxes.base import Sandbox, SandboxError
@@ -49,6 +49,7 @@ from sandboxes.serve.pool import (
     SessionEndedError,
     SessionPool,
 )
+from sandboxes.serve.sockets import register_routes
 from sandboxes.tasks import TaskSpec, embedded_tasks, load_tasks
 from schemas.records import Environment, Task
 
@@ -144,14 +145,7 @@ def build_app(
         )
 
     _session_routes(app, pool)
-    pool.register_routes(app, mode=ServerMode.PRODUCTION)
-    app.router.routes[:] = [
-        route
-        for route in app.router.routes
-        if getattr(route, "path", "") != "/mcp"
-        and not (getattr(route, "path", "") == "/schema" and getattr(route, "endpoint", None) is not schema)
-    ]
-    app.router.on_shutdown.append(pool.close_all)
+    register_routes(app, pool)  # openenv's /ws and /health, /metadata, the reaper, shutdown
     app.add_middleware(ConnectionTracker, max_message_bytes=max_action_bytes)
     policy = HostPolicy.for_bind(host, allow_hosts, allow_origins)
     # Added last: outermost, so nothing else runs for a request it refuses.
@@ -291,7 +285,6 @@ def _session_routes(app: FastAPI, pool: SessionPool) -> None:
             raise _Problem(422, f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
         # The episode closes the sandbox of a step that outlasts timeout_s and ends it with the error.
         observation = await call(session_id, env.step, action, timeout_s=timeout_s)
-        pool.touch(session_id, step=True)
         return serialize_observation(observation)
 
     @app.get("/sessions/{session_id}/state", tags=["Sessions"], summary="The episode's state")

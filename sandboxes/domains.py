@@ -55,6 +55,8 @@ class DomainSpec:
     scorer: str
     # The metric chain a comparison reads a turn on: the first that applies (edit similarity closes it).
     main_metrics: tuple[str, ...]
+    # Action kinds the sandbox answers in another Observation.format than observation_format: (kind, format).
+    action_formats: tuple[tuple[str, str], ...] = ()
     # A realistic failure to inject (training.perturb), a str.format template: {command} is the program
     # the action ran, {action} the action text; "" for a generic one.
     injected_error: str = ""
@@ -117,6 +119,7 @@ SPECS = (
         verifier_kinds=("answer",),
         scorer="search_scores",
         main_metrics=("result_f1", "page_line_f1"),
+        action_formats=(("web_extractor", "markdown"),),  # an extracted page
         injected_error="Error: search backend timed out (HTTP 504 Gateway Timeout)",
     ),
     DomainSpec(

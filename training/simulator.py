@@ -45,7 +45,7 @@ from schemas.records import (
 )
 from schemas.render import chat_messages, extract_prediction, strip_think
 from training.backends.base import GenerationConfig, WorldModelBackend
-from training.observations.parsers import ACTION_FORMATS, DOMAIN_FORMATS, observation_data
+from training.observations.parsers import observation_data
 from training.simulated_verify import simulated_verification
 from training.targets import model_target, rebuild
 
@@ -134,7 +134,7 @@ class SimulatedSandbox(Sandbox):
         self.format = (
             observation_format
             or (initial_observation.format if initial_observation else "")
-            or (self.spec.observation_format if self.spec else DOMAIN_FORMATS.get(domain, "text"))
+            or (self.spec.observation_format if self.spec else "text")
         )
         self._initial = initial_observation
         self._default_tools = list(tools)
@@ -193,7 +193,7 @@ class SimulatedSandbox(Sandbox):
         if self._episode is None:
             raise SandboxClosedError("simulated sandbox has no episode yet; call reset first")
         action = _canonical(self.spec, action)
-        fmt = ACTION_FORMATS.get((self.domain, action.kind), self.format)
+        fmt = dict(self.spec.action_formats).get(action.kind, self.format) if self.spec else self.format
         pending = Step(
             index=len(self._episode.steps),
             action=action,

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandboxes.domains import KNOWN_DOMAINS, domain_spec
 from schemas.records import Action
 from training.observations.trees import android_data, desktop_data
 
@@ -45,11 +47,6 @@ _CONNECTED_RE = re.compile(r"^Connected to (.+?): (\d+) tools? \((.*)\)\.$")
 _EXIT_RE = re.compile(r"^\[exit status: (-?\d+)\]$")
 _TIMED_OUT_RE = re.compile(r"^\[timed out after (\d+(?:\.\d+)?) s\]$")
 _TRUNCATED_RE = re.compile(r"\[\.\.\. \d+ (?:of \d+ )?bytes truncated \.\.\.\]")  # older ones lack "of M"
-
-# Actions a domain's sandbox answers in another format than its first observation's.
-ACTION_FORMATS = {("search", "web_extractor"): "markdown"}
-# Observation formats of domains, for a simulator whose domain has no sandbox package installed.
-DOMAIN_FORMATS = {"mcp": "mcp_result", "swe": "swe_tool_result", "android": "android_ui_tree"}
 
 
 @dataclass
@@ -149,26 +146,33 @@ def parse_results(text: str) -> list[SearchResult]:
     return results
 
 
+def _search_data(text: str, action: Action | None) -> dict[str, Any]:
+    results = parse_results(text)
+    return {"results": [r.as_dict() for r in results]} if results else _page_head(text)
+
+
+def _mcp_data(text: str, action: Action | None) -> dict[str, Any]:
+    tool = action.arguments.get("name", "") if action is not None else ""
+    return mcp_data(text, tool if isinstance(tool, str) else "")
+
+
+# The reader of each domain's observations, by the observation_format its record gives
+# (sandboxes.domains); `action` (the step's) names the tool where the text does not.
+_READERS: dict[str, Callable[[str, Action | None], dict[str, Any]]] = {
+    "a11y_tree": lambda text, action: parse_web(text).data(),
+    "search_results": _search_data,
+    "mcp_result": _mcp_data,
+    "swe_tool_result": lambda text, action: swe_data(text, action.kind if action is not None else ""),
+    "desktop_a11y_tree": lambda text, action: desktop_data(text),
+    "android_ui_tree": lambda text, action: android_data(text),
+}
+
+
 def observation_data(domain: str, text: str, action: Action | None = None) -> dict[str, Any]:
-    """What a simulated observation's `data` holds for `domain`, read from its text ({} elsewhere);
-    `action` (the step's) names the tool where the text does not."""
-    if domain == "web":
-        return parse_web(text).data()
-    if domain == "search":
-        results = parse_results(text)
-        if results:
-            return {"results": [r.as_dict() for r in results]}
-        return _page_head(text)
-    if domain == "mcp":
-        tool = action.arguments.get("name", "") if action is not None else ""
-        return mcp_data(text, tool if isinstance(tool, str) else "")
-    if domain == "swe":
-        return swe_data(text, action.kind if action is not None else "")
-    if domain == "os":
-        return desktop_data(text)
-    if domain == "android":
-        return android_data(text)
-    return {}
+    """What a simulated observation's `data` holds for `domain`, read from its text ({} for a domain
+    whose observations have no structure to read, such as the terminal's screen)."""
+    reader = _READERS.get(domain_spec(domain).observation_format) if domain in KNOWN_DOMAINS else None
+    return reader(text, action) if reader else {}
 
 
 def parse_json(text: str) -> Any:

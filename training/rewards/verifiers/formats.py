@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sandboxes.domains import KNOWN_DOMAINS, domain_spec
 from training.rewards.verifiers.search import search_failures
 from training.rewards.verifiers.terminal import terminal_failures
 from training.rewards.verifiers.tools import mcp_failures, swe_failures
@@ -18,14 +19,15 @@ from training.rewards.verifiers.verdict import Failure
 
 CHECKS = {"format.empty": "the observation is empty (or only whitespace)"}
 
-DOMAIN_FORMATS: dict[str, Callable[[str, str], list[Failure]]] = {
-    "terminal": terminal_failures,
-    "mcp": mcp_failures,
-    "swe": swe_failures,
-    "web": web_failures,
-    "os": os_failures,
-    "android": android_failures,
-    "search": search_failures,
+# Each domain's rule, by the observation_format its record gives (sandboxes.domains).
+RULES: dict[str, Callable[[str, str], list[Failure]]] = {
+    "terminal_screen": terminal_failures,
+    "mcp_result": mcp_failures,
+    "swe_tool_result": swe_failures,
+    "a11y_tree": web_failures,
+    "desktop_a11y_tree": os_failures,
+    "android_ui_tree": android_failures,
+    "search_results": search_failures,
 }
 
 
@@ -34,7 +36,7 @@ def format_failures(domain: str, content: str, reference: str) -> list[Failure]:
     `reference`; a domain without a rule of its own needs only a non-empty observation."""
     if not content.strip():
         return [Failure("format.empty", "the observation is empty")]
-    rule = DOMAIN_FORMATS.get(domain)
+    rule = RULES.get(domain_spec(domain).observation_format) if domain in KNOWN_DOMAINS else None
     return rule(content, reference) if rule else []
 
 

@@ -154,18 +154,17 @@ def policy_factory(
     args: argparse.Namespace,
     tasks: list[TaskSpec],
     parse_action: Callable[[str, dict], Action] | None = None,
-    explorer_options: dict | None = None,
     explorer: Callable[[], Policy] | None = None,
 ) -> tuple[Callable[[], Policy], list[TaskSpec], int | None]:
     """(factory, tasks, default episodes): replay brings its own tasks and episode count.
-    `explorer` builds the domain's own explorer (collectors/<domain>/); the default is the terminal one."""
+    `explorer` builds the domain's own explorer (collectors/<domain>/explorer.py)."""
     name = args.policy
-    if name == "explorer" and explorer is not None:
+    if name == "explorer":
+        if explorer is None:
+            raise CliError("--policy explorer: this collector has no explorer")
         return explorer, tasks, None
     if name == "scripted":
         return (lambda: make_policy("scripted", tasks=tasks, parse_action=parse_action)), tasks, None
-    if name == "explorer":
-        return (lambda: make_policy("explorer", **(explorer_options or {}))), tasks, None
     if name == "replay":
         if not args.replay_from:
             raise CliError("--policy replay needs --replay-from DATASET")

@@ -1,4 +1,6 @@
-"""Policies by name: `make_policy("explorer")`, `make_policy("replay", dataset=PATH)`, ...
+"""The domain-agnostic policies by name: `make_policy("scripted", ...)`, `make_policy("replay",
+dataset=PATH)`, `make_policy("llm", ...)`. Each domain's explorer lives with its collector
+(collectors/<domain>/explorer.py), since it reads that domain's observations.
 
 The LLM policy is imported only when asked for, so the `openai` client stays optional.
 """
@@ -28,12 +30,6 @@ def _replay(dataset: str | None = None, recording: Any = None) -> Policy:
     return ReplayPolicy.from_dataset(dataset)
 
 
-def _explorer(**opts: Any) -> Policy:
-    from collectors.policies.explorer import ExplorerPolicy
-
-    return ExplorerPolicy(**opts)
-
-
 def _llm(**opts: Any) -> Policy:
     try:
         from collectors.policies.llm import LLMPolicy
@@ -47,7 +43,6 @@ def _llm(**opts: Any) -> Policy:
 POLICIES: dict[str, Callable[..., Policy]] = {
     "scripted": _scripted,
     "replay": _replay,
-    "explorer": _explorer,
     "llm": _llm,
 }
 

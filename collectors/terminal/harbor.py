@@ -21,12 +21,14 @@ import posixpath
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 from collectors.metrics import FleetSummary
 from collectors.options import CliError, collector_version, policy_factory
 from collectors.runner import FleetConfig, run_fleet, trajectory_id
 from collectors.tasks import TaskSpec
+from collectors.terminal.explorer import ExplorerPolicy
 from sandboxes.harbor import (
     HARBOR,
     BuiltImage,
@@ -262,8 +264,8 @@ def _run_task(
     if report.nothing_reward == 1.0:
         report.warnings.append(FLAG_WARNING)
     spec = harbor_spec(task, image, oracle=False, with_solution=args.policy == "scripted")
-    explorer = {"command_timeout": min(10.0, args.command_timeout)}
-    policy = policy_factory(args, [spec], parse_action=parse_action, explorer_options=explorer)[0]
+    explorer = partial(ExplorerPolicy, command_timeout=min(10.0, args.command_timeout))
+    policy = policy_factory(args, [spec], parse_action=parse_action, explorer=explorer)[0]
     episodes = 1 if args.episodes is None else args.episodes
     fleet = _fleet(args, lock, config, spec, policy, episodes, args.max_steps)
     for reward, why in _outcomes(args.out, args.seed, spec, episodes):

@@ -12,8 +12,8 @@ from typing import Any
 
 from collectors.cli import Plan, Sandboxes
 from collectors.options import CliError
-from collectors.policies import make_policy
 from collectors.policies.base import Policy
+from collectors.terminal.explorer import ExplorerPolicy
 from sandboxes.base import SandboxError
 from sandboxes.terminal import TerminalConfig, TerminalSandbox, make_backend
 from sandboxes.terminal.backends import bwrap_limits
@@ -73,7 +73,7 @@ def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 
 def explorer(args: argparse.Namespace, found: object) -> Policy:
-    return make_policy("explorer", command_timeout=min(10.0, args.command_timeout))
+    return ExplorerPolicy(command_timeout=min(10.0, args.command_timeout))
 
 
 def terminal_config(args: argparse.Namespace) -> TerminalConfig:

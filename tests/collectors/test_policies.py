@@ -9,6 +9,7 @@ import pytest
 from collectors.policies import make_policy
 from collectors.runner import FleetConfig, FleetSummary, run_fleet
 from collectors.tasks import TaskSpec, embedded_tasks
+from collectors.terminal.explorer import ExplorerPolicy
 from collectors.terminal.screen import command_programs, parse_listing, screen_mode
 from sandboxes.terminal import TerminalConfig, TerminalSandbox, make_backend, parse_action
 from schemas.records import Task, Trajectory
@@ -23,7 +24,9 @@ def run(
         FleetConfig(
             domain="terminal",
             sandbox_factory=lambda: TerminalSandbox(config),
-            policy_factory=lambda: make_policy(policy, **opts),
+            policy_factory=lambda: (
+                ExplorerPolicy(**opts) if policy == "explorer" else make_policy(policy, **opts)
+            ),
             tasks=specs,
             out=str(out),
             sandboxes=2,

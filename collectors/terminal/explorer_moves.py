@@ -11,7 +11,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from collectors.policies.explorer_session import Session
+from collectors.terminal.explorer_session import Session
 from collectors.terminal.screen import SHELL
 from schemas.records import Action
 

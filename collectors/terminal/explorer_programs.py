@@ -5,8 +5,8 @@ They register in the same MOVES registry as the shell moves (importing this modu
 
 from __future__ import annotations
 
-from collectors.policies.explorer_moves import LINES, NEW_FILES, has_files, move, q, some_file
-from collectors.policies.explorer_session import Session
+from collectors.terminal.explorer_moves import LINES, NEW_FILES, has_files, move, q, some_file
+from collectors.terminal.explorer_session import Session
 from collectors.terminal.screen import SHELL
 from schemas.records import Action
 

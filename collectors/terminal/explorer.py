@@ -13,10 +13,10 @@ from __future__ import annotations
 import random
 import re
 
-from collectors.policies import explorer_programs  # noqa: F401  (registers the interactive-program moves)
 from collectors.policies.base import Policy
-from collectors.policies.explorer_moves import choose_move
-from collectors.policies.explorer_session import Session
+from collectors.terminal import explorer_programs  # noqa: F401  (registers the interactive-program moves)
+from collectors.terminal.explorer_moves import choose_move
+from collectors.terminal.explorer_session import Session
 from collectors.terminal.screen import SHELL, output_after, parse_listing, screen_mode
 from schemas.records import Action, Observation, Task
 

@@ -113,16 +113,23 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-def _error_observation(text: str, **data: object) -> Observation:
-    return Observation(format="error", text=text, data=dict(data))
-
-
 def _handover(task: Task, environment: Environment) -> Task:
     """The task as a simulator taking over is given it: with the real sandbox's tool definitions (an
     MCP server's), which its prompt lists, unless the task names its own."""
     if not environment.tools or "tools" in task.metadata:
         return task
     return replace(task, metadata={**task.metadata, "tools": copy.deepcopy(environment.tools)})
+
+
+def _policy_error(what: str, exc: Exception) -> Outcome:
+    return Outcome("error", f"{what}: {type(exc).__name__}: {exc}", "policy_error")
+
+
+def _close_quietly(sandbox: Sandbox) -> None:
+    try:
+        sandbox.close()
+    except Exception as exc:
+        log.warning("closing a sandbox failed: %s", exc)
 
 
 class Fleet:
@@ -204,9 +211,8 @@ class Fleet:
                 self.stats.record(trajectory, reset_s)
                 with self._lock:
                     self.done += 1
-        except (
-            Exception
-        ) as exc:  # a policy that cannot be built, a bug in the runner: stop, keep what is written
+        # A policy that cannot be built, a bug in the runner: stop, keep what is written.
+        except Exception as exc:
             log.exception("worker %d failed", wid)
             self.fail(f"worker {wid}: {type(exc).__name__}: {exc}")
         finally:
@@ -237,20 +243,14 @@ class Fleet:
         with self._lock:
             if self._sandboxes.get(wid) is sandbox:
                 del self._sandboxes[wid]
-        try:
-            sandbox.close()
-        except Exception as exc:
-            log.warning("closing a sandbox failed: %s", exc)
+        _close_quietly(sandbox)
 
     def force_close_sandboxes(self) -> None:
         """Unblock steps still running after the grace period; their episodes end as aborted."""
         with self._lock:
             sandboxes = list(self._sandboxes.values())
         for sandbox in sandboxes:
-            try:
-                sandbox.close()
-            except Exception as exc:
-                log.warning("closing a sandbox failed: %s", exc)
+            _close_quietly(sandbox)
 
     # -- one episode -----------------------------------------------------------------------------
 
@@ -262,25 +262,32 @@ class Fleet:
         config = self.config
         if self.stop.is_set():
             return None, None, True
-        spec = config.tasks[slot % len(config.tasks)]
-        task: Task = copy.deepcopy(spec.task)
+        task = copy.deepcopy(config.tasks[slot % len(config.tasks)].task)
         task.metadata.update(episode=slot // len(config.tasks), slot=slot)
         episode = Episode(sandbox, task, config.max_steps)
         started_at = now()
-        initial = _error_observation("")
         try:
             initial = episode.reset()
         except Exception as exc:
             episode.end(self._failure(exc, "reset failed"))
-            initial = _error_observation(f"reset failed: {exc}", error_kind=episode.outcome.error_kind)
+            error = {"error_kind": episode.outcome.error_kind}
+            initial = Observation(format="error", text=f"reset failed: {exc}", data=error)
         try:  # after the reset: what a sandbox offers (an MCP server's tools) may depend on the task
             environment = sandbox.describe()
         except Exception:
             environment = Environment(name=config.domain, backend="unknown")
         simulator: Sandbox | None = None
         if not episode.over:
-            self._loop(episode, policy, slot)
-            if episode.failure is not None and self._may_fall_back(episode.failure.exc):
+            try:
+                policy.reset(task, initial, random.Random(f"{config.seed}:{slot}"))
+            except Exception as exc:
+                episode.end(_policy_error("policy reset failed", exc))
+            else:
+                self._play(episode, policy, initial)
+            # A sandbox's own failure, with a fallback configured, while the run goes on (a step that
+            # failed because a signal closed the sandbox ends as aborted instead).
+            failed = episode.failure.exc if episode.failure is not None else None
+            if config.fallback is not None and isinstance(failed, SandboxError) and not self.stop.is_set():
                 simulator, record = self._fall_back(episode, _handover(task, environment), policy)
                 if record is not None:
                     environment.config = {**environment.config, "fallback": record}
@@ -288,13 +295,10 @@ class Fleet:
                 episode.outcome = self._failure(episode.failure.exc, f"step {episode.failure.index} failed")
         outcome = episode.outcome
         assert outcome is not None
-        try:
-            if outcome.status in ("completed", "truncated"):
-                # After a fallback the end state is the simulator's: its verify says what it can.
-                episode.verify()
-        finally:
-            if simulator is not None:
-                self._close_quietly(simulator)
+        if outcome.status in ("completed", "truncated"):
+            episode.verify()  # after a fallback, of the simulator's end state: it says what it can
+        if simulator is not None:
+            _close_quietly(simulator)
         # An error broke the episode off somewhere unknown: do not trust the sandbox again.
         healthy = episode.healthy and outcome.status != "error"
         if outcome.status == "aborted" and not episode.steps:
@@ -321,15 +325,6 @@ class Fleet:
         )
         return trajectory, episode.reset_s, healthy
 
-    def _loop(self, episode: Episode, policy: Policy, slot: int) -> None:
-        assert episode.initial is not None
-        try:
-            policy.reset(episode.task, episode.initial, random.Random(f"{self.config.seed}:{slot}"))
-        except Exception as exc:
-            episode.end(Outcome("error", f"policy reset failed: {type(exc).__name__}: {exc}", "policy_error"))
-            return
-        self._play(episode, policy, episode.initial)
-
     def _play(
         self, episode: Episode, policy: Policy, observation: Observation, first: Action | None = None
     ) -> None:
@@ -339,35 +334,24 @@ class Fleet:
         while not episode.over:
             if self.stop.is_set():
                 episode.end(Outcome("aborted", f"stopped by {self.signal_name or 'the runner'}"))
-                return
-            if action is None:
-                try:
-                    action = policy.act(observation)
-                except Exception as exc:
-                    episode.end(
-                        Outcome("error", f"policy failed: {type(exc).__name__}: {exc}", "policy_error")
-                    )
-                    return
-                if action is None:
-                    episode.end()
-                    return
+                continue
+            try:
+                action = action or policy.act(observation)
+            except Exception as exc:
+                episode.end(_policy_error("policy failed", exc))
+                continue
+            if action is None:  # the policy is done
+                episode.end()
+                continue
             step = episode.step(action)
-            if step is not None:
-                observation = step.observation
-            action = None
-
-    def _may_fall_back(self, exc: Exception) -> bool:
-        """A sandbox's own failure, with a fallback configured, while the run goes on (a step that
-        failed because a signal closed the sandbox ends as aborted instead)."""
-        return self.config.fallback is not None and isinstance(exc, SandboxError) and not self.stop.is_set()
+            observation, action = (step.observation if step is not None else observation), None
 
     def _fall_back(self, episode: Episode, task: Task, policy: Policy) -> tuple[Sandbox | None, dict | None]:
         """Go on with the episode on a simulated sandbox given the real steps so far, retrying the
         failed action there first: (the simulated sandbox to close, the `fallback` record), or
         (None, None), the episode's error outcome kept, when no simulator can take over."""
-        assert (
-            self.config.fallback is not None and episode.failure is not None and episode.outcome is not None
-        )
+        assert self.config.fallback is not None and episode.failure is not None
+        assert episode.outcome is not None
         from_step, failed = episode.failure.index, episode.failure.exc
         reason = f"step {from_step} failed: {type(failed).__name__}: {failed}"
         simulator: Sandbox | None = None
@@ -377,7 +361,7 @@ class Fleet:
             action = episode.hand_over(simulator, task, {"simulated": True})
         except Exception as exc:
             if simulator is not None:
-                self._close_quietly(simulator)
+                _close_quietly(simulator)
             episode.outcome.error = (
                 f"{episode.outcome.error}; the fallback simulator could not take over: {exc}"
             )
@@ -392,13 +376,6 @@ class Fleet:
             )
         record = {**self.config.fallback_record, "from_step": from_step, "reason": reason}
         return simulator, record
-
-    @staticmethod
-    def _close_quietly(sandbox: Sandbox) -> None:
-        try:
-            sandbox.close()
-        except Exception as exc:
-            log.warning("closing a sandbox failed: %s", exc)
 
     def supervise(self, workers: int, total: int) -> None:
         """Start the workers, show progress, flush shards periodically, enforce the abort grace."""

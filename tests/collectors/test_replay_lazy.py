@@ -11,26 +11,8 @@ import pytest
 
 from collectors.policies.replay import ReplayPolicy
 from schemas import TrajectoryWriter, read_trajectories
-from schemas.storage import StorageError, dataset_files
-
-FIXTURE = Path(__file__).resolve().parents[1] / "beam_pipelines" / "fixtures" / "terminal_run"
-
-
-def dataset_with_corrupt_tail(out: Path, source: Path = FIXTURE) -> tuple[Path, list[str]]:
-    """`source`'s trajectories one per shard under `out`, every shard after the first overwritten with
-    bytes that are not Parquet: a reader that gets past the first trajectory fails. Returns the ids in
-    reading order."""
-    found = list(read_trajectories(str(source)))
-    assert len(found) >= 3, "the fixture recording needs several trajectories"
-    with TrajectoryWriter(str(out), max_rows_per_shard=1) as writer:
-        for t in found:
-            writer.write(t)
-    files = dataset_files(str(out))
-    assert len(files) == len(found)
-    first = next(read_trajectories(files[0]))
-    for later in files[1:]:
-        Path(later).write_bytes(b"not a parquet file")
-    return out, [first.trajectory_id]
+from schemas.storage import StorageError
+from tests.schemas.corrupt_recording import FIXTURE, dataset_with_corrupt_tail
 
 
 def test_a_limit_stops_reading_before_the_corrupt_shards(tmp_path: Path) -> None:

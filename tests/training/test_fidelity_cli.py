@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.collectors.test_replay_lazy import dataset_with_corrupt_tail
 from tests.llm_server import LLMServer
+from tests.schemas.corrupt_recording import dataset_with_corrupt_tail
 from tests.training.conftest import OFFLINE, ROOT, TERMINAL_RUN
 from training.fidelity.__main__ import main as fidelity_main
 

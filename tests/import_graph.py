@@ -5,16 +5,25 @@ Every import statement counts, function-local and `if TYPE_CHECKING:` ones inclu
 does not run as its module loads (in a function, a lambda, or under TYPE_CHECKING). An import names
 the most specific file it loads: `from a.b import c` is `a/b/c.py` when that module exists, else
 `a/b/__init__.py` (or `a/b.py`), whose name `c` is.
+
+A string that is a whole entry point reference, `"a.b:c"` (what an entry point, a plugin option or
+`pkgutil.resolve_name` loads later), is a lazy import of `a.b` in the import graph: hiding a
+dependency in a string does not take it out of the layers. `imports` (which tests/test_extras.py
+reads for third-party dependencies) leaves them out, as a third-party `"x:y"` string is no dependency
+to declare; `string_imports` has them.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+_NAME = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
+_ENTRY_RE = re.compile(rf"({_NAME}):{_NAME}")
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,7 @@ class _Collector(ast.NodeVisitor):
     def __init__(self, package: list[str], path: Path) -> None:
         self.package, self.path = package, path
         self.found: list[Import] = []
+        self.entries: list[Import] = []  # "module:attribute" strings, loaded when something asks
         self.depth = 0  # > 0: inside a function, a lambda or a TYPE_CHECKING block
 
     def _nested(self, node: ast.AST) -> None:
@@ -89,6 +99,11 @@ class _Collector(ast.NodeVisitor):
             source = node.module or ""
         self.found += [Import(source, alias.name, self.depth > 0) for alias in node.names]
 
+    def visit_Constant(self, node: ast.Constant) -> None:
+        entry = _ENTRY_RE.fullmatch(node.value) if isinstance(node.value, str) else None
+        if entry:
+            self.entries.append(Import(entry.group(1), None, True))
+
     def visit_Call(self, node: ast.Call) -> None:
         name = _dynamic_import(node)
         if name:
@@ -96,12 +111,21 @@ class _Collector(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def imports(module: str, path: Path) -> list[Import]:
-    """Every import in the file, in source order."""
+def _collected(module: str, path: Path) -> _Collector:
     package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     collector = _Collector(package, path)
     collector.visit(ast.parse(path.read_text(), filename=str(path)))
-    return collector.found
+    return collector
+
+
+def imports(module: str, path: Path) -> list[Import]:
+    """Every import in the file, in source order."""
+    return _collected(module, path).found
+
+
+def string_imports(module: str, path: Path) -> list[Import]:
+    """The modules the file's "module:attribute" strings name, each a lazy import, in source order."""
+    return _collected(module, path).entries
 
 
 def target(modules: Mapping[str, Path], found: Import) -> str | None:
@@ -114,12 +138,14 @@ def target(modules: Mapping[str, Path], found: Import) -> str | None:
 def import_graph(
     modules: Mapping[str, Path], packages: Iterable[str]
 ) -> tuple[dict[str, set[str]], list[str]]:
-    """Module -> the modules of ours it imports, and the imports of ours that name no file."""
+    """Module -> the modules of ours it imports (string imports included), and the imports of ours
+    that name no file."""
     ours = set(packages)
     graph: dict[str, set[str]] = {module: set() for module in modules}
     unresolved: list[str] = []
     for module, path in modules.items():
-        for found in imports(module, path):
+        collected = _collected(module, path)
+        for found in [*collected.found, *collected.entries]:
             if found.source.split(".")[0] not in ours:
                 continue
             loaded = target(modules, found)
@@ -170,3 +196,24 @@ def cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
                     if len(component) > 1:
                         found.append(sorted(component))
     return found
+
+
+def package_cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """Cycles between the parts of a package, at every depth: each part (a subpackage with all below
+    it, or a module) is one node, and part A -> part B when any module in A imports any module in B.
+    Top-level packages are the parts of the root. An import joins the two parts of the deepest package
+    that holds both its ends; a package's own `__init__` belongs to no part of it."""
+    levels: dict[str, dict[str, set[str]]] = {}
+    for module, targets in graph.items():
+        here = module.split(".")
+        for loaded in targets:
+            there = loaded.split(".")
+            depth = 0
+            while depth < min(len(here), len(there)) and here[depth] == there[depth]:
+                depth += 1
+            if depth in (len(here), len(there)):
+                continue  # one end is the package that holds the other
+            package = ".".join(here[:depth])
+            part, other = ".".join(here[: depth + 1]), ".".join(there[: depth + 1])
+            levels.setdefault(package, {}).setdefault(part, set()).add(other)
+    return sorted(cycle for package in sorted(levels) for cycle in cycles(levels[package]))

@@ -1,6 +1,8 @@
 """The import graph of our packages, read from the source (tests/import_graph.py): no cycle between
-files, and no import that the README's package table forbids. Function-local and TYPE_CHECKING
-imports count too: a cycle hidden in a function is still a cycle.
+files, none between the parts of a package (its subpackages and modules) at any depth, and no import
+that the README's package table forbids. Function-local and TYPE_CHECKING imports count too, and so
+do string imports (`importlib.import_module("a.b")`, an entry string `"a.b:c"` handed to a loader):
+a cycle hidden in a function, or a layer crossed by a string, is still there.
 """
 
 from __future__ import annotations
@@ -11,7 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.import_graph import ROOT, cycles, import_graph, imports, module_files
+from tests.import_graph import (
+    ROOT,
+    cycles,
+    import_graph,
+    imports,
+    module_files,
+    package_cycles,
+    string_imports,
+)
 
 PACKAGES = (
     "schemas",
@@ -110,6 +120,75 @@ def test_the_table_is_read_and_applied() -> None:
     assert forbidden_imports(graph, allowed) == ["low.a -> mid.b", "top.c -> infra.d"]
 
 
+def _tree(root: Path, files: Mapping[str, str]) -> dict[str, set[str]]:
+    """Writes the files (path -> source), every folder a package, and returns their import graph."""
+    for name, source in files.items():
+        path = root / name
+        for folder in reversed(path.relative_to(root).parents):  # the outermost first
+            if folder != Path("."):
+                (root / folder).mkdir(exist_ok=True)
+                (root / folder / "__init__.py").touch()
+        path.write_text(source)
+    packages = sorted({Path(name).parts[0] for name in files})
+    graph, unresolved = import_graph(module_files(root, packages), packages)
+    assert unresolved == []
+    return graph
+
+
+def test_package_cycles_are_found_at_every_depth_where_files_have_none(tmp_path: Path) -> None:
+    graph = _tree(
+        tmp_path,
+        {
+            "top/a/x.py": "from top.b import y\n",  # a -> b
+            "top/b/y.py": "VALUE = 1\n",
+            "top/b/z.py": "def late():\n    from top.a import w\n",  # b -> a, in a function
+            "top/a/w.py": "",
+            "top/c/deep/p.py": "import top.c.other.q\n",  # two levels down: deep -> other
+            "top/c/other/q.py": "",
+            "top/c/other/r.py": "from top.c.deep import s\n",  # other -> deep
+            "top/c/deep/s.py": "",
+            "top/m.py": "from top.d import n\n",  # a module and a subpackage of one package
+            "top/d/n.py": "",
+            "top/d/o.py": "import top.m\n",
+            "top/e/__init__.py": "from top.e import f\n",  # a package's own __init__ is no part of it
+            "top/e/f.py": "import top.e\n",
+            "low/u.py": "from high.v import V\n",  # two top-level packages
+            "high/v.py": "V = 1\n",
+            "high/t.py": "import low.u\n",
+        },
+    )
+    assert cycles(graph) == [["top.e", "top.e.f"]]  # the files' only circle: __init__ and its module
+    assert package_cycles(graph) == [
+        ["high", "low"],
+        ["top.a", "top.b"],
+        ["top.c.deep", "top.c.other"],
+        ["top.d", "top.m"],
+    ]
+    del graph["top.b.z"], graph["high.t"], graph["top.c.other.r"], graph["top.d.o"]
+    assert package_cycles(graph) == []  # one way only between parts is a layering, not a cycle
+
+
+def test_string_imports_are_imports_of_the_graph_and_the_table(tmp_path: Path) -> None:
+    source = (
+        '"""A docstring naming top.mod:func in a sentence is no import."""\n'
+        "import importlib\n\n"
+        'PLUGIN = "top.mod:func"  # an entry string, loaded later by name\n'
+        'THIRD_PARTY = "json:dumps"\n'
+        'LABEL = f"top.mod:{PLUGIN}"\n\n\n'
+        "def load():\n"
+        '    return importlib.import_module("top.other")\n'
+    )
+    graph = _tree(tmp_path, {"low/x.py": source, "top/mod.py": "", "top/other.py": ""})
+    found = string_imports("low.x", tmp_path / "low" / "x.py")
+    assert [(i.source, i.lazy) for i in found] == [("top.mod", True), ("json", True)]
+    assert all(i.source != "top.mod" for i in imports("low.x", tmp_path / "low" / "x.py"))
+    assert graph["low.x"] == {"top.mod", "top.other"}
+    allowed = {"low": set(), "top": {"low"}}
+    assert forbidden_imports(graph, allowed) == ["low.x -> top.mod", "low.x -> top.other"]
+    (tmp_path / "low" / "x.py").write_text('PLUGIN = "top.gone:func"\n')  # a stale name is caught too
+    assert import_graph(module_files(tmp_path, ["low", "top"]), ["low", "top"])[1] == ["low.x: top.gone"]
+
+
 # --- our packages ---------------------------------------------------------------------------------
 
 
@@ -126,6 +205,28 @@ def test_no_import_cycles_between_files(graph: dict[str, set[str]]) -> None:
         "files that import each other, in a circle (move what they share into a lower module):\n"
         + ("\n".join(", ".join(cycle) for cycle in found))
     )
+
+
+def test_no_import_cycles_between_packages(graph: dict[str, set[str]]) -> None:
+    found = package_cycles(graph)
+    crossing = [
+        f"  {module} -> {loaded}"
+        for cycle in found
+        for module, targets in sorted(graph.items())
+        for loaded in sorted(targets)
+        if _part(module, cycle) and _part(loaded, cycle) not in (None, _part(module, cycle))
+    ]
+    assert not found, (
+        "packages whose parts import each other, in a circle (move what they share into a part both "
+        "import, or a lower package):\n"
+        + "\n".join(", ".join(cycle) for cycle in found)
+        + "\nthrough:\n"
+        + "\n".join(crossing)
+    )
+
+
+def _part(module: str, parts: Iterable[str]) -> str | None:
+    return next((part for part in parts if module == part or module.startswith(part + ".")), None)
 
 
 def test_packages_import_only_what_the_readme_table_allows(graph: dict[str, set[str]]) -> None:

@@ -41,9 +41,10 @@ class SandboxHooks:
 @dataclass(frozen=True)
 class DomainSpec:
     name: str  # the trajectory's `domain` (schemas.records.DOMAINS)
-    # `sandboxes.<package>` and `collectors.<package>`; also accepted by the lookup as an alias.
+    # `sandboxes.<package>` and `collectors.<package>`; the lookup takes it too.
     package: str
-    public_task: str  # the AgentWorldBench task and the public judge prompt folder (prompts/<it>/)
+    # The AgentWorldBench task name and public judge prompt folder (prompts/<it>/); the lookup takes it.
+    public_task: str
     observation_format: str  # Observation.format of the sandbox's observations
     # The collector's real `--backend` choices, its default first ("simulator" is every domain's extra).
     backends: tuple[str, ...]
@@ -173,12 +174,14 @@ SPECS = (
     ),
 )
 KNOWN_DOMAINS = tuple(spec.name for spec in SPECS)
-_LOOKUP = {key: spec for spec in SPECS for key in (spec.name, spec.package, *spec.aliases)}
+# Every name a record is found by: its own, its package's, its public task's and its aliases.
+LOOKUP = {key: spec for spec in SPECS for key in (spec.name, spec.package, spec.public_task, *spec.aliases)}
 
 
 def domain_spec(name_or_alias: str) -> DomainSpec:
-    """The record of a domain by its name, package or alias; ValueError naming the known domains."""
-    spec = _LOOKUP.get(name_or_alias)
+    """The record of a domain by its name, package, public task or alias; ValueError naming the known
+    domains."""
+    spec = LOOKUP.get(name_or_alias)
     if spec is None:
         raise ValueError(f"no domain {name_or_alias!r}; known domains: {', '.join(KNOWN_DOMAINS)}")
     return spec

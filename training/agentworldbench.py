@@ -30,6 +30,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from sandboxes.domains import LOOKUP, domain_spec
 from schemas.edit_script import TARGET_FORMS
 from schemas.render import (
     parse_prediction,
@@ -60,6 +61,13 @@ EXAMPLES = """examples:
       --predictions preds.jsonl --judge-url http://127.0.0.1:8001/v1 --out judged.jsonl
   python -m training.agentworldbench score --judged judged.jsonl --json scores.json
 Rerunning infer or judge with the same --out only does the ids that are not there yet."""
+
+
+def task_domain(task: str) -> str:
+    """Our domain of a record's `task`, an AgentWorldBench task name found through the domain registry
+    (`"lwm/os"` reads as `os`, as the public evaluation reads it); a task of no domain stays as it is."""
+    name = task.rsplit("/", 1)[-1]
+    return domain_spec(name).name if name in LOOKUP else task
 
 
 def read_predictions(path: Path) -> dict[str, dict]:
@@ -127,7 +135,7 @@ def infer(
         # What the public evaluator reads in the reply is what gets judged; `tagged` keeps the format.
         prediction = parse_prediction(reply)
         content, error = rebuild(
-            record_previous_observation(record), prediction.content, record["task"], target
+            record_previous_observation(record), prediction.content, task_domain(record["task"]), target
         )
         return {
             **row,

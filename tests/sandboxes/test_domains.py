@@ -63,11 +63,15 @@ def test_every_record_is_complete(spec: DomainSpec) -> None:
     assert spec.injected_error.format(command="ls", action="ls -la") is not None
 
 
-def test_the_lookup_finds_a_record_by_name_package_or_alias_and_no_key_is_shared() -> None:
-    keys = [key for spec in SPECS for key in {spec.name, spec.package, *spec.aliases}]
-    assert len(keys) == len(set(keys)), "two records claim the same name"
+def keys(spec: DomainSpec) -> set[str]:
+    return {spec.name, spec.package, spec.public_task, *spec.aliases}
+
+
+def test_the_lookup_finds_a_record_by_each_of_its_names_and_no_name_is_shared() -> None:
+    every = [key for spec in SPECS for key in keys(spec)]
+    assert len(every) == len(set(every)), "two records claim the same name"
     for spec in SPECS:
-        for key in {spec.name, spec.package, *spec.aliases}:
+        for key in keys(spec):
             assert domain_spec(key) is spec
     assert domain_spec("desktop").name == "os"
     with pytest.raises(ValueError, match="no domain 'robotics'; known domains: terminal, swe"):

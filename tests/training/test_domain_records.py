@@ -12,6 +12,7 @@ import pytest
 from sandboxes.domains import SPECS, DomainSpec, domain_spec
 from schemas import read_trajectories
 from schemas.records import Action
+from training.agentworldbench import task_domain
 from training.fidelity.agents import collector_argv, parse_args
 from training.fidelity.comparison import FALLBACK_METRIC, main_metric, main_score
 from training.fidelity.domain_metrics import SCORERS, domain_metrics, domain_scores
@@ -69,6 +70,11 @@ def test_the_public_task_and_the_collector_package_resolve(spec: DomainSpec, tmp
         args = parse_args([*AGENTS_ARGV, "--out", str(tmp_path), "--domain", key])
         assert collector_argv(args, "real")[2] == f"collectors.{spec.package}"
     assert importlib.util.find_spec(f"collectors.{spec.package}.__main__") is not None
+
+
+def test_a_bench_records_task_reads_as_its_domain() -> None:
+    assert task_domain("lwm/desktop") == task_domain("os") == "os"
+    assert task_domain("robotics") == "robotics"  # no domain: kept, as the judge and the scores show it
 
 
 def test_an_unknown_domain_is_refused_by_name() -> None:

@@ -53,7 +53,6 @@ from sandboxes.serve.sockets import register_routes
 from sandboxes.tasks import TaskSpec, embedded_tasks, load_tasks
 from schemas.records import Environment, Task
 
-_TASK_PACKAGES = {"os": "desktop"}  # collectors.<package>/tasks.jsonl holds the domain's suite
 WS_HARD_CAP_BYTES = 16 * 1024 * 1024  # uvicorn's default ws_max_size, named: what a message may cost us
 STEP_SHAPE = '{"action": {"kind": "<kind>", "arguments": {...}}}'
 
@@ -81,7 +80,8 @@ def real_sandbox_factory(
 def task_suite(domain: str, path: str | None = None) -> list[TaskSpec]:
     """The tasks of `path` (JSONL), else the domain's embedded suite. A malformed line is an error."""
     if path is None:
-        return embedded_tasks(_TASK_PACKAGES.get(domain, domain))
+        # collectors.<package>/tasks.jsonl holds the domain's suite.
+        return embedded_tasks(domain_spec(domain).package)
     specs, errors = load_tasks(path)
     if errors:
         raise ValueError(f"{path} has malformed tasks: " + "; ".join(str(e) for e in errors[:5]))

@@ -16,6 +16,7 @@ from sandboxes.mcp.verify import VERIFIER_KINDS as MCP_KINDS
 from sandboxes.search.verify import KIND as ANSWER
 from sandboxes.swe.domain import recorded_config as swe_config
 from sandboxes.swe.verify import SWE_TESTS
+from sandboxes.tasks import embedded_tasks
 from sandboxes.terminal.domain import recorded_config as terminal_config
 from sandboxes.terminal.verify import COMMAND
 from sandboxes.web.verify import VERIFIER_KINDS as WEB_KINDS
@@ -88,6 +89,14 @@ def test_the_package_exports_its_hooks(spec: DomainSpec) -> None:
 
 def test_the_verifier_kinds_are_the_ones_the_sandboxes_check() -> None:
     assert {spec.name: set(spec.verifier_kinds) for spec in SPECS} == SANDBOX_VERIFIER_KINDS
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
+def test_the_package_holds_the_embedded_task_suite_whose_verifiers_the_record_lists(spec: DomainSpec) -> None:
+    # The server's and the collectors' default suite: collectors.<package>/tasks.jsonl.
+    tasks = embedded_tasks(spec.package)
+    assert tasks
+    assert {t.task.verifier.get("kind", "none") for t in tasks} <= {*spec.verifier_kinds, "none"}
 
 
 def test_the_observation_format_is_the_one_the_real_sandboxes_recorded() -> None:

@@ -61,6 +61,9 @@ class DomainSpec:
     # A realistic failure to inject (training.perturb), a str.format template: {command} is the program
     # the action ran, {action} the action text; "" for a generic one.
     injected_error: str = ""
+    # Its real sandbox is tested behind the OpenEnv server (tests/sandboxes/serve); sandboxes.serve notes
+    # that the others are built as a fidelity replay builds them.
+    serve_tested: bool = False
     aliases: tuple[str, ...] = ()  # other names the lookup accepts
 
     @property
@@ -98,6 +101,7 @@ SPECS = (
         scorer="",
         main_metrics=(),
         injected_error="bash: {command}: Input/output error",
+        serve_tested=True,
     ),
     DomainSpec(
         name="swe",
@@ -147,6 +151,7 @@ SPECS = (
         verifier_kinds=("site_state", "page_url"),
         scorer="web_scores",
         main_metrics=("tree_f1",),
+        serve_tested=True,
     ),
     DomainSpec(
         name="os",

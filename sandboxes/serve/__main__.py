@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from sandboxes.domains import KNOWN_DOMAINS
+from sandboxes.domains import KNOWN_DOMAINS, SPECS, domain_spec
 from sandboxes.serve import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_STEPS, TERMINAL_BACKENDS
 from sandboxes.serve.auth import (
     DEFAULT_MAX_ACTION_BYTES,
@@ -216,9 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     except (PluginMissingError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if not args.simulator and args.domain not in ("terminal", "web"):
+    if not args.simulator and not domain_spec(args.domain).serve_tested:
+        tested = " and ".join(spec.name for spec in SPECS if spec.serve_tested)
         print(
-            f"note: only the terminal and web sandboxes are tested behind this server; {args.domain}'s "
+            f"note: only the {tested} sandboxes are tested behind this server; {args.domain}'s "
             "sandbox is built as a fidelity replay builds it (see --sandbox-config)",
             file=sys.stderr,
         )

@@ -106,6 +106,14 @@ def test_the_observation_format_is_the_one_the_real_sandboxes_recorded() -> None
         assert spec.observation_format in formats[spec.name], (spec.name, formats[spec.name])
 
 
+def test_a_domain_marked_as_tested_behind_the_server_is_served_by_its_tests() -> None:
+    tests = (TESTS / "sandboxes" / "serve").glob("test_*.py")
+    served = "\n".join(p.read_text(encoding="utf-8") for p in tests)
+    for spec in SPECS:
+        if spec.serve_tested:
+            assert f'domain="{spec.name}"' in served, spec.name
+
+
 @pytest.mark.parametrize(("domain", "recorded"), [("terminal", terminal_config), ("swe", swe_config)])
 def test_a_replay_runs_under_each_replay_backend_and_a_host_recording_under_the_first(
     domain: str, recorded

@@ -17,14 +17,13 @@ REFUSAL_LINGER_S = 5.0  # how long a refused WebSocket stays open for its client
 
 @dataclasses.dataclass
 class Connection:
-    receive: Receive  # the socket's own ASGI receive, for the pool to watch while a call runs
+    receive: Receive  # the socket's own ASGI receive, for LeasedSockets to watch while a call runs
     close_requested: bool = False
-    refused: bool = False  # openenv sent CAPACITY_REACHED and is about to close
+    refused: bool = False  # CAPACITY_REACHED was sent and the socket is about to close
     gone: bool = False  # the client disconnected: what the handler still sends is dropped
-    # A receive() the pool started while a call ran (to see the client leave); the handler's next
+    # A receive() LeasedSockets started while a call ran (to see the client leave); the handler's next
     # message is its result.
     next: asyncio.Future[Message] | None = None
-    left_mid_call: str | None = None  # how the client left while a call ran ("left", "closed the session")
 
 
 CURRENT_CONNECTION: ContextVar[Connection | None] = ContextVar("agentworld_serve_connection", default=None)
@@ -43,8 +42,8 @@ def asks_to_close(message: Message) -> bool:
 
 class ConnectionTracker:
     """ASGI middleware for WebSockets. It notes openenv's `{"type": "close"}` message, so the pool can
-    tell a session its client closed from one whose connection dropped (openenv's /ws handler runs
-    inside this call, so the pool finds the connection through a context variable); refuses a message
+    tell a session its client closed from one whose connection dropped (`sockets.LeasedSockets` runs
+    inside this call, so it finds the connection through a context variable); refuses a message
     over `max_message_bytes` with an error that names the limit, keeping the session (uvicorn's
     `ws_max_size` closes the connection only past a far larger cap); spells out openenv's
     VALIDATION_ERROR, whose message ("Invalid message") is all its client shows; and once the client

@@ -183,6 +183,12 @@ KNOWN_DOMAINS = tuple(spec.name for spec in SPECS)
 LOOKUP = {key: spec for spec in SPECS for key in (spec.name, spec.package, spec.public_task, *spec.aliases)}
 
 
+def find_domain(name: str) -> DomainSpec | None:
+    """The record `name` finds (see domain_spec), or None: for the consumers that handle a name of no
+    domain (a report's "overall", a dataset's domain that has no sandbox yet) with a default."""
+    return LOOKUP.get(name)
+
+
 def domain_spec(name_or_alias: str) -> DomainSpec:
     """The record of a domain by its name, package, public task or alias; ValueError naming the known
     domains."""

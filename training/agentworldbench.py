@@ -30,7 +30,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from sandboxes.domains import LOOKUP, domain_spec
+from sandboxes.domains import find_domain
 from schemas.edit_script import TARGET_FORMS
 from schemas.render import (
     parse_prediction,
@@ -66,8 +66,8 @@ Rerunning infer or judge with the same --out only does the ids that are not ther
 def task_domain(task: str) -> str:
     """Our domain of a record's `task`, an AgentWorldBench task name found through the domain registry
     (`"lwm/os"` reads as `os`, as the public evaluation reads it); a task of no domain stays as it is."""
-    name = task.rsplit("/", 1)[-1]
-    return domain_spec(name).name if name in LOOKUP else task
+    spec = find_domain(task.rsplit("/", 1)[-1])
+    return spec.name if spec else task
 
 
 def read_predictions(path: Path) -> dict[str, dict]:

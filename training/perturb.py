@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandboxes.base import Sandbox, StepResult
-from sandboxes.domains import KNOWN_DOMAINS, domain_spec
+from sandboxes.domains import find_domain
 from schemas.records import Action, Attachment, Environment, Observation, Step, Task, Verification
 
 GENERIC_ERROR = "Error: the environment could not complete the action (Input/output error)"
@@ -46,8 +46,8 @@ class PerturbationConfig:
             raise ValueError("hidden_answers must be non-empty strings")
 
     def _template(self, domain: str) -> str:
-        own = domain_spec(domain).injected_error if domain in KNOWN_DOMAINS else ""
-        return self.error_template or own or GENERIC_ERROR
+        spec = find_domain(domain)
+        return self.error_template or (spec.injected_error if spec else "") or GENERIC_ERROR
 
     def error_text(self, domain: str, action: Action) -> str:
         return self._template(domain).format(command=_program(action), action=action.text)

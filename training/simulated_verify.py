@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sandboxes.base import VERIFIER_OUTPUT_CHARS, VerifierError
-from sandboxes.domains import KNOWN_DOMAINS, domain_spec
+from sandboxes.domains import find_domain
 from schemas.records import Action, Observation, Step, Task, Verification
 
 PREFIX = "simulated:"
@@ -44,7 +44,8 @@ def simulated_verification(
     if kind == "none":
         return None
     # A kind is read the same way in every domain whose record lists it; another domain's is unsupported.
-    if domain not in KNOWN_DOMAINS or kind not in domain_spec(domain).verifier_kinds:
+    spec = find_domain(domain)
+    if spec is None or kind not in spec.verifier_kinds:
         return unsupported(kind, domain)
     try:
         if kind == "answer":

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sandboxes.base import Sandbox, SandboxClosedError, SandboxError, StepResult
-from sandboxes.domains import KNOWN_DOMAINS, DomainSpec, domain_spec
+from sandboxes.domains import DomainSpec, find_domain
 from schemas.records import (
     Action,
     Environment,
@@ -93,7 +93,7 @@ def _tools_from(value: Any) -> list[ToolDefinition]:
 def _spec(domain: str) -> DomainSpec | None:
     """The real sandbox's spec: its observation format, first observation and action parser. A domain
     without a sandbox package yet is simulated with plain text and its actions taken as given."""
-    return domain_spec(domain) if domain in KNOWN_DOMAINS else None
+    return find_domain(domain)
 
 
 def _canonical(spec: DomainSpec | None, action: Action) -> Action:

@@ -10,7 +10,7 @@ import pytest
 
 from sandboxes.android.verify import KIND as ANDROID_STATE
 from sandboxes.desktop.verify import KIND as DESKTOP_STATE
-from sandboxes.domains import KNOWN_DOMAINS, SPECS, DomainSpec, SandboxHooks, domain_spec
+from sandboxes.domains import KNOWN_DOMAINS, SPECS, DomainSpec, SandboxHooks, domain_spec, find_domain
 from sandboxes.harbor.verifier import HARBOR
 from sandboxes.mcp.verify import VERIFIER_KINDS as MCP_KINDS
 from sandboxes.search.verify import KIND as ANSWER
@@ -74,7 +74,8 @@ def test_the_lookup_finds_a_record_by_each_of_its_names_and_no_name_is_shared() 
     for spec in SPECS:
         for key in keys(spec):
             assert domain_spec(key) is spec
-    assert domain_spec("desktop").name == "os"
+    assert domain_spec("desktop").name == "os" and find_domain("desktop") is domain_spec("os")
+    assert find_domain("overall") is None
     with pytest.raises(ValueError, match="no domain 'robotics'; known domains: terminal, swe"):
         domain_spec("robotics")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import combinations
 
-from sandboxes.domains import KNOWN_DOMAINS, domain_spec
+from sandboxes.domains import find_domain
 from training.fidelity.bootstrap import LEVEL, RESAMPLES, SEED, paired_difference
 
 # The one number per domain a comparison is read on: the first metric of the chain that applies to a
@@ -22,8 +22,8 @@ TEACHER_FORCED = "teacher_forced"
 
 
 def main_metric(domain: str) -> tuple[str, ...]:
-    own = domain_spec(domain).main_metrics if domain in KNOWN_DOMAINS else ()
-    return (*own, FALLBACK_METRIC)
+    spec = find_domain(domain)
+    return (*(spec.main_metrics if spec else ()), FALLBACK_METRIC)
 
 
 def main_score(row: dict) -> float:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sandboxes.domains import KNOWN_DOMAINS, domain_spec
+from sandboxes.domains import find_domain
 from training.fidelity.android import ANDROID_METRICS, android_scores
 from training.fidelity.desktop import DESKTOP_METRICS, desktop_scores
 from training.fidelity.overlap import multiset_f1
@@ -103,8 +103,8 @@ ALL_DOMAIN_METRICS = tuple(dict.fromkeys(m for scorer in SCORERS.values() for m 
 
 
 def _scorer(domain: str) -> Scorer | None:
-    name = domain_spec(domain).scorer if domain in KNOWN_DOMAINS else ""
-    return SCORERS[name] if name else None
+    spec = find_domain(domain)
+    return SCORERS[spec.scorer] if spec and spec.scorer else None
 
 
 def domain_metrics(domain: str) -> tuple[str, ...]:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandboxes.domains import KNOWN_DOMAINS, domain_spec
+from sandboxes.domains import find_domain
 from schemas.records import Action
 from training.observations.trees import android_data, desktop_data
 
@@ -171,7 +171,8 @@ _READERS: dict[str, Callable[[str, Action | None], dict[str, Any]]] = {
 def observation_data(domain: str, text: str, action: Action | None = None) -> dict[str, Any]:
     """What a simulated observation's `data` holds for `domain`, read from its text ({} for a domain
     whose observations have no structure to read, such as the terminal's screen)."""
-    reader = _READERS.get(domain_spec(domain).observation_format) if domain in KNOWN_DOMAINS else None
+    spec = find_domain(domain)
+    reader = _READERS.get(spec.observation_format) if spec else None
     return reader(text, action) if reader else {}
 
 

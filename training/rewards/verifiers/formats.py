@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sandboxes.domains import KNOWN_DOMAINS, domain_spec
+from sandboxes.domains import find_domain
 from training.rewards.verifiers.search import search_failures
 from training.rewards.verifiers.terminal import terminal_failures
 from training.rewards.verifiers.tools import mcp_failures, swe_failures
@@ -36,7 +36,8 @@ def format_failures(domain: str, content: str, reference: str) -> list[Failure]:
     `reference`; a domain without a rule of its own needs only a non-empty observation."""
     if not content.strip():
         return [Failure("format.empty", "the observation is empty")]
-    rule = RULES.get(domain_spec(domain).observation_format) if domain in KNOWN_DOMAINS else None
+    spec = find_domain(domain)
+    rule = RULES.get(spec.observation_format) if spec else None
     return rule(content, reference) if rule else []
 
 

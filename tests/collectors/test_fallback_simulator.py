@@ -80,7 +80,9 @@ def test_without_the_flag_the_crash_is_the_old_error_outcome(tmp_path: Path, bwr
         "--backend", "bwrap", "--tasks", str(tasks), "--policy", "scripted", "--episodes", "1",
         "--out", str(out),
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
+    # Its one episode ended in an error: like every collector's run with nothing usable, exit 1.
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "every episode ended in an error (1)" in done.stderr
     assert "fell back" not in done.stdout
     victim = by_task(out)["victim"]
     assert victim.outcome.status == "error" and victim.outcome.error_kind == "sandbox_crashed"

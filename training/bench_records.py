@@ -18,7 +18,7 @@ class BenchError(ValueError):
 
 
 def read_records(patterns: list[str]) -> list[dict]:
-    """Every record of the files, each checked to be readable at its turn_idx (schemas.render.check_record)."""
+    """Every record of the files, each checked to be readable at its turn_idx (`check_record`)."""
     files = sorted({f for p in patterns for f in (glob.glob(p) or [p])})
     records = []
     seen: dict[str, str] = {}

@@ -13,7 +13,6 @@ any difference, 0 when equal.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections import Counter
@@ -21,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+
+from schemas.cli import command_parser
 
 # fields that stamp a run rather than describe its output (wall times, dates); removed before comparing
 VOLATILE_KEYS = frozenset({"seconds", "wall_seconds", "started", "finished", "created", "duration"})
@@ -107,12 +108,11 @@ def compare_outputs(a: str | Path, b: str | Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m beam_pipelines.compare",
-        description="Compare two corpus output directories (records where order is free, run stamps "
+    p = command_parser(
+        "python -m beam_pipelines.compare",
+        "Compare two corpus output directories (records where order is free, run stamps "
         "ignored). Exit 1 on a difference.",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        EXAMPLES,
     )
     p.add_argument("a", help="first corpus output directory")
     p.add_argument("b", help="second corpus output directory")

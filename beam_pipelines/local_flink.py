@@ -22,6 +22,7 @@ import apache_beam
 from beam_pipelines.build_corpus import main as build_corpus
 from beam_pipelines.compare import compare_outputs
 from beam_pipelines.flink.cluster import FlinkClusterError, LocalFlinkCluster
+from schemas.cli import command_parser, subcommands
 
 FLINK_VERSION = "2.2.1"  # the newest Flink minor Beam 2.77 supports; infra/flink/install.sh installs it
 FLINK_MINOR = FLINK_VERSION.rsplit(".", 1)[0]
@@ -128,19 +129,12 @@ def run_corpus(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m beam_pipelines.local_flink",
-        description="Run the corpus pipeline on a local Flink cluster (JobManager + 2 TaskManagers).",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = command_parser(
+        "python -m beam_pipelines.local_flink",
+        "Run the corpus pipeline on a local Flink cluster (JobManager + 2 TaskManagers).",
+        EXAMPLES,
     )
-    commands = p.add_subparsers(dest="command", required=True)
-    corpus = commands.add_parser(
-        "corpus",
-        help="build a corpus on the cluster",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    corpus = subcommands(p).add_parser("corpus", help="build a corpus on the cluster")
     corpus.add_argument("--input", required=True, help="raw trajectory dataset (path or URI)")
     corpus.add_argument("--output", required=True, help="corpus output root")
     corpus.add_argument(

@@ -18,6 +18,7 @@ from beam_pipelines.synthesis.settings import (
     VLLM_HANDLER_PREFIX,
     SynthesisConfig,
 )
+from schemas.cli import command_parser
 from schemas.edit_script import TARGET_FORMS
 
 EXAMPLES = """\
@@ -283,12 +284,11 @@ def _synthesis(args: argparse.Namespace, output: str) -> SynthesisConfig | None:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m beam_pipelines.build_corpus",
-        description="Raw trajectories -> SFT/CPT token shards, RL prompts, AgentWorldBench files and a "
+    p = command_parser(
+        "python -m beam_pipelines.build_corpus",
+        "Raw trajectories -> SFT/CPT token shards, RL prompts, AgentWorldBench files and a "
         "report. Options not listed here are Apache Beam pipeline options.",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        EXAMPLES,
     )
     p.add_argument("--input", required=True, help="trajectory dataset root, glob or file (path or URI)")
     p.add_argument("--output", required=True, help="output root (path or URI)")

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from schemas.cli import command_parser
+
 EXAMPLES = """
 examples:
   # everything local and tiny: llama.cpp world model, the server, 2 GRPO steps on CPU
@@ -379,12 +381,11 @@ def train(args: argparse.Namespace, server_url: str, stats: RolloutStats) -> dic
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python examples/grpo_simulated_terminal.py",
-        description="A few GRPO steps of SmolLM2-135M-Instruct as a terminal agent against the simulated "
+    p = command_parser(
+        "python examples/grpo_simulated_terminal.py",
+        "A few GRPO steps of SmolLM2-135M-Instruct as a terminal agent against the simulated "
         "terminal, served by `python -m sandboxes.serve` (CPU is enough).",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        EXAMPLES,
     )
     p.add_argument("--output", type=Path, default=Path("out/grpo-simulated-terminal"), help="output folder")
     world = p.add_argument_group("world model and server")

@@ -7,6 +7,7 @@ import json
 import sys
 from collections import Counter
 
+from schemas.cli import command_parser
 from schemas.storage import StorageError, dataset_files, read_rows
 from schemas.validation import ValidationError, validate_row
 
@@ -96,12 +97,10 @@ def dataset_stats(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m schemas",
-        description="Trajectory schema tools. PATH is a dataset root, a Parquet file or a glob, "
-        "local or any fsspec URI.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = command_parser(
+        "python -m schemas",
+        "Trajectory schema tools. PATH is a dataset root, a Parquet file or a glob, local or any fsspec URI.",
+        EPILOG,
     )
     commands = parser.add_subparsers(dest="command", required=True)
     export = commands.add_parser("export-jsonschema", help="print or write the trajectory JSON Schema")

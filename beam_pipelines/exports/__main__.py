@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from beam_pipelines.exports.common import ExportError
+from schemas.cli import command_parser, subcommands
 
 EXAMPLES = """\
 examples:
@@ -34,14 +35,13 @@ def _positive(text: str) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m beam_pipelines.exports",
-        description="Export a corpus written by `python -m beam_pipelines.build_corpus` for Megatron-LM "
+    p = command_parser(
+        "python -m beam_pipelines.exports",
+        "Export a corpus written by `python -m beam_pipelines.build_corpus` for Megatron-LM "
         "or the Hugging Face Hub. Reads OUT/manifest.json; streams, so memory does not grow with the corpus.",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        EXAMPLES,
     )
-    commands = p.add_subparsers(dest="command", required=True, metavar="{megatron,hub}")
+    commands = subcommands(p, metavar="{megatron,hub}")
 
     def common(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--corpus", required=True, help="the build_corpus output (path or URI)")
@@ -49,12 +49,7 @@ def parser() -> argparse.ArgumentParser:
         sub.add_argument("--overwrite", action="store_true", help="empty a non-empty --out first")
         sub.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    m = commands.add_parser(
-        "megatron",
-        help="Megatron-LM indexed datasets (.bin/.idx) of the token corpora",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    m = commands.add_parser("megatron", help="Megatron-LM indexed datasets (.bin/.idx) of the token corpora")
     common(m)
     m.add_argument(
         "--corpora", type=_names, help="token corpora to export, comma-separated (default: cpt,sft)"
@@ -69,10 +64,7 @@ def parser() -> argparse.ArgumentParser:
     )
 
     h = commands.add_parser(
-        "hub",
-        help="a Hugging Face Hub dataset folder: Parquet per config and split plus a README.md card",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "hub", help="a Hugging Face Hub dataset folder: Parquet per config and split plus a README.md card"
     )
     common(h)
     h.add_argument("--name", help="the dataset's name on the Hub, e.g. my-org/agentworld-corpus")

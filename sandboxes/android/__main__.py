@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
 from sandboxes.android import install
 from sandboxes.base import SandboxError
+from schemas.cli import command_parser, subcommands
 
 EXAMPLES = f"""examples:
   # Appium {install.APPIUM_VERSION} and {install.FAKE_DRIVER}; a no-op when they are installed
@@ -23,19 +23,12 @@ APPIUM_HOME=<that>/home. Needs node 20.19+ and npm, and the npm registry (about 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m sandboxes.android",
-        description="Install the Appium server and drivers the Android sandbox runs.",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = command_parser(
+        "python -m sandboxes.android",
+        "Install the Appium server and drivers the Android sandbox runs.",
+        EXAMPLES,
     )
-    commands = parser.add_subparsers(dest="command", required=True)
-    add = commands.add_parser(
-        "install",
-        help="install Appium and drivers",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    add = subcommands(parser).add_parser("install", help="install Appium and drivers")
     add.add_argument(
         "--uiautomator2",
         action="store_true",

@@ -12,7 +12,6 @@ Acceleration: see `vm_image.choose_accel` (KVM on bare metal with /dev/kvm, else
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import logging
 import os
@@ -31,6 +30,7 @@ from typing import TYPE_CHECKING
 from sandboxes.base import SandboxCrashedError
 from sandboxes.desktop.transport import Channel, Transport
 from sandboxes.desktop.vm_image import Qmp, VmImage, choose_accel
+from schemas.cli import command_parser
 
 if TYPE_CHECKING:  # paramiko is the desktop extra: vm.py itself loads without it
     from sandboxes.desktop.ssh import SshTarget, SshTransport
@@ -418,14 +418,13 @@ class VmTransport(Transport):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m sandboxes.desktop.vm",
-        description="Show the desktop VM image, and optionally boot one VM so that its booted "
+    parser = command_parser(
+        "python -m sandboxes.desktop.vm",
+        "Show the desktop VM image, and optionally boot one VM so that its booted "
         "snapshot is cached (later VMs then start in seconds instead of a boot).",
-        epilog="examples:\n  sudo infra/desktop-vm/build.sh          # build the image once\n"
+        "examples:\n  sudo infra/desktop-vm/build.sh          # build the image once\n"
         "  python -m sandboxes.desktop.vm          # where it is, what it holds\n"
         "  python -m sandboxes.desktop.vm --warm   # boot once, cache the booted snapshot",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--warm", action="store_true", help="boot one VM and cache its booted snapshot")
     args = parser.parse_args(argv)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
 from sandboxes.base import SandboxError
 from sandboxes.mcp import install
 from sandboxes.mcp.catalogue import CatalogueError, embedded_catalogue, load_catalogue
+from schemas.cli import command_parser, subcommands
 
 EXAMPLES = """examples:
   # every embedded server (time, git, fetch, filesystem, memory); a no-op when they are installed
@@ -24,19 +24,12 @@ virtual environment per PyPI package, one npm prefix per npm package.
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m sandboxes.mcp",
-        description="Install the MCP servers a catalogue names (PyPI or npm packages).",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = command_parser(
+        "python -m sandboxes.mcp",
+        "Install the MCP servers a catalogue names (PyPI or npm packages).",
+        EXAMPLES,
     )
-    commands = parser.add_subparsers(dest="command", required=True)
-    add = commands.add_parser(
-        "install",
-        help="install servers",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    add = subcommands(parser).add_parser("install", help="install servers")
     add.add_argument("names", nargs="*", help="servers to install (default: every packaged one)")
     add.add_argument(
         "--servers", metavar="CATALOGUE", help="a JSON or TOML catalogue (default: the embedded one)"

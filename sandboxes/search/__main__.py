@@ -18,6 +18,7 @@ from sandboxes.search.build import (
 )
 from sandboxes.search.config import SearchConfig, TantivyBackend
 from sandboxes.search.sandbox import SearchSandbox
+from schemas.cli import command_parser, subcommands
 from schemas.records import Task
 
 EPILOG = """examples:
@@ -39,17 +40,13 @@ Without --out, build-index writes to the cache ($AGENTWORLD_CACHE_DIR/search-ind
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m sandboxes.search",
-        description="Build and query the embedded search corpus (tantivy index + served pages).",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = command_parser(
+        "python -m sandboxes.search",
+        "Build and query the embedded search corpus (tantivy index + served pages).",
+        EPILOG,
     )
-    commands = parser.add_subparsers(dest="command", required=True)
-    build = commands.add_parser(
-        "build-index", help="build an index from offline documents", epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+    commands = subcommands(parser)
+    build = commands.add_parser("build-index", help="build an index from offline documents")
     build.add_argument("--out", metavar="DIR", help="index directory (default: the cache)")
     build.add_argument(
         "--python-docs", default=DEFAULT_PYTHON_DOCS, metavar="DIR",

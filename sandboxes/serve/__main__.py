@@ -24,6 +24,7 @@ from sandboxes.serve.auth import (
     token_path,
     write_token_file,
 )
+from schemas.cli import command_parser
 
 EXAMPLES = f"""
 examples:
@@ -64,12 +65,11 @@ sandbox closed and its session freed at once.
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m sandboxes.serve",
-        description="Serve a domain's sandboxes (or its simulator) as an OpenEnv environment: one sandbox "
+    p = command_parser(
+        "python -m sandboxes.serve",
+        "Serve a domain's sandboxes (or its simulator) as an OpenEnv environment: one sandbox "
         "per session, task rewards from the task verifiers.",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        EXAMPLES,
     )
     p.add_argument("--domain", required=True, choices=KNOWN_DOMAINS, help="the sandbox domain to serve")
     what = p.add_argument_group("sandboxes")

@@ -17,9 +17,10 @@ recorded and predicted text with this one parser. It lives beside the sandbox th
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from sandboxes.tree_text import INDENT, TreeText, unquote
 
 _NODE_RE = re.compile(
     r"^(?P<indent> *)\[(?P<index>\d+)\] (?P<cls>\S+) "
@@ -29,10 +30,7 @@ _NODE_RE = re.compile(
     r" @\((?P<x1>-?\d+),(?P<y1>-?\d+),(?P<x2>-?\d+),(?P<y2>-?\d+)\)"
     r"(?: (?P<flags>[a-z,-]+))?\s*$"
 )
-_MORE_RE = re.compile(r"^\s*\[\.\.\. (\d+) more nodes? not shown\]\s*$")
 _HEAD_RE = re.compile(r"^Package: (?P<package>\S*)\s+Activity: (?P<activity>.*)$")
-_ERROR_RE = re.compile(r"^Error: ?(.*)$")
-INDENT = 2  # spaces per depth level
 FLAGS = (
     "clickable", "long-clickable", "editable", "scrollable", "focused", "checked", "selected", "disabled",
 )  # fmt: skip
@@ -73,18 +71,21 @@ class Node:
 
 
 @dataclass
-class AndroidTree:
+class AndroidTree(TreeText[Node]):
     package: str = ""
     activity: str = ""
-    error: str = ""
-    nodes: list[Node] = field(default_factory=list)
-    more: int = 0  # nodes the marker line says were not shown
     has_head: bool = False  # the `Package:` line was there
-    other_lines: list[str] = field(default_factory=list)  # lines of no known form
 
-    @property
-    def truncated(self) -> bool:
-        return self.more > 0
+    def _takes_error(self) -> bool:
+        return not self.nodes and not self.has_head and not self.error
+
+    def _take_head(self, line: str) -> bool:
+        head = None if self.has_head else _HEAD_RE.match(line)
+        if head is not None:
+            self.has_head = True
+            self.package = head.group("package")
+            self.activity = head.group("activity").strip()
+        return head is not None
 
     @property
     def screen(self) -> tuple[int, int]:
@@ -102,15 +103,6 @@ class AndroidTree:
         return max(hits, key=lambda n: n.depth) if hits else None
 
 
-def _unquote(text: str | None) -> str:
-    if text is None:
-        return ""
-    try:
-        return json.loads(f'"{text}"')
-    except ValueError:  # an escape JSON does not know: keep what was written
-        return text
-
-
 def parse_node(line: str) -> Node | None:
     """One tree line as a Node, or None when it is not a node line."""
     found = _NODE_RE.match(line.rstrip("\n"))
@@ -120,8 +112,8 @@ def parse_node(line: str) -> Node | None:
         index=int(found.group("index")),
         depth=len(found.group("indent")) // INDENT,
         cls=found.group("cls"),
-        text=_unquote(found.group("text")),
-        desc=_unquote(found.group("desc")),
+        text=unquote(found.group("text")),
+        desc=unquote(found.group("desc") or ""),
         rid=found.group("rid") or "",
         bounds=tuple(int(found.group(k)) for k in ("x1", "y1", "x2", "y2")),  # type: ignore[arg-type]
         flags=frozenset(f for f in (found.group("flags") or "").split(",") if f),
@@ -130,20 +122,4 @@ def parse_node(line: str) -> Node | None:
 
 def parse_tree(text: str) -> AndroidTree:
     """Every part of an observation's text; unknown lines go to `other_lines`."""
-    tree = AndroidTree()
-    for line in text.split("\n"):
-        if not line.strip():
-            continue
-        if not tree.nodes and not tree.has_head and not tree.error and (error := _ERROR_RE.match(line)):
-            tree.error = error.group(1).strip()
-        elif not tree.nodes and not tree.has_head and (head := _HEAD_RE.match(line)):
-            tree.has_head = True
-            tree.package = head.group("package")
-            tree.activity = head.group("activity").strip()
-        elif (more := _MORE_RE.match(line)) is not None:
-            tree.more = int(more.group(1))
-        elif (node := parse_node(line)) is not None:
-            tree.nodes.append(node)
-        else:
-            tree.other_lines.append(line)
-    return tree
+    return AndroidTree().read(text, parse_node)

@@ -16,9 +16,10 @@ beside the sandbox that writes the form so that both can import it (training doe
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from sandboxes.tree_text import INDENT, TreeText, unquote
 
 _NODE_RE = re.compile(
     r"^(?P<indent> *)\[(?P<id>[^\]\s]+)\] (?P<role>[^\"\[\]]+?) "
@@ -27,11 +28,7 @@ _NODE_RE = re.compile(
     r"(?: states=(?P<states>[^\s@]*))?"
     r"(?: @\((?P<x>-?\d+),(?P<y>-?\d+) (?P<w>\d+)x(?P<h>\d+)\))?\s*$"
 )
-_MORE_RE = re.compile(r"^\s*\[\.\.\. (\d+) more nodes? not shown\]\s*$")
 _FOCUSED_RE = re.compile(r"^Focused: ?(.*)$")
-_ERROR_RE = re.compile(r"^Error: ?(.*)$")
-# Spaces per depth level.
-INDENT = 2
 
 
 @dataclass(frozen=True)
@@ -63,17 +60,20 @@ class Node:
 
 
 @dataclass
-class DesktopTree:
+class DesktopTree(TreeText[Node]):
     focused: str = ""  # "<application> — <window title>", "" for `Focused: none` or no line
-    error: str = ""
-    nodes: list[Node] = field(default_factory=list)
-    more: int = 0  # nodes the marker line says were not shown
     has_focused_line: bool = False
-    other_lines: list[str] = field(default_factory=list)  # lines of no known form
 
-    @property
-    def truncated(self) -> bool:
-        return self.more > 0
+    def _takes_error(self) -> bool:
+        return not self.nodes and not self.has_focused_line
+
+    def _take_head(self, line: str) -> bool:
+        focused = _FOCUSED_RE.match(line)  # a later one replaces an earlier one
+        if focused is not None:
+            self.has_focused_line = True
+            value = focused.group(1).strip()
+            self.focused = "" if value == "none" else value
+        return focused is not None
 
     @property
     def focused_application(self) -> str:
@@ -83,15 +83,6 @@ class DesktopTree:
         """The deepest node whose box holds the point (the last in walk order on ties)."""
         hits = [n for n in self.nodes if n.contains(x, y)]
         return max(hits, key=lambda n: n.depth) if hits else None
-
-
-def _unquote(text: str | None) -> str | None:
-    if text is None:
-        return None
-    try:
-        return json.loads(f'"{text}"')
-    except ValueError:  # an escape JSON does not know: keep what was written
-        return text
 
 
 def parse_node(line: str) -> Node | None:
@@ -107,8 +98,8 @@ def parse_node(line: str) -> Node | None:
         id=found.group("id"),
         depth=len(found.group("indent")) // INDENT,
         role=found.group("role").strip(),
-        name=_unquote(found.group("name")) or "",
-        value=_unquote(found.group("value")),
+        name=unquote(found.group("name")),
+        value=None if found.group("value") is None else unquote(found.group("value")),
         states=states,
         box=box,  # type: ignore[arg-type]
     )
@@ -116,20 +107,4 @@ def parse_node(line: str) -> Node | None:
 
 def parse_tree(text: str) -> DesktopTree:
     """Every part of an observation's text; unknown lines go to `other_lines`."""
-    tree = DesktopTree()
-    for line in text.split("\n"):
-        if not line.strip():
-            continue
-        if not tree.nodes and not tree.has_focused_line and (error := _ERROR_RE.match(line)):
-            tree.error = error.group(1).strip()
-        elif not tree.nodes and (focused := _FOCUSED_RE.match(line)):
-            tree.has_focused_line = True
-            value = focused.group(1).strip()
-            tree.focused = "" if value == "none" else value
-        elif (more := _MORE_RE.match(line)) is not None:
-            tree.more = int(more.group(1))
-        elif (node := parse_node(line)) is not None:
-            tree.nodes.append(node)
-        else:
-            tree.other_lines.append(line)
-    return tree
+    return DesktopTree().read(text, parse_node)

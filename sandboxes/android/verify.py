@@ -27,6 +27,7 @@ from typing import Any
 
 from sandboxes.android.tree_text import AndroidTree, Node
 from sandboxes.base import VERIFIER_OUTPUT_CHARS, VerifierError
+from sandboxes.tree_checks import check_node_pattern
 from schemas.records import Verification
 
 KIND = "android_state"
@@ -40,13 +41,7 @@ def _check_shape(check: Any, where: str) -> None:
     keys = set(check)
     if keys in ({"node"}, {"no_node"}):
         pattern = check.get("node", check.get("no_node"))
-        if not isinstance(pattern, dict) or not pattern or set(pattern) - _NODE_FIELDS:
-            raise VerifierError(f"{where}: a node pattern uses only {sorted(_NODE_FIELDS)}")
-        for key in ("text_regex", "desc_regex"):
-            try:
-                re.compile(pattern.get(key, ""))
-            except (re.error, TypeError) as exc:
-                raise VerifierError(f"{where}: {key} is not a regular expression: {exc}") from exc
+        check_node_pattern(pattern, _NODE_FIELDS, ("text_regex", "desc_regex"), where)
     elif keys == {"package"}:
         if not isinstance(check["package"], str):
             raise VerifierError(f"{where}: 'package' must be a string")

@@ -22,6 +22,7 @@ from typing import Any
 
 from sandboxes.base import VERIFIER_OUTPUT_CHARS, VerifierError
 from sandboxes.desktop.tree_text import DesktopTree, Node
+from sandboxes.tree_checks import check_node_pattern
 from schemas.records import Verification
 
 KIND = "desktop_state"
@@ -40,13 +41,7 @@ def parse_checks(verifier: dict[str, Any]) -> list[dict[str, Any]]:
         keys = set(check)
         if keys in ({"node"}, {"no_node"}):
             pattern = check.get("node", check.get("no_node"))
-            if not isinstance(pattern, dict) or not pattern or set(pattern) - _NODE_FIELDS:
-                raise VerifierError(f"check {n}: a node pattern uses only {sorted(_NODE_FIELDS)}")
-            for key in ("window", "name_regex", "value_regex"):
-                try:
-                    re.compile(pattern.get(key, ""))
-                except (re.error, TypeError) as exc:
-                    raise VerifierError(f"check {n}: {key} is not a regular expression: {exc}") from exc
+            check_node_pattern(pattern, _NODE_FIELDS, ("window", "name_regex", "value_regex"), f"check {n}")
         elif "file" in keys:
             if keys - _FILE_FIELDS or not isinstance(check["file"], str) or not check["file"]:
                 raise VerifierError(f"check {n}: a file check uses only {sorted(_FILE_FIELDS)}")

@@ -58,26 +58,27 @@ def _click(kind: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     return lambda a: _target(a, kind)
 
 
+def _with_index(clean: dict[str, Any], a: dict[str, Any], kind: str) -> dict[str, Any]:
+    """`clean` with the node `index` the action may name (typing into, or scrolling, that node)."""
+    if "index" in a:
+        clean["index"] = _index(a, kind)
+    return clean
+
+
 def _input_text(a: dict[str, Any]) -> dict[str, Any]:
     text = a.get("text")
     if not isinstance(text, str) or not text:
         raise InvalidActionError(f"input_text needs a non-empty string 'text', got {text!r}")
     if len(text) > MAX_TEXT_CHARS:
         raise InvalidActionError(f"input_text: 'text' is {len(text)} characters; at most {MAX_TEXT_CHARS}")
-    clean: dict[str, Any] = {"text": text}
-    if "index" in a:
-        clean["index"] = _index(a, "input_text")
-    return clean
+    return _with_index({"text": text}, a, "input_text")
 
 
 def _scroll(a: dict[str, Any]) -> dict[str, Any]:
     direction = a.get("direction")
     if direction not in DIRECTIONS:
         raise InvalidActionError(f"scroll: 'direction' must be one of {list(DIRECTIONS)}, got {direction!r}")
-    clean: dict[str, Any] = {"direction": direction}
-    if "index" in a:
-        clean["index"] = _index(a, "scroll")
-    return clean
+    return _with_index({"direction": direction}, a, "scroll")
 
 
 def _swipe(a: dict[str, Any]) -> dict[str, Any]:

@@ -9,16 +9,14 @@ is a no-op, a changed pin is reinstalled, and a half-finished one is redone.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 from sandboxes.base import SandboxError
-from sandboxes.cache import cache_root
+from sandboxes.cache import cache_root, entry_lock
 
 APPIUM_VERSION = "3.8.0"
 FAKE_DRIVER = "@appium/fake-driver@6.2.4"
@@ -72,20 +70,9 @@ def install(uiautomator2: bool = False, timeout_s: float = INSTALL_TIMEOUT_S) ->
     """
     if is_installed(uiautomator2):
         return False
-    root = appium_root()
-    root.parent.mkdir(parents=True, exist_ok=True)
-    with open(root.with_name("appium.lock"), "w") as lock:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise SandboxError(
-                        f"another Appium install held {lock.name} for {timeout_s:.0f} s"
-                    ) from None
-                time.sleep(0.5)
+    lock = appium_root().with_name("appium.lock")
+    busy = SandboxError(f"another Appium install held {lock} for {timeout_s:.0f} s")
+    with entry_lock(lock, timeout_s, busy):
         if is_installed(uiautomator2):
             return False
         _install(_wanted(uiautomator2), timeout_s)

@@ -8,7 +8,6 @@ second install is a no-op and a half-finished one is redone.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -16,11 +15,10 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from sandboxes.base import SandboxError
-from sandboxes.cache import cache_root
+from sandboxes.cache import cache_root, entry_lock
 from sandboxes.mcp.catalogue import ServerEntry
 
 log = logging.getLogger(__name__)
@@ -64,20 +62,9 @@ def install_package(package: str, timeout_s: float = INSTALL_TIMEOUT_S) -> bool:
     """
     if is_installed(package):
         return False
-    lock_path = package_dir(package).with_name(package_dir(package).name + ".lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "w") as lock:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise SandboxError(
-                        f"another install of {package} held {lock_path} for {timeout_s:.0f} s"
-                    ) from None
-                time.sleep(0.5)
+    lock = package_dir(package).with_name(package_dir(package).name + ".lock")
+    busy = SandboxError(f"another install of {package} held {lock} for {timeout_s:.0f} s")
+    with entry_lock(lock, timeout_s, busy):
         if is_installed(package):
             return False
         _install(package, timeout_s)

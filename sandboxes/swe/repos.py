@@ -12,22 +12,19 @@ see a half-built one. Sandboxes copy a template, never modify it.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sandboxes.cache import cache_root
+from sandboxes.cache import cache_root, entry_lock
 from sandboxes.swe.mutation import Mutation, MutationError, apply_recorded, git, mutate
 from sandboxes.swe.repos_suite import EMBEDDED_SUITE
 
@@ -74,28 +71,14 @@ def default_cache_dir() -> Path:
     return cache_root() / "swe"
 
 
-@contextmanager
-def _entry_lock(cache_dir: Path, key: str) -> Iterator[None]:
+def _entry_lock(cache_dir: Path, key: str) -> AbstractContextManager[None]:
     """An exclusive lock on one cache entry, waited for at most LOCK_TIMEOUT_S."""
-    locks = cache_dir / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    with open(locks / f"{key}.lock", "w") as handle:
-        deadline = time.monotonic() + LOCK_TIMEOUT_S
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise RepoError(
-                        f"another process has held {locks / key}.lock for {LOCK_TIMEOUT_S:.0f} s; "
-                        "if none is running, delete the lock file"
-                    ) from None
-                time.sleep(0.2)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    lock = cache_dir / "locks" / f"{key}.lock"
+    busy = RepoError(
+        f"another process has held {lock} for {LOCK_TIMEOUT_S:.0f} s; "
+        "if none is running, delete the lock file"
+    )
+    return entry_lock(lock, LOCK_TIMEOUT_S, busy, poll_s=0.2)
 
 
 def _publish(built: Path, final: Path) -> None:

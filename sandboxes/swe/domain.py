@@ -7,14 +7,13 @@ the same repository, version and seed; the recorded `cache_dir` finds the prepar
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 from sandboxes.domains import REPLAY_BACKEND, SandboxHooks, domain_spec
 from sandboxes.swe.actions import parse_action
 from sandboxes.swe.config import SweConfig
 from sandboxes.swe.sandbox import CACHE_DIR, SweSandbox
-from sandboxes.terminal.config import make_backend
+from sandboxes.terminal.config import recorded_backend
 from schemas.records import Environment
 
 ACTION_SPACE = """Each turn you see the result of your last tool call. Write one JSON object per turn:
@@ -38,19 +37,10 @@ def recorded_config(environment: Environment, backend: str = "auto") -> SweConfi
     """The configuration a trajectory was recorded with; `backend` overrides the recorded one
     ("auto" keeps it). A recording made on the host (`local`) is replayed under bwrap."""
     env = environment
-    kind = env.backend if backend == "auto" else backend
-    isolated = domain_spec("swe").replay_backends
-    if kind not in isolated:
-        kind = isolated[0]
-    cls = type(make_backend(kind))
-    options = {}
-    if kind == env.backend:  # another backend's limits do not carry over
-        names = {f.name for f in dataclasses.fields(cls)} - {"kind"}
-        options = {k: v for k, v in env.config.items() if k in names and v is not None}
     kept = {k: int(env.config[k]) for k in ("command_timeout_s", "max_output_bytes") if env.config.get(k)}
     if env.config.get(CACHE_DIR):
         kept[CACHE_DIR] = Path(env.config[CACHE_DIR])
-    return SweConfig(backend=make_backend(kind, **options), **kept)
+    return SweConfig(backend=recorded_backend(env, backend, domain_spec("swe").replay_backends), **kept)
 
 
 def replay_sandbox(environment: Environment) -> SweSandbox:

@@ -5,8 +5,11 @@ A backend is a small config class; `make_backend` picks one by name, as `--backe
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
+
+from schemas.records import Environment
 
 DEFAULT_IMAGE = "agentworld/terminal:latest"
 
@@ -96,6 +99,20 @@ def make_backend(name: str, **opts: Any) -> Backend:
     except KeyError:
         raise ValueError(f"unknown terminal backend {name!r}; choose one of {sorted(_BACKENDS)}") from None
     return cls(**opts)
+
+
+def recorded_backend(environment: Environment, backend: str, isolated: Sequence[str]) -> Backend:
+    """The backend a trajectory was recorded in, for replaying it; `backend` overrides the recorded
+    one ("auto" keeps it). A kind not in `isolated` (the host itself, `local`, or an unknown one) is
+    replaced by the first isolated kind: replayed actions must never touch the host."""
+    kind = environment.backend if backend == "auto" else backend
+    if kind not in isolated:
+        kind = isolated[0]
+    options = {}
+    if kind == environment.backend:  # another backend's limits do not carry over
+        names = {f.name for f in fields(_BACKENDS[kind])} - {"kind"}
+        options = {k: v for k, v in environment.config.items() if k in names and v is not None}
+    return make_backend(kind, **options)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import dataclasses
 
 from sandboxes.domains import REPLAY_BACKEND, SandboxHooks, domain_spec
 from sandboxes.terminal.actions import parse_action
-from sandboxes.terminal.config import DockerBackend, TerminalConfig, make_backend
+from sandboxes.terminal.config import DockerBackend, TerminalConfig, recorded_backend
 from sandboxes.terminal.sandbox import TerminalSandbox
 from schemas.records import Environment
 
@@ -28,19 +28,11 @@ def recorded_config(environment: Environment, backend: str = "auto") -> Terminal
     an unknown backend is replayed under bwrap, since replaying recorded actions must never touch
     the host."""
     env = environment
-    kind = env.backend if backend == "auto" else backend
-    isolated = domain_spec("terminal").replay_backends
-    if kind not in isolated:
-        kind = isolated[0]
-    cls = type(make_backend(kind))
-    options = {}
-    if kind == env.backend:  # another backend's limits do not carry over
-        names = {f.name for f in dataclasses.fields(cls)} - {"kind"}
-        options = {k: v for k, v in env.config.items() if k in names and v is not None}
-        if cls is DockerBackend and env.image:
-            options["image"] = env.image
+    chosen = recorded_backend(env, backend, domain_spec("terminal").replay_backends)
+    if isinstance(chosen, DockerBackend) and env.backend == "docker" and env.image:
+        chosen = dataclasses.replace(chosen, image=env.image)
     screen = {k: int(env.config[k]) for k in ("width", "height") if env.config.get(k)}
-    return TerminalConfig(backend=make_backend(kind, **options), **screen)
+    return TerminalConfig(backend=chosen, **screen)
 
 
 def replay_sandbox(environment: Environment) -> TerminalSandbox:

@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+from collections.abc import Callable
+from typing import Any
+
+
+def entry(target: str) -> Callable[..., Any]:
+    """The function `module:name` names, imported at its first call: a benchmark's module may need an
+    extra, Docker or a GPU, so only the benchmarks asked for are imported."""
+
+    def call(*args: Any) -> Any:
+        module, _, name = target.partition(":")
+        return getattr(importlib.import_module(module), name)(*args)
+
+    return call
 
 
 def _terminal(r: dict) -> list[str]:
@@ -217,24 +231,20 @@ RENDERERS = {
     "search": _search,
     "swe_latency": _swe,
     "mcp_latency": _mcp_latency,
-    "desktop_ssh": lambda r: __import__("benchmarks.desktop_ssh").desktop_ssh.markdown_lines(r),
-    "desktop_latency": lambda r: __import__("benchmarks.desktop_latency").desktop_latency.markdown_lines(r),
-    "desktop_vm": lambda r: __import__("benchmarks.desktop_vm").desktop_vm.markdown_lines(r),
-    "android_appium": lambda r: __import__("benchmarks.android_appium").android_appium.markdown_lines(r),
-    "android_fleet": lambda r: __import__("benchmarks.android_fleet").android_fleet.markdown_lines(r),
-    "collector_storage": lambda r: __import__("benchmarks.collector_storage", fromlist=["_"]).markdown_lines(
-        r
-    ),
-    "corpus_runners": lambda r: __import__("benchmarks.corpus_runners").corpus_runners.markdown_lines(r),
-    "world_model_rl": lambda r: __import__("benchmarks.world_model_rl").world_model_rl.markdown_lines(r),
-    "task_rewards": lambda r: __import__("benchmarks.task_rewards").task_rewards.markdown_lines(r),
-    "openenv_serve": lambda r: __import__("benchmarks.openenv_serve").openenv_serve.markdown_lines(r),
-    "importers": lambda r: __import__("benchmarks.importers").importers.markdown_lines(r),
-    "decontamination": lambda r: __import__("benchmarks.decontamination").decontamination.markdown_lines(r),
-    "gguf_generation": lambda r: __import__("benchmarks.gguf_generation").gguf_generation.markdown_lines(r),
-    "synthesis_throughput": lambda r: __import__(
-        "benchmarks.synthesis_throughput", fromlist=["_"]
-    ).markdown_lines(r),
+    "desktop_ssh": entry("benchmarks.desktop_ssh:markdown_lines"),
+    "desktop_latency": entry("benchmarks.desktop_latency:markdown_lines"),
+    "desktop_vm": entry("benchmarks.desktop_vm:markdown_lines"),
+    "android_appium": entry("benchmarks.android_appium:markdown_lines"),
+    "android_fleet": entry("benchmarks.android_fleet:markdown_lines"),
+    "collector_storage": entry("benchmarks.collector_storage:markdown_lines"),
+    "corpus_runners": entry("benchmarks.corpus_runners:markdown_lines"),
+    "world_model_rl": entry("benchmarks.world_model_rl:markdown_lines"),
+    "task_rewards": entry("benchmarks.task_rewards:markdown_lines"),
+    "openenv_serve": entry("benchmarks.openenv_serve:markdown_lines"),
+    "importers": entry("benchmarks.importers:markdown_lines"),
+    "decontamination": entry("benchmarks.decontamination:markdown_lines"),
+    "gguf_generation": entry("benchmarks.gguf_generation:markdown_lines"),
+    "synthesis_throughput": entry("benchmarks.synthesis_throughput:markdown_lines"),
 }
 
 

@@ -13,6 +13,8 @@ import sys
 import time
 from collections.abc import Callable
 
+from benchmarks.report import entry, render
+
 RESULTS = os.path.join(os.path.dirname(__file__), "results")
 
 
@@ -26,46 +28,10 @@ def _terminal() -> dict:
     }
 
 
-def _fleet() -> dict:
-    from benchmarks import fleet
-
-    return fleet.fleet_scaling()
-
-
-def _variety() -> dict:
-    from benchmarks import fleet
-
-    return fleet.variety()
-
-
 def _corpus() -> dict:
     from benchmarks import corpus_throughput
 
     return corpus_throughput.corpus_benchmark(int(os.environ.get("CORPUS_BENCH_N", "20000")))
-
-
-def _redaction() -> dict:
-    from benchmarks import redaction
-
-    return redaction.redaction_benchmark()
-
-
-def _training() -> dict:
-    from benchmarks import training_throughput
-
-    return training_throughput.run()
-
-
-def _simulator() -> dict:
-    from benchmarks import simulator_latency
-
-    return simulator_latency.simulator_vs_real_latency()
-
-
-def _fidelity_concurrency() -> dict:
-    from benchmarks import fidelity_concurrency
-
-    return fidelity_concurrency.fidelity_throughput()
 
 
 def _demo_fidelity() -> dict:
@@ -83,75 +49,37 @@ def _demo_fidelity() -> dict:
     }
 
 
-def _web() -> dict:
-    from benchmarks import web_latency
-
-    return web_latency.web_latency()
-
-
-def _web_fleet() -> dict:
-    from benchmarks import web_fleet
-
-    return web_fleet.web_fleet()
-
-
-def _search() -> dict:
-    from benchmarks import search_latency
-
-    return search_latency.search_latency()
-
-
-def _swe() -> dict:
-    from benchmarks import swe_latency
-
-    return swe_latency.swe_latency()
-
-
-def _mcp_latency() -> dict:
-    from benchmarks import mcp_latency
-
-    return mcp_latency.mcp_latency()
-
-
 BENCHES: dict[str, Callable[[], dict]] = {
     "terminal": _terminal,
-    "fleet": _fleet,
-    "variety": _variety,
+    "fleet": entry("benchmarks.fleet:fleet_scaling"),
+    "variety": entry("benchmarks.fleet:variety"),
     "corpus": _corpus,
-    "redaction": _redaction,
-    "training": _training,
-    "simulator": _simulator,
-    "fidelity_concurrency": _fidelity_concurrency,
+    "redaction": entry("benchmarks.redaction:redaction_benchmark"),
+    "training": entry("benchmarks.training_throughput:run"),
+    "simulator": entry("benchmarks.simulator_latency:simulator_vs_real_latency"),
+    "fidelity_concurrency": entry("benchmarks.fidelity_concurrency:fidelity_throughput"),
     "demo_fidelity": _demo_fidelity,
-    "web": _web,
-    "web_fleet": _web_fleet,
-    "search": _search,
-    "swe_latency": _swe,
-    "mcp_latency": _mcp_latency,
-    "desktop_ssh": lambda: __import__("benchmarks.desktop_ssh").desktop_ssh.desktop_ssh(),
-    "desktop_latency": lambda: __import__("benchmarks.desktop_latency").desktop_latency.desktop_latency(),
-    "desktop_vm": lambda: __import__("benchmarks.desktop_vm").desktop_vm.desktop_vm(),
-    "android_appium": lambda: __import__("benchmarks.android_appium").android_appium.android_appium(),
-    "android_fleet": lambda: __import__("benchmarks.android_fleet").android_fleet.android_fleet(),
-    "collector_storage": lambda: __import__(
-        "benchmarks.collector_storage", fromlist=["_"]
-    ).collector_storage(),
-    "corpus_runners": lambda: __import__("benchmarks.corpus_runners").corpus_runners.corpus_runners(),
-    "world_model": lambda: __import__("benchmarks.world_model").world_model.run(),
-    "synthesis_throughput": lambda: __import__("benchmarks.synthesis_throughput", fromlist=["_"]).run(),
-    "world_model_rl": lambda: __import__("benchmarks.world_model_rl").world_model_rl.run(),
-    "task_rewards": lambda: __import__("benchmarks.task_rewards").task_rewards.run(),
-    "openenv_serve": lambda: __import__("benchmarks.openenv_serve").openenv_serve.run(),
-    "importers": lambda: __import__("benchmarks.importers").importers.run(),
-    "decontamination": lambda: __import__("benchmarks.decontamination").decontamination.run(),
-    "gguf_generation": lambda: __import__("benchmarks.gguf_generation").gguf_generation.run(),
+    "web": entry("benchmarks.web_latency:web_latency"),
+    "web_fleet": entry("benchmarks.web_fleet:web_fleet"),
+    "search": entry("benchmarks.search_latency:search_latency"),
+    "swe_latency": entry("benchmarks.swe_latency:swe_latency"),
+    "mcp_latency": entry("benchmarks.mcp_latency:mcp_latency"),
+    "desktop_ssh": entry("benchmarks.desktop_ssh:desktop_ssh"),
+    "desktop_latency": entry("benchmarks.desktop_latency:desktop_latency"),
+    "desktop_vm": entry("benchmarks.desktop_vm:desktop_vm"),
+    "android_appium": entry("benchmarks.android_appium:android_appium"),
+    "android_fleet": entry("benchmarks.android_fleet:android_fleet"),
+    "collector_storage": entry("benchmarks.collector_storage:collector_storage"),
+    "corpus_runners": entry("benchmarks.corpus_runners:corpus_runners"),
+    "world_model": entry("benchmarks.world_model:run"),
+    "synthesis_throughput": entry("benchmarks.synthesis_throughput:run"),
+    "world_model_rl": entry("benchmarks.world_model_rl:run"),
+    "task_rewards": entry("benchmarks.task_rewards:run"),
+    "openenv_serve": entry("benchmarks.openenv_serve:run"),
+    "importers": entry("benchmarks.importers:run"),
+    "decontamination": entry("benchmarks.decontamination:run"),
+    "gguf_generation": entry("benchmarks.gguf_generation:run"),
 }
-
-
-def _markdown(name: str, result: dict) -> str:
-    from benchmarks.report import render
-
-    return render(name, result)
 
 
 def main(argv: list[str]) -> int:
@@ -174,7 +102,7 @@ def main(argv: list[str]) -> int:
         }
         with open(os.path.join(RESULTS, f"{name}.json"), "w") as f:
             json.dump(result, f, indent=2)
-        md = _markdown(name, result)
+        md = render(name, result)
         with open(os.path.join(RESULTS, f"{name}.md"), "w") as f:
             f.write(md)
         print(md, flush=True)

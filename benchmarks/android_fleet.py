@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.timing import show
 from sandboxes.android.fleet import EmulatorFleet
 from tests.sandboxes.android.fleet_helpers import fleet_config, make_avd
 
@@ -125,6 +126,4 @@ def markdown_lines(r: dict) -> list[str]:
 
 
 if __name__ == "__main__":
-    result = android_fleet()
-    print(json.dumps(result, indent=2))
-    print("\n".join(markdown_lines(result)))
+    show(android_fleet(), markdown_lines)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import fsspec
 
+from benchmarks.timing import show
 from tests.support_s3 import S3Server, running_s3_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,6 +131,4 @@ def markdown_lines(r: dict) -> list[str]:
 
 
 if __name__ == "__main__":
-    result = collector_storage()
-    print(json.dumps(result, indent=1))
-    print("\n".join(markdown_lines(result)))
+    show(collector_storage(), markdown_lines, indent=1)

@@ -124,8 +124,6 @@ def markdown_lines(r: dict) -> list[str]:
 
 
 if __name__ == "__main__":
-    import json
+    from benchmarks.timing import show
 
-    result = corpus_runners()
-    print(json.dumps(result, indent=1))
-    print("\n".join(markdown_lines(result)))
+    show(corpus_runners(), markdown_lines, indent=1)

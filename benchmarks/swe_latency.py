@@ -33,7 +33,7 @@ from pathlib import Path
 from swerex.runtime.abstract import ReadFileRequest, WriteFileRequest
 from swerex.runtime.local import LocalRuntime
 
-from benchmarks.timing import latency_ms
+from benchmarks.timing import latency_ms, show
 from sandboxes.swe import SweSandbox, bash_action, edit_action, make_config, read_action
 from schemas.records import Task
 
@@ -237,8 +237,4 @@ def markdown_lines(r: dict) -> list[str]:
 
 
 if __name__ == "__main__":
-    import json
-
-    result = swe_latency()
-    print(json.dumps(result, indent=2))
-    print("\n".join(markdown_lines(result)))
+    show(swe_latency(), markdown_lines)

@@ -1,8 +1,10 @@
-"""Latency summaries shared by the step-latency benchmarks."""
+"""What the benchmarks share: latency summaries, and a result shown when a benchmark runs as a script."""
 
 from __future__ import annotations
 
+import json
 import statistics
+from collections.abc import Callable
 
 
 def latency_ms(samples: list[float]) -> dict:
@@ -13,3 +15,9 @@ def latency_ms(samples: list[float]) -> dict:
         "p95_ms": ordered[int(0.95 * (len(ordered) - 1))] * 1e3,
         "n": len(ordered),
     }
+
+
+def show(result: dict, markdown_lines: Callable[[dict], list[str]], indent: int = 2) -> None:
+    """A benchmark run as a script: its result as JSON on stdout, then its Markdown table."""
+    print(json.dumps(result, indent=indent))
+    print("\n".join(markdown_lines(result)))

@@ -7,34 +7,26 @@ are synthetic, in the observation contract's form (pure data): no emulator runs 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from beam_pipelines.build_corpus import main
-from beam_pipelines.stages.common import AGENTWORLDBENCH, CORPORA
-from beam_pipelines.stages.format import Formatter
-from schemas import read_trajectories
-from schemas.records import (
-    Action,
-    Attachment,
-    Environment,
-    Observation,
-    Outcome,
-    Policy,
-    Provenance,
-    Step,
-    Task,
-    Trajectory,
+from schemas.records import Action, Environment, Observation, Task, Trajectory
+from tests.beam_pipelines.screen_corpus import (
+    EMAIL,
+    TOKEN,
+    agentworldbench_records,
+    assert_no_secret_or_screenshot,
+    assert_screenshot_stored_once,
+    build_test_corpus,
+    holds_secret,
+    read_jsonl,
+    recorded_turns,
+    rl_records,
+    screen_observation,
+    screen_trajectory,
 )
-from schemas.render import AGENTWORLDBENCH_FIELDS
-from tests.beam_pipelines.conftest import write_dataset
 
-T0 = datetime(2026, 12, 1, 1, 0, tzinfo=UTC)
-TOKEN = "ghp_" + "Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6J7k8"
-EMAIL = "jane.doe@example.org"
-PNG = b"\x89PNG\r\n\x1a\n" + b"SCREENSHOT-PIXELS"
 PACKAGE = "com.android.contacts"
 ACTIVITY = "com.android.contacts.activities.ContactEditorActivity"
 
@@ -53,12 +45,7 @@ def _screen(name: str, activity: str = ACTIVITY, error: str = "") -> str:
 
 def _observation(name: str, activity: str = ACTIVITY, error: str = "") -> Observation:
     data = {"package": PACKAGE, "activity": activity, "nodes": 4, "truncated": False, "error": error}
-    return Observation(
-        "android_ui_tree",
-        _screen(name, activity, error),
-        data,
-        [Attachment("screenshot.png", "image/png", content=PNG)],
-    )
+    return screen_observation("android_ui_tree", _screen(name, activity, error), data)
 
 
 def _action(kind: str, **arguments: object) -> Action:
@@ -77,24 +64,21 @@ def android_trajectory(i: int) -> Trajectory:
         (_action("click", x=950, y=130), _observation(typed, activity=f"QuickContactActivity {EMAIL}")),
         (_action("navigate_back"), _observation(typed)),
     ]
-    return Trajectory(
-        trajectory_id=f"android-{i:04d}",
-        domain="android",
-        environment=Environment("android", "fake", "", {"screenshot": True, "max_nodes": 300}),
-        task=Task(id=f"contacts-add-{i}", instruction="Add a contact.", metadata={"apps": ["contacts"]}),
-        policy=Policy("android-explorer", {"seed": i}),
-        initial_observation=_observation(""),
-        steps=[Step(k, a, o, T0 + timedelta(seconds=k), 0.3) for k, (a, o) in enumerate(steps)],
-        outcome=Outcome("completed"),
-        provenance=Provenance("collectors.android", "0.3.0", "test-host", T0, T0 + timedelta(seconds=9)),
+    return screen_trajectory(
+        i,
+        Environment("android", "fake", "", {"screenshot": True, "max_nodes": 300}),
+        Task(id=f"contacts-add-{i}", instruction="Add a contact.", metadata={"apps": ["contacts"]}),
+        steps,
+        initial=_observation(""),
+        explorer="android-explorer",
+        collector="collectors.android",
+        step_s=0.3,
     )
 
 
 def test_formatter_writes_android_records_with_json_actions() -> None:
     t = android_trajectory(1)
-    records = [
-        o.value for o in Formatter(CORPORA, None, 32768, 1).format("test", t) if o.tag == AGENTWORLDBENCH
-    ]
+    records = agentworldbench_records(t)
     assert [path for path, _ in records] == ["agentworldbench/android_test.jsonl"] * len(t.steps)
     last = records[-1][1]
     assert last["prompt"][0] == '### Turn 1\n\n**Action:**\n{"action_type": "click", "index": 2}'
@@ -104,50 +88,32 @@ def test_formatter_writes_android_records_with_json_actions() -> None:
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> tuple[Path, list[Trajectory]]:
-    root = tmp_path_factory.mktemp("android_corpus")
-    trajectories = [android_trajectory(i) for i in range(1, 4)]
-    raw = write_dataset(root / "raw", trajectories)
-    stored = sorted(read_trajectories(str(raw)), key=lambda t: t.trajectory_id)
-    args = ["--input", str(raw), "--output", str(root / "out"), "--split-ratios", "0,0,1", "--shards", "1"]
-    assert main([*args, "--direct_num_workers=1", "--direct_running_mode=in_memory"]) == 0
-    return root / "out", stored
+    return build_test_corpus(
+        tmp_path_factory.mktemp("android_corpus"), [android_trajectory(i) for i in range(1, 4)]
+    )
 
 
 def _records(out: Path) -> list[dict]:
-    return [
-        json.loads(line) for line in (out / "agentworldbench/android_test.jsonl").read_text().splitlines()
-    ]
+    return read_jsonl(out / "agentworldbench/android_test.jsonl")
 
 
 def test_android_test_file_holds_every_turn_in_agentworldbench_format(corpus) -> None:
     out, stored = corpus
     records = _records(out)
-    assert len(records) == sum(len(t.steps) for t in stored)
-    by_id = {t.trajectory_id: t for t in stored}
     for record in records:
-        assert tuple(record) == AGENTWORLDBENCH_FIELDS and record["task"] == "android"
         assert "You are a world model of an Android phone" in record["system_str"]
         assert f"Package: {PACKAGE}  Activity: {ACTIVITY}" in record["system_str"]  # the initial state
-        t = by_id[next(tid for tid in by_id if record["id"].startswith(tid))]
-        k = record["turn_idx"]
-        assert record["total_turns"] == len(t.steps)
-        for turn, step in enumerate(t.steps[:k], start=1):
-            action = json.loads(record["prompt"][turn - 1].split("**Action:**\n", 1)[1])
-            assert action["action_type"] == step.action.kind
-            secret = any(v in step.action.text + step.observation.text for v in (TOKEN, EMAIL))
-            if not secret:  # the tree and the action pass through as recorded
-                assert record["prompt"][turn - 1].endswith(step.action.text)
-                assert (
-                    record["response"][turn - 1] == f"**Environment Observation:**\n{step.observation.text}"
-                )
-        assert len(record["prompt"]) >= k and len(record["response"]) >= k
+        assert len(record["prompt"]) >= record["turn_idx"] and len(record["response"]) >= record["turn_idx"]
+    for action, response, step in recorded_turns(records, stored, "android"):
+        assert json.loads(action)["action_type"] == step.action.kind
+        if not holds_secret(step):  # the tree and the action pass through as recorded
+            assert action.endswith(step.action.text)
+            assert response == f"**Environment Observation:**\n{step.observation.text}"
 
 
 def test_secrets_are_redacted_in_actions_trees_and_data_and_screenshots_stay_out(corpus) -> None:
     out, stored = corpus
-    texts = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    assert not any(TOKEN.encode() in body or EMAIL.encode() in body for body in texts.values())
-    assert not any(b"SCREENSHOT-PIXELS" in body for body in texts.values())
+    assert_no_secret_or_screenshot(out)
     typed = next(r for r in _records(out) if r["turn_idx"] == 2)
     action = json.loads(typed["prompt"][1].split("**Action:**\n", 1)[1])
     assert action["action_type"] == "input_text" and "<REDACTED:github_token:" in action["text"]
@@ -155,14 +121,11 @@ def test_secrets_are_redacted_in_actions_trees_and_data_and_screenshots_stay_out
     placeholder = action["text"][action["text"].index("<REDACTED") : action["text"].index(">") + 1]
     assert f'android.widget.EditText "{action["text"]}"' in typed["response"][1]
     assert placeholder in typed["response"][1]
-    rl = [
-        json.loads(line) for p in sorted((out / "rl").rglob("*.jsonl")) for line in p.read_text().splitlines()
-    ]
+    rl = rl_records(out)
     assert rl and all(r["domain"] == "android" and r["reference_format"] == "android_ui_tree" for r in rl)
     saved = [r for r in rl if r["turn_idx"] == 4]
     assert saved and all("<REDACTED:email" in r["reference_data"]["activity"] for r in saved)
     assert all(
         "<REDACTED:github_token:" in r["action"]["arguments"]["text"] for r in rl if r["turn_idx"] == 2
     )
-    attachments = {a.uri for t in stored for s in t.steps for a in s.observation.attachments}
-    assert len(attachments) == 1 and next(iter(attachments)).startswith("attachments/sha256/")
+    assert_screenshot_stored_once(stored)

@@ -7,11 +7,9 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-from collectors.policies.scripted import ScriptedPolicy
-from collectors.runner import FleetConfig, run_fleet
 from collectors.tasks import TaskSpec, embedded_tasks
 from sandboxes.mcp import McpSandbox, parse_action
-from schemas import read_trajectories
+from tests.sandboxes.scripted_runs import run_scripted
 
 EMBEDDED = {spec.id: spec for spec in embedded_tasks("mcp")}
 TODO = "/home/agent/workdir/notes/todo.txt"
@@ -60,22 +58,10 @@ def test_the_oracle_scores_1_and_wrong_end_states_score_their_share(installed: N
         ),
         variant("memory-team", "team-without-relations", team[:1]),
     ]
-    summary = run_fleet(
-        FleetConfig(
-            domain="mcp",
-            sandbox_factory=McpSandbox,
-            policy_factory=lambda: ScriptedPolicy(specs, parse_action),
-            tasks=specs,
-            out=str(tmp_path / "data"),
-            sandboxes=2,
-            episodes=len(specs),
-            max_steps=10,
-            progress=False,
-            handle_signals=False,
-        )
+    summary, found = run_scripted(
+        "mcp", McpSandbox, parse_action, specs, tmp_path / "data", max_steps=10, sandboxes=2
     )
     assert summary.outcomes == {"completed": len(specs)}, summary.outcomes
-    found = {t.task.id: t for t in read_trajectories(str(tmp_path / "data"), validate=True)}
     rewards = {task_id: t.outcome.reward for task_id, t in found.items()}
     assert rewards == {
         **dict.fromkeys(oracle, 1.0),

@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from collectors.policies.scripted import ScriptedPolicy
-from collectors.runner import FleetConfig, run_fleet
 from collectors.tasks import TaskSpec, embedded_tasks
 from sandboxes.swe import SweSandbox, make_config, parse_action
 from sandboxes.swe.repos import default_cache_dir
@@ -29,8 +27,8 @@ from sandboxes.swe.verify import (
     score,
     verifier_command,
 )
-from schemas import read_trajectories
 from schemas.records import Trajectory
+from tests.sandboxes.scripted_runs import run_scripted
 
 TASK = "webcolors-0"
 # A passing test's code path, broken (normalize_hex no longer lowercases).
@@ -84,22 +82,9 @@ def run(out: Path, specs: list[TaskSpec]) -> dict[str, Trajectory]:
     if shutil.which("bwrap") is None:
         pytest.fail("bwrap is not installed (apt-get install bubblewrap)")
     config = make_config("bwrap", cache_dir=default_cache_dir())
-    summary = run_fleet(
-        FleetConfig(
-            domain="swe",
-            sandbox_factory=lambda: SweSandbox(config),
-            policy_factory=lambda: ScriptedPolicy(specs, parse_action),
-            tasks=specs,
-            out=str(out),
-            sandboxes=1,
-            episodes=len(specs),
-            max_steps=10,
-            progress=False,
-            handle_signals=False,
-        )
-    )
+    summary, found = run_scripted("swe", lambda: SweSandbox(config), parse_action, specs, out, max_steps=10)
     assert summary.outcomes == {"completed": len(specs)}, summary.outcomes
-    return {t.task.id: t for t in read_trajectories(str(out), validate=True)}
+    return found
 
 
 def test_oracle_scores_one_and_wrong_end_states_score_zero(tmp_path: Path) -> None:

@@ -11,14 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from collectors.policies.scripted import ScriptedPolicy
-from collectors.runner import FleetConfig, run_fleet
 from collectors.tasks import TaskSpec, embedded_tasks
 from sandboxes.http_server import LocalHTTPServer
 from sandboxes.web import WebConfig, WebSandbox, parse_action, start_sites_server
 from sandboxes.web.verify import items_score, score_site_state
-from schemas import read_trajectories
 from schemas.records import Trajectory
+from tests.sandboxes.scripted_runs import run_scripted
 from tests.sandboxes.web.conftest import require_chromium
 
 pytestmark = pytest.mark.chromium
@@ -51,22 +49,11 @@ def run(
     out: Path, server: LocalHTTPServer, specs: list[TaskSpec], sandboxes: int = 1
 ) -> dict[str, Trajectory]:
     config = WebConfig(sites_port=server.port)
-    summary = run_fleet(
-        FleetConfig(
-            domain="web",
-            sandbox_factory=lambda: WebSandbox(config),
-            policy_factory=lambda: ScriptedPolicy(specs, parse_action),
-            tasks=specs,
-            out=str(out),
-            sandboxes=sandboxes,
-            episodes=len(specs),
-            max_steps=20,
-            progress=False,
-            handle_signals=False,
-        )
+    summary, found = run_scripted(
+        "web", lambda: WebSandbox(config), parse_action, specs, out, max_steps=20, sandboxes=sandboxes
     )
     assert summary.outcomes == {"completed": len(specs)}, summary.outcomes
-    return {t.task.id: t for t in read_trajectories(str(out), validate=True)}
+    return found
 
 
 def test_the_oracle_scores_1_and_wrong_end_states_score_their_share(

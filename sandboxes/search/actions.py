@@ -47,38 +47,29 @@ Examples:
 {"action": "answer", "text": "asyncio.gather(..., return_exceptions=True)"}
 """
 
+
 # The reply an LLM agent writes (the generic `{"action": <kind>, ...arguments}` form).
+def _written(kind: str, required: str, **properties: dict[str, Any]) -> dict[str, Any]:
+    """The JSON schema of one action as the agent writes it: `{"action": kind, ...arguments}`."""
+    return {
+        "type": "object",
+        "properties": {"action": {"const": kind}, **properties},
+        "required": ["action", required],
+        "additionalProperties": False,
+    }
+
+
 ACTION_SCHEMA: dict[str, Any] = {
     "oneOf": [
-        {
-            "type": "object",
-            "properties": {
-                "action": {"const": WEB_SEARCH},
-                "query": {"type": "string", "maxLength": MAX_QUERY_CHARS},
-                "num_results": {"type": "integer", "minimum": 1, "maximum": MAX_NUM_RESULTS},
-                "page": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE},
-            },
-            "required": ["action", "query"],
-            "additionalProperties": False,
-        },
-        {
-            "type": "object",
-            "properties": {
-                "action": {"const": WEB_EXTRACTOR},
-                "url": {"type": "string", "minLength": 1, "maxLength": MAX_URL_CHARS},
-            },
-            "required": ["action", "url"],
-            "additionalProperties": False,
-        },
-        {
-            "type": "object",
-            "properties": {
-                "action": {"const": ANSWER},
-                "text": {"type": "string", "minLength": 1, "maxLength": MAX_ANSWER_CHARS},
-            },
-            "required": ["action", "text"],
-            "additionalProperties": False,
-        },
+        _written(
+            WEB_SEARCH,
+            "query",
+            query={"type": "string", "maxLength": MAX_QUERY_CHARS},
+            num_results={"type": "integer", "minimum": 1, "maximum": MAX_NUM_RESULTS},
+            page={"type": "integer", "minimum": 1, "maximum": MAX_PAGE},
+        ),
+        _written(WEB_EXTRACTOR, "url", url={"type": "string", "minLength": 1, "maxLength": MAX_URL_CHARS}),
+        _written(ANSWER, "text", text={"type": "string", "minLength": 1, "maxLength": MAX_ANSWER_CHARS}),
     ]
 }
 

@@ -3,24 +3,18 @@ half the job 0.5 (reward.json); the agent timeout ends the episode. Real docker,
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pytest
 
-from collectors.policies import make_policy
-from collectors.runner import FleetConfig, run_fleet
-from collectors.tasks import TaskSpec
-from collectors.terminal.harbor import harbor_spec, sandbox_config
+from collectors.terminal.harbor import harbor_spec
 from sandboxes.checks import check_sandbox
-from sandboxes.harbor import HarborSandbox, build_image, load_tasks, task_folders
-from sandboxes.terminal import command_action, parse_action
-from schemas import read_trajectories
+from sandboxes.harbor import build_image, load_tasks, task_folders
+from sandboxes.terminal import command_action
 from tests.sandboxes.harbor.folders import PARTIAL_SOLVE, PARTIAL_TEST, write_task
+from tests.sandboxes.harbor.plays import harbor_sandboxes, play_specs, run_plays
 
 pytestmark = [pytest.mark.docker, pytest.mark.tmux]
-
-CLI = argparse.Namespace(allow_network=False, cpus=1.0, memory="512m", pids_limit=256, command_timeout=10.0)
 
 
 def test_oracle_nothing_and_half_the_job(tmp_path: Path, terminal_image: str) -> None:
@@ -29,34 +23,15 @@ def test_oracle_nothing_and_half_the_job(tmp_path: Path, terminal_image: str) ->
     image = build_image(task, map_base_images=True)
     again = build_image(task, map_base_images=True)
     assert again.cached and again.tag == image.tag  # same environment folder: no rebuild
-    oracle = harbor_spec(task, image, oracle=True, with_solution=True)
     plays = {
-        "oracle": oracle.actions,
+        "oracle": harbor_spec(task, image, oracle=True, with_solution=True).actions,
         "nothing": [{"command": "ls -la"}],
         "half": [{"command": "echo alpha > /app/a.txt && echo gamma > /app/b.txt"}],
         "timeout": [{"command": "sleep 20"}, {"command": "echo alpha > /app/a.txt"}],
     }
-    specs = []
-    for label, actions in plays.items():
-        spec = harbor_spec(task, image, oracle=label == "oracle", with_solution=label == "oracle")
-        spec.task.id = label
-        specs.append(TaskSpec(task=spec.task, actions=actions))
-    config, _ = sandbox_config(task, image, CLI)
-    summary = run_fleet(
-        FleetConfig(
-            domain="terminal",
-            sandbox_factory=lambda: HarborSandbox(config),
-            policy_factory=lambda: make_policy("scripted", tasks=specs, parse_action=parse_action),
-            tasks=specs,
-            out=str(tmp_path / "out"),
-            sandboxes=2,
-            episodes=len(specs),
-            max_steps=4,
-            progress=False,
-        )
-    )
+    specs = play_specs(task, image, plays, oracle="oracle")
+    summary, found = run_plays(task, image, specs, tmp_path / "out", max_steps=4)
     assert summary.exit_code == 0
-    found = {t.task.id: t for t in read_trajectories(str(tmp_path / "out"), validate=True)}
     rewards = {label: t.outcome.reward for label, t in found.items()}
     assert rewards == {"oracle": 1.0, "nothing": 0.0, "half": 0.5, "timeout": 0.0}
     half = found["half"].outcome.verification
@@ -76,5 +51,4 @@ def test_harbor_sandbox_keeps_the_sandbox_contract(tmp_path: Path, terminal_imag
     [task], _ = load_tasks(task_folders(tmp_path / "tasks"))
     image = build_image(task, map_base_images=True)
     spec = harbor_spec(task, image, oracle=True, with_solution=True)
-    config, _ = sandbox_config(task, image, CLI)
-    check_sandbox(HarborSandbox(config), spec.task, [command_action("ls /solution && whoami")])
+    check_sandbox(harbor_sandboxes(task, image)(), spec.task, [command_action("ls /solution && whoami")])

@@ -10,26 +10,20 @@ and time bound are not the container's.
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from collectors.policies import make_policy
-from collectors.runner import FleetConfig, run_fleet
-from collectors.tasks import TaskSpec
-from collectors.terminal.harbor import harbor_spec, sandbox_config
-from sandboxes.harbor import HarborSandbox, build_image, load_tasks, task_folders
+from collectors.terminal.harbor import harbor_spec
+from sandboxes.harbor import build_image, load_tasks, task_folders
 from sandboxes.harbor.verifier import EXEC_GRACE_S
 from sandboxes.terminal import parse_action
-from schemas import read_trajectories
 from tests.sandboxes.harbor.folders import write_task
+from tests.sandboxes.harbor.plays import harbor_sandboxes, play_specs, run_plays
 
 pytestmark = [pytest.mark.docker, pytest.mark.tmux]
-
-CLI = argparse.Namespace(allow_network=False, cpus=1.0, memory="512m", pids_limit=256, command_timeout=10.0)
 
 # Says who runs it and how /tests looks, then writes 0 whatever the agent did.
 ALWAYS_ZERO = """#!/bin/bash
@@ -64,30 +58,12 @@ def test_forged_rewards_get_zero(tmp_path: Path, terminal_image: str) -> None:
         "daemon-test-as-nobody": [{"command": DAEMON}],
         "nothing": [{"command": "true"}],
     }
-    specs = []
-    for label, actions in plays.items():
-        spec = harbor_spec(task, image, oracle=False, with_solution=False)
-        spec.task.id = label
-        if label.endswith("as-nobody"):
+    specs = play_specs(task, image, plays)
+    for spec in specs:
+        if spec.id.endswith("as-nobody"):
             spec.task.verifier["user"] = "nobody"  # test.sh as another user: two docker execs
-        specs.append(TaskSpec(task=spec.task, actions=actions))
-    config, _ = sandbox_config(task, image, CLI)
-    summary = run_fleet(
-        FleetConfig(
-            domain="terminal",
-            sandbox_factory=lambda: HarborSandbox(config),
-            policy_factory=lambda: make_policy("scripted", tasks=specs, parse_action=parse_action),
-            tasks=specs,
-            out=str(tmp_path / "out"),
-            sandboxes=2,
-            episodes=len(specs),
-            max_steps=2,
-            progress=False,
-            handle_signals=False,
-        )
-    )
+    summary, found = run_plays(task, image, specs, tmp_path / "out", max_steps=2)
     assert summary.exit_code == 0
-    found = {t.task.id: t for t in read_trajectories(str(tmp_path / "out"), validate=True)}
     assert set(found) == set(plays)
     # The forgeries were in place when the episode ended.
     assert "daemon running" in found["daemon"].steps[0].observation.text
@@ -116,8 +92,7 @@ def test_a_test_sh_past_its_timeout_is_stopped_from_the_host(tmp_path: Path, ter
     [task], _ = load_tasks(task_folders(tmp_path / "tasks"))
     image = build_image(task, map_base_images=True)
     spec = harbor_spec(task, image, oracle=False, with_solution=False)
-    config, _ = sandbox_config(task, image, CLI)
-    sandbox = HarborSandbox(config)
+    sandbox = harbor_sandboxes(task, image)()
     try:
         sandbox.reset(spec.task)
         sandbox.step(parse_action("command", {"command": "true"}))

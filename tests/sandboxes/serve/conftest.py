@@ -20,6 +20,7 @@ from fastapi import FastAPI
 from sandboxes.base import Sandbox
 from sandboxes.checks import resource_exists
 from sandboxes.serve.pool import SessionPool
+from sandboxes.serve.server import real_sandbox_factory
 
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -104,3 +105,19 @@ def need_tools() -> Callable[..., None]:
                 pytest.fail(f"{tool} is not installed (apt-get install {tool})")
 
     return need
+
+
+@contextmanager
+def recording(factory: Callable[[], Sandbox]) -> Iterator[Recorder]:
+    """A Recorder of `factory`'s sandboxes; at the end nothing any of them held may be left."""
+    made = Recorder(factory)
+    yield made
+    assert not made.leaked(), f"sandbox resources survived: {made.leaked()}"
+
+
+@pytest.fixture
+def recorder(need_tools) -> Iterator[Recorder]:
+    """Terminal sandboxes in bwrap, as most server tests serve them."""
+    need_tools("bwrap", "tmux")
+    with recording(real_sandbox_factory("terminal", "bwrap")) as made:
+        yield made

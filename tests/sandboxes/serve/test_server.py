@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 
 import pytest
 from openenv.core.generic_client import GenericEnvClient
 from websockets.sync.client import connect as ws_connect
 
-from sandboxes.serve.server import build_app, real_sandbox_factory
+from sandboxes.serve.server import build_app
 from sandboxes.tasks import TaskSpec, embedded_tasks
 from tests.sandboxes.serve.conftest import Recorder, call, pool_of, serving, wait_for
 
@@ -23,14 +22,6 @@ TASK = "files-create-notes"  # a command verifier: test "$(wc -l < notes.txt)" -
 @pytest.fixture(scope="module")
 def specs() -> dict[str, TaskSpec]:
     return {spec.id: spec for spec in embedded_tasks("terminal")}
-
-
-@pytest.fixture
-def recorder(need_tools) -> Iterator[Recorder]:
-    need_tools("bwrap", "tmux")
-    made = Recorder(real_sandbox_factory("terminal", "bwrap"))
-    yield made
-    assert not made.leaked(), f"sandbox resources survived: {made.leaked()}"
 
 
 def as_action(scripted: dict) -> dict:

@@ -13,13 +13,17 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
+from fastapi import FastAPI
+from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as ws_connect
 
+from sandboxes.serve.pool import SessionPool
 from sandboxes.serve.server import build_app, real_sandbox_factory
 from sandboxes.tasks import embedded_tasks
-from tests.sandboxes.serve.conftest import Recorder, call, pool_of, serving, wait_for
+from tests.sandboxes.serve.conftest import Recorder, call, pool_of, recording, serving, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.tmux]
 
@@ -79,12 +83,41 @@ def server_log() -> Iterator[list[str]]:
             each.removeHandler(kept)
 
 
-@pytest.fixture
-def bwrap_recorder(need_tools) -> Iterator[Recorder]:
-    need_tools("bwrap", "tmux")
-    made = Recorder(real_sandbox_factory("terminal", "bwrap"))
-    yield made
-    assert not made.leaked(), f"sandbox resources survived: {made.leaked()}"
+def _terminal_app(recorder: Recorder, **options: Any) -> FastAPI:
+    return build_app(recorder, [s.task for s in embedded_tasks("terminal")], domain="terminal", **options)
+
+
+@contextmanager
+def _client(script: str, url: str) -> Iterator[subprocess.Popen]:
+    """A client process running `script` against the server's WebSocket, once it printed READY; killed
+    at the end if the test has not killed it."""
+    client = subprocess.Popen(
+        [sys.executable, "-c", script, url.replace("http", "ws") + "/ws"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = client.stdout.readline()
+        assert line.strip() == "READY", f"the client failed: {line!r} {client.stderr.read()[-2000:]}"
+        yield client
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+
+
+@contextmanager
+def _mid_step(url: str, pool: SessionPool) -> Iterator[ClientConnection]:
+    """A WebSocket session half a second into a step (`sleep 100`, allowed 600 s)."""
+    with ws_connect(url.replace("http", "ws") + "/ws", proxy=None) as ws:
+        ws.send(json.dumps({"type": "reset", "data": {"task_id": "files-create-notes"}}))
+        assert json.loads(ws.recv(timeout=60))["type"] == "observation"
+        step = {"kind": "command", "arguments": {"command": "sleep 100", "timeout": 600}}
+        ws.send(json.dumps({"type": "step", "data": step}))
+        wait_for(lambda: pool.calls_in_flight == 1, 30, "the step to run")
+        time.sleep(0.5)
+        yield ws
 
 
 def _reclaimed_within(pool, recorder: Recorder, url: str, started: float) -> float:
@@ -98,30 +131,17 @@ def _reclaimed_within(pool, recorder: Recorder, url: str, started: float) -> flo
     return took
 
 
-def test_a_client_killed_mid_step_frees_its_sandbox_and_slot_within_5_s(bwrap_recorder: Recorder) -> None:
-    recorder = bwrap_recorder
-    app = build_app(recorder, [s.task for s in embedded_tasks("terminal")], domain="terminal", max_sessions=1)
+def test_a_client_killed_mid_step_frees_its_sandbox_and_slot_within_5_s(recorder: Recorder) -> None:
+    app = _terminal_app(recorder, max_sessions=1)
     pool = pool_of(app)
     with serving(app) as url, server_log() as logged:
-        client = subprocess.Popen(
-            [sys.executable, "-c", MID_STEP_CLIENT, url.replace("http", "ws") + "/ws"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            line = client.stdout.readline()
-            assert line.strip() == "READY", f"the client failed: {line!r} {client.stderr.read()[-2000:]}"
+        with _client(MID_STEP_CLIENT, url) as client:
             wait_for(lambda: pool.calls_in_flight == 1, 30, "the step to run")
             time.sleep(0.5)  # well into its `sleep 100`
             assert pool.calls_in_flight == 1 and recorder.held(), "the step runs, its sandbox held"
             client.send_signal(signal.SIGKILL)
             started = time.monotonic()
             client.wait(timeout=10)
-        finally:
-            if client.poll() is None:
-                client.kill()
-                client.wait()
         took = _reclaimed_within(pool, recorder, url, started)
         assert took <= STEP_LIMIT_S, f"reclaimed {took:.2f} s after the kill"
         wait_for(lambda: pool.calls_in_flight == 0, 10, "the interrupted step to return")
@@ -129,18 +149,11 @@ def test_a_client_killed_mid_step_frees_its_sandbox_and_slot_within_5_s(bwrap_re
     assert logged == [], "\n".join(logged)
 
 
-def test_a_websocket_closed_mid_step_frees_its_sandbox_and_slot_within_5_s(bwrap_recorder: Recorder) -> None:
-    recorder = bwrap_recorder
-    app = build_app(recorder, [s.task for s in embedded_tasks("terminal")], domain="terminal", max_sessions=1)
+def test_a_websocket_closed_mid_step_frees_its_sandbox_and_slot_within_5_s(recorder: Recorder) -> None:
+    app = _terminal_app(recorder, max_sessions=1)
     pool = pool_of(app)
     with serving(app) as url, server_log() as logged:
-        with ws_connect(url.replace("http", "ws") + "/ws", proxy=None) as ws:
-            ws.send(json.dumps({"type": "reset", "data": {"task_id": "files-create-notes"}}))
-            assert json.loads(ws.recv(timeout=60))["type"] == "observation"
-            step = {"kind": "command", "arguments": {"command": "sleep 100", "timeout": 600}}
-            ws.send(json.dumps({"type": "step", "data": step}))
-            wait_for(lambda: pool.calls_in_flight == 1, 30, "the step to run")
-            time.sleep(0.5)
+        with _mid_step(url, pool) as ws:
             ws.close()  # a clean close frame, mid-step
             started = time.monotonic()
         took = _reclaimed_within(pool, recorder, url, started)
@@ -150,30 +163,22 @@ def test_a_websocket_closed_mid_step_frees_its_sandbox_and_slot_within_5_s(bwrap
 
 
 @pytest.fixture
-def recorder(terminal_image: str, need_tools) -> Iterator[Recorder]:
+def docker_recorder(terminal_image: str, need_tools) -> Iterator[Recorder]:
     need_tools("tmux")
-    made = Recorder(real_sandbox_factory("terminal", "docker"))
-    yield made
-    assert not made.leaked(), f"sandbox resources survived: {made.leaked()}"
+    with recording(real_sandbox_factory("terminal", "docker")) as made:
+        yield made
 
 
 def containers(resources: set[str]) -> list[str]:
     return sorted(r.split(":", 1)[1] for r in resources if r.startswith("container:"))
 
 
-def test_a_killed_client_leaves_no_container_and_no_process(recorder: Recorder) -> None:
-    app = build_app(recorder, [s.task for s in embedded_tasks("terminal")], domain="terminal")
+def test_a_killed_client_leaves_no_container_and_no_process(docker_recorder: Recorder) -> None:
+    recorder = docker_recorder
+    app = _terminal_app(recorder)
     pool = pool_of(app)
     with serving(app) as url, server_log() as logged:
-        client = subprocess.Popen(
-            [sys.executable, "-c", CLIENT, url.replace("http", "ws") + "/ws"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            line = client.stdout.readline()
-            assert line.strip() == "READY", f"the client failed: {line!r} {client.stderr.read()[-2000:]}"
+        with _client(CLIENT, url) as client:
             held = recorder.held()
             (container,) = containers(held)
             assert pool.active_sessions == 1
@@ -185,10 +190,6 @@ def test_a_killed_client_leaves_no_container_and_no_process(recorder: Recorder) 
             assert running.stdout.strip(), "the session's container runs while its client holds it"
             client.send_signal(signal.SIGKILL)
             client.wait(timeout=10)
-        finally:
-            if client.poll() is None:
-                client.kill()
-                client.wait()
         wait_for(lambda: pool.active_sessions == 0, 20, "the dropped session to be reclaimed")
         wait_for(lambda: not recorder.leaked(), 20, "the sandbox's container and processes to go")
         # Nothing left under any state: not running, not stopped.
@@ -204,19 +205,12 @@ def test_a_killed_client_leaves_no_container_and_no_process(recorder: Recorder) 
     assert logged == [], "\n".join(logged)
 
 
-def test_openenv_close_mid_step_ends_the_session_at_once(bwrap_recorder: Recorder) -> None:
+def test_openenv_close_mid_step_ends_the_session_at_once(recorder: Recorder) -> None:
     """openenv's own goodbye (`{"type": "close"}`) sent while a step runs: the step is not awaited."""
-    recorder = bwrap_recorder
-    app = build_app(recorder, [s.task for s in embedded_tasks("terminal")], domain="terminal", max_sessions=1)
+    app = _terminal_app(recorder, max_sessions=1)
     pool = pool_of(app)
     with serving(app) as url, server_log() as logged:
-        with ws_connect(url.replace("http", "ws") + "/ws", proxy=None) as ws:
-            ws.send(json.dumps({"type": "reset", "data": {"task_id": "files-create-notes"}}))
-            assert json.loads(ws.recv(timeout=60))["type"] == "observation"
-            step = {"kind": "command", "arguments": {"command": "sleep 100", "timeout": 600}}
-            ws.send(json.dumps({"type": "step", "data": step}))
-            wait_for(lambda: pool.calls_in_flight == 1, 30, "the step to run")
-            time.sleep(0.5)
+        with _mid_step(url, pool) as ws:
             ws.send(json.dumps({"type": "close"}))
             started = time.monotonic()
             answer = json.loads(ws.recv(timeout=10))  # the step's answer: it ended with the session

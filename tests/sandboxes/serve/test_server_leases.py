@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 
@@ -15,19 +14,11 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as ws_connect
 
-from sandboxes.serve.server import build_app, real_sandbox_factory
+from sandboxes.serve.server import build_app
 from sandboxes.tasks import embedded_tasks
 from tests.sandboxes.serve.conftest import Recorder, call, pool_of, serving, wait_for
 
 SESSIONS = 4
-
-
-@pytest.fixture
-def recorder(need_tools) -> Iterator[Recorder]:
-    need_tools("bwrap", "tmux")
-    made = Recorder(real_sandbox_factory("terminal", "bwrap"))
-    yield made
-    assert not made.leaked(), f"sandbox resources survived: {made.leaked()}"
 
 
 def ask(ws: ClientConnection, kind: str, data: dict | None = None) -> dict:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from benchmarks.timing import latency_ms
 from sandboxes.base import SandboxError
+from sandboxes.checks import descendants
 from sandboxes.desktop import DesktopConfig, DesktopSandbox
 from sandboxes.desktop.local import LocalTransport
 from schemas.records import Action, Task
@@ -64,22 +65,8 @@ def _tokens() -> Callable[[str], int]:
 
 
 def _family(root_pid: int) -> list[int]:
-    """A process and all its live descendants."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    family, todo = [root_pid], [root_pid]
-    while todo:
-        parent = todo.pop()
-        children = [p for p, pp in parents.items() if pp == parent]
-        family += children
-        todo += children
-    return family
+    """A process and all its descendants."""
+    return [root_pid, *descendants(root_pid)]
 
 
 def _memory(root_pid: int) -> dict:

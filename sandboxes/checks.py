@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 
 from sandboxes.base import Sandbox, SandboxClosedError, StepResult
 from schemas.records import Action, Environment, Observation, Task
@@ -27,20 +28,57 @@ def process_exists(pid: int) -> bool:
     return stat[stat.rindex(")") + 2 :][:1] != "Z"
 
 
-def group_members(pgid: int) -> list[int]:
-    """The live processes of process group `pgid` (from /proc)."""
-    members = []
+def proc_files(*names: str) -> Iterator[tuple[int, list[bytes]]]:
+    """(pid, the contents of each /proc/<pid>/<name>) of every process; one that ends or hides a file
+    while it is read is left out."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
+            contents = []
+            for name in names:
+                with open(f"/proc/{entry}/{name}", "rb") as f:
+                    contents.append(f.read())
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(entry))
+        yield int(entry), contents
+
+
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process."""
+    parents: dict[int, int] = {}
+    for child, (stat,) in proc_files("stat"):
+        try:  # the parent follows the state letter, after the command name in parentheses
+            parents[child] = int(stat.rsplit(b")", 1)[1].split()[1])
+        except (IndexError, ValueError):
+            continue
+    return parents
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`."""
+    return [child for child, parent in _parents().items() if parent == pid]
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (its children, theirs, and so on), read from /proc."""
+    parents = _parents()
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        children = [p for p, pp in parents.items() if pp == parent]
+        found += children
+        todo += children
+    return found
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live processes of process group `pgid` (from /proc)."""
+    members = []
+    for pid, (stat,) in proc_files("stat"):
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] != b"Z":
+            members.append(pid)
     return members
 
 

@@ -42,7 +42,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from sandboxes.checks import process_exists
+from sandboxes.checks import proc_files, process_exists
 
 log = logging.getLogger(__name__)
 
@@ -363,17 +363,7 @@ class ProcessBox:
 def _processes_marked(token: str) -> list[int]:
     """Pids whose command line has `token` as an argument (the fallback launchers of a box)."""
     wanted = token.encode()
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                if wanted in f.read().split(b"\0"):
-                    found.append(int(name))
-        except OSError:
-            continue
-    return found
+    return [pid for pid, (cmdline,) in proc_files("cmdline") if wanted in cmdline.split(b"\0")]
 
 
 def owner_of(name: str, prefix: str) -> int | None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sandboxes import containment
-from sandboxes.checks import process_exists
+from sandboxes.checks import proc_files, process_exists
 from sandboxes.containment import ProcessBox
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -158,17 +158,12 @@ def test_reap_orphans_ends_a_box_whose_owner_and_watchdog_both_died(tmp_path: Pa
 
 def _watchdogs(cgroup: str, expected: bool = True) -> list[int]:
     """The watchdog of a box: the `sh` waiting on the pipe, found by its argument."""
+    watchdog = [b"sh", b"-c", containment.WATCHDOG.encode()]
     found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if argv[:3] == [b"sh", b"-c", containment.WATCHDOG.encode()] and cgroup.encode() in argv:
-            found.append(int(name))
+    for pid, (cmdline,) in proc_files("cmdline"):
+        argv = cmdline.split(b"\0")
+        if argv[:3] == watchdog and cgroup.encode() in argv:
+            found.append(pid)
     assert found or not expected, f"no watchdog found for {cgroup}"
     return found
 

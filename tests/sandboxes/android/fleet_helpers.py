@@ -8,6 +8,7 @@ from pathlib import Path
 
 from sandboxes.android.fleet import EmulatorBudget, FleetConfig
 from sandboxes.android.fleet.sdk import read_ini, write_ini
+from sandboxes.checks import proc_files
 
 STANDIN_SDK = Path(__file__).parent / "standin" / "sdk"
 # What one stand-in emulator (a small Python process and a `sleep`) takes, so that 64 of them fit here.
@@ -49,16 +50,8 @@ def standin_processes(state: Path) -> list[int]:
     """Every live process (the stand-in emulators and their children) started for this state directory."""
     marker = f"STANDIN_ANDROID_STATE={state}".encode()
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                environ = f.read().split(b"\0")
-            with open(f"/proc/{entry}/stat") as f:
-                zombie = f.read().rsplit(")", 1)[1].split()[0] == "Z"
-        except OSError:
-            continue
-        if marker in environ and not zombie and int(entry) != os.getpid():
-            found.append(int(entry))
+    for pid, (environ, stat) in proc_files("environ", "stat"):
+        zombie = stat.rsplit(b")", 1)[1].split()[0] == b"Z"
+        if marker in environ.split(b"\0") and not zombie and pid != os.getpid():
+            found.append(pid)
     return found

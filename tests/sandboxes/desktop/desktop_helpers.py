@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from sandboxes.checks import descendants
 from sandboxes.desktop.tree_text import Node, parse_tree
 
 
@@ -22,25 +23,6 @@ def find_node(text: str, role: str, name: str = "", prefix: bool = False) -> Nod
         if node.role == role and (node.name.startswith(name) if prefix else node.name == name):
             return node
     raise AssertionError(f"no {role} {name!r} in the tree:\n{text}")
-
-
-def descendants(pid: int) -> list[int]:
-    """Every live process below `pid` (read from /proc)."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    found, todo = [], [pid]
-    while todo:
-        parent = todo.pop()
-        children = [p for p, pp in parents.items() if pp == parent]
-        found += children
-        todo += children
-    return found
 
 
 def command_line(pid: int) -> list[str]:

@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from sandboxes.checks import children
 from sandboxes.desktop.ssh import SshTarget
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
@@ -45,20 +46,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
-                found.append(int(entry))
-    return found
 
 
 def _comm(pid: int) -> str:
@@ -145,7 +132,7 @@ class LocalSshd:
             return
         sessions, frontier = [], [self._proc.pid]
         while frontier:
-            for child in _children(frontier.pop()):
+            for child in children(frontier.pop()):
                 if _comm(child).startswith("sshd"):
                     sessions.append(child)
                     frontier.append(child)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import subprocess
 import sysconfig
 import tempfile
 import time
@@ -35,6 +34,7 @@ from swerex.runtime.local import LocalRuntime
 
 from benchmarks.timing import latency_ms, show
 from sandboxes.swe import SweSandbox, bash_action, edit_action, make_config, read_action
+from sandboxes.swe.repos import init_repository
 from schemas.records import Task
 
 TARGET_RATIO = 1.0
@@ -52,12 +52,7 @@ def _template(root: Path) -> dict[str, str]:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(stdlib / source, target)
         files[size] = str(target.relative_to(root))
-    for argv in (
-        ["init", "-q"],
-        ["add", "-A"],
-        ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "t"],
-    ):
-        subprocess.run(["git", "-C", str(root), *argv], check=True, capture_output=True, timeout=60)
+    init_repository(root, "t")
     return files
 
 

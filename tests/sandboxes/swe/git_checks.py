@@ -1,9 +1,21 @@
-"""What a test can see of a prepared repository through git, as an agent in the workspace could."""
+"""Repositories for the SWE tests: one written from a few files, and what a test can see of a
+prepared one through git, as an agent in the workspace could."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+
+from sandboxes.swe.repos import init_repository
+
+
+def write_repository(repo: Path, files: dict[str, str], message: str) -> Path:
+    """`repo` holding `files` (relative path -> text) in one commit, as a prepared repository is."""
+    for relative, text in files.items():
+        (repo / relative).parent.mkdir(parents=True, exist_ok=True)
+        (repo / relative).write_text(text)
+    init_repository(repo, message)
+    return repo
 
 
 def commits_in_object_store(repo: Path) -> int:

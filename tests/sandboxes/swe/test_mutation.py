@@ -18,8 +18,7 @@ from sandboxes.swe.mutation import (
     unique_context,
 )
 from sandboxes.swe.mutation_sites import find_sites, source_files
-from sandboxes.swe.repos import init_repository
-from tests.sandboxes.swe.git_checks import changed_files, commits_in_object_store
+from tests.sandboxes.swe.git_checks import changed_files, commits_in_object_store, write_repository
 
 CALC = '''"""A tiny calculator."""
 
@@ -85,12 +84,8 @@ COMMAND = ("python3", "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "tes
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    repo = tmp_path_factory.mktemp("mutation") / "calc"
-    (repo / "tests").mkdir(parents=True)
-    (repo / "calc.py").write_text(CALC)
-    (repo / "tests" / "test_calc.py").write_text(TESTS)
-    (repo / "setup.py").write_text("VERSION = 1 + 1\n")
-    init_repository(repo, "calc 1.0")
+    files = {"calc.py": CALC, "tests/test_calc.py": TESTS, "setup.py": "VERSION = 1 + 1\n"}
+    repo = write_repository(tmp_path_factory.mktemp("mutation") / "calc", files, "calc 1.0")
     assert run_tests(repo, COMMAND, 60).exit_status == 0
     return repo
 
@@ -145,11 +140,11 @@ def test_mutation_fails_a_test_and_revert_patch_undoes_it(base: Path, tmp_path: 
 
 
 def test_untested_source_gives_a_clear_error(tmp_path: Path) -> None:
-    repo = tmp_path / "untested"
-    (repo / "tests").mkdir(parents=True)
-    (repo / "lib.py").write_text("def f(x):\n    return x + 1\n")
-    (repo / "tests" / "test_nothing.py").write_text("def test_nothing():\n    assert True\n")
-    init_repository(repo, "untested")
+    files = {
+        "lib.py": "def f(x):\n    return x + 1\n",
+        "tests/test_nothing.py": "def test_nothing():\n    assert True\n",
+    }
+    repo = write_repository(tmp_path / "untested", files, "untested")
     with pytest.raises(MutationError, match="none of .* candidate mutations made a test fail"):
         mutate(repo, 0, COMMAND, 60, max_tries=3)
     assert git(repo, "status", "--porcelain") == "" and (repo / "lib.py").read_text().endswith("x + 1\n")

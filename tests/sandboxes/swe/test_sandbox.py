@@ -20,6 +20,7 @@ from sandboxes.checks import check_sandbox, resource_exists
 from sandboxes.domains import domain_spec
 from sandboxes.swe import HOOKS, SweConfig, SweSandbox, bash_action, edit_action, make_config, read_action
 from schemas.records import Action, Task
+from tests.sandboxes.swe.git_checks import write_repository
 
 OPS = """def add(a, b):
     return a + b
@@ -46,24 +47,12 @@ def test_clamp():
 TEST_COMMAND = ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"]
 
 
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, timeout=30)
-
-
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("bwrap") is None:
         pytest.fail("bwrap is not installed (apt-get install bubblewrap)")
-    repo = tmp_path_factory.mktemp("swe") / "mathx"
-    (repo / "mathx").mkdir(parents=True)
-    (repo / "tests").mkdir()
-    (repo / "mathx" / "__init__.py").write_text("")
-    (repo / "mathx" / "ops.py").write_text(OPS)
-    (repo / "tests" / "test_ops.py").write_text(TESTS)
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "mathx 1.0")
-    return repo
+    files = {"mathx/__init__.py": "", "mathx/ops.py": OPS, "tests/test_ops.py": TESTS}
+    return write_repository(tmp_path_factory.mktemp("swe") / "mathx", files, "mathx 1.0")
 
 
 def _task(template: Path, task_id: str = "mathx-0") -> Task:

@@ -74,6 +74,13 @@ ACTION_SCHEMA: dict[str, Any] = {
 }
 
 
+def _only(arguments: dict[str, Any], kind: str, *names: str) -> None:
+    """InvalidActionError naming any argument the action does not take."""
+    extra = set(arguments) - set(names)
+    if extra:
+        raise InvalidActionError(f"{kind}: unknown argument(s) {sorted(extra)}")
+
+
 def _integer(arguments: dict[str, Any], name: str, default: int, upper: int) -> int:
     value = arguments.get(name, default)
     if value is None:
@@ -86,9 +93,7 @@ def _integer(arguments: dict[str, Any], name: str, default: int, upper: int) -> 
 
 
 def _search(arguments: dict[str, Any]) -> Action:
-    extra = set(arguments) - {"query", "num_results", "page"}
-    if extra:
-        raise InvalidActionError(f"web_search: unknown argument(s) {sorted(extra)}")
+    _only(arguments, "web_search", "query", "num_results", "page")
     query = arguments.get("query")
     if not isinstance(query, str):
         raise InvalidActionError(f"web_search needs a 'query' string, got {query!r}")
@@ -108,9 +113,7 @@ def _search(arguments: dict[str, Any]) -> Action:
 
 
 def _extractor(arguments: dict[str, Any]) -> Action:
-    extra = set(arguments) - {"url"}
-    if extra:
-        raise InvalidActionError(f"web_extractor: unknown argument(s) {sorted(extra)}")
+    _only(arguments, "web_extractor", "url")
     url = arguments.get("url")
     if not isinstance(url, str) or not url.strip():
         raise InvalidActionError(f"web_extractor needs a 'url' string, got {url!r}")
@@ -124,9 +127,7 @@ def _extractor(arguments: dict[str, Any]) -> Action:
 
 
 def _answer(arguments: dict[str, Any]) -> Action:
-    extra = set(arguments) - {"text"}
-    if extra:
-        raise InvalidActionError(f"answer: unknown argument(s) {sorted(extra)}")
+    _only(arguments, "answer", "text")
     text = arguments.get("text")
     if not isinstance(text, str) or not text.strip():
         raise InvalidActionError(f"answer needs a non-empty 'text' string, got {text!r}")

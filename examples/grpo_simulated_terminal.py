@@ -40,8 +40,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from schemas.cli import command_parser
-
 EXAMPLES = """
 examples:
   # everything local and tiny: llama.cpp world model, the server, 2 GRPO steps on CPU
@@ -381,6 +379,8 @@ def train(args: argparse.Namespace, server_url: str, stats: RolloutStats) -> dic
 
 
 def parser() -> argparse.ArgumentParser:
+    from schemas.cli import command_parser
+
     p = command_parser(
         "python examples/grpo_simulated_terminal.py",
         "A few GRPO steps of SmolLM2-135M-Instruct as a terminal agent against the simulated "

@@ -14,10 +14,7 @@ from schemas.records import Action, Observation, Task
 from tests.training.test_backends import scripted_chat_server
 from training.backends.openai_http import OpenAIBackend
 from training.fidelity.android import ANDROID_METRICS, android_scores, position_share
-from training.fidelity.domain_metrics import domain_metrics, domain_scores
-from training.fidelity.metrics import aggregate, score_turn
 from training.observations.parsers import observation_data
-from training.observations.template import Template
 from training.observations.trees import android_data
 from training.rewards.verifiers import format_valid
 from training.simulator import SimulatedSandbox
@@ -96,24 +93,9 @@ def test_position_tolerance_counts_nodes_placed_within_the_pixels() -> None:
     assert position_share(real, parse_tree("Package: unknown  Activity: unknown")) is None
 
 
-def test_format_verifier_wants_the_android_form_where_the_real_turn_had_it() -> None:
-    assert format_valid("android", CLOCK, CLOCK)
-    assert format_valid("android", "Error: no node 40\nPackage: unknown  Activity: unknown", CLOCK)
-    assert not format_valid("android", CLOCK.split("\n", 1)[1], CLOCK)  # no Package line
-    assert not format_valid("android", CLOCK + "\nThe alarm is on.", CLOCK)  # prose
-    assert not format_valid("android", CLOCK.replace("\n    [4]", "\n        [4]"), CLOCK)  # jumps 2 levels
-    # XML hierarchies (a page source, not this sandbox's form) keep the tree rule.
+def test_format_verifier_keeps_the_tree_rule_for_xml_hierarchies() -> None:
+    # A page source is not this sandbox's form, but it is a tree: the nesting rule still holds.
     assert format_valid("android", "<hierarchy><node/></hierarchy>", "<hierarchy/>")
-    assert format_valid("android", "invalid action: bad", "invalid action: x")
-
-
-def test_turn_scores_and_aggregates_carry_the_android_metrics() -> None:
-    assert set(domain_metrics("android")) == set(ANDROID_METRICS)
-    assert domain_scores("android", CLOCK, CLOCK)["node_f1"] == 1.0
-    row = score_turn("android", RENUMBERED, Template.stable(CLOCK)).as_dict()
-    assert row["format_valid"] and row["position_within_tolerance"] == 1.0
-    summary = aggregate([{**row, "domain": "android", "turn_idx": 1}])
-    assert summary["by_domain"]["android"]["node_f1"] == row["node_f1"]
 
 
 def _phone_world(messages: list[dict]) -> str:

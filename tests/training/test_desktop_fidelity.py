@@ -14,12 +14,8 @@ from schemas.records import Action, Observation, Task
 from tests.training.test_backends import scripted_chat_server
 from training.backends.openai_http import OpenAIBackend
 from training.fidelity.desktop import DESKTOP_METRICS, desktop_scores, position_share
-from training.fidelity.domain_metrics import domain_metrics, domain_scores
-from training.fidelity.metrics import aggregate, score_turn
 from training.observations.parsers import observation_data
-from training.observations.template import Template
 from training.observations.trees import desktop_data
-from training.rewards.verifiers import format_valid
 from training.simulator import SimulatedSandbox
 
 CALCULATOR = """Focused: gnome-calculator — Calculator
@@ -90,25 +86,6 @@ def test_position_tolerance_counts_nodes_placed_within_the_pixels() -> None:
     missing = parse_tree("\n".join(line for line in CALCULATOR.split("\n") if '"="' not in line))
     assert position_share(missing, real) == pytest.approx(0.8)
     assert position_share(real, parse_tree("Focused: none")) is None
-
-
-def test_format_verifier_wants_the_desktop_form_where_the_real_turn_had_it() -> None:
-    assert format_valid("os", CALCULATOR, CALCULATOR)
-    assert format_valid("os", "Error: nothing at (1, 1)\nFocused: none", CALCULATOR)
-    assert not format_valid("os", CALCULATOR.split("\n", 1)[1], CALCULATOR)  # no Focused line
-    assert not format_valid("os", CALCULATOR + "\nThe calculator shows 13.", CALCULATOR)  # prose
-    assert not format_valid("os", CALCULATOR.replace("\n  [1]", "\n      [1]"), CALCULATOR)  # jumps 3 levels
-    # A turn the runner recorded as an invalid action is not in the desktop form: any tree-ish text.
-    assert format_valid("os", "invalid action: bad", "invalid action: x")
-
-
-def test_turn_scores_and_aggregates_carry_the_desktop_metrics() -> None:
-    assert set(domain_metrics("os")) == set(DESKTOP_METRICS)
-    assert domain_scores("os", CALCULATOR, CALCULATOR)["node_f1"] == 1.0
-    row = score_turn("os", RENUMBERED, Template.stable(CALCULATOR)).as_dict()
-    assert row["format_valid"] and row["position_within_tolerance"] == 1.0
-    summary = aggregate([{**row, "domain": "os", "turn_idx": 1}])
-    assert summary["by_domain"]["os"]["node_f1"] == row["node_f1"]
 
 
 def _desktop_world(messages: list[dict]) -> str:

@@ -27,7 +27,6 @@ from tqdm import tqdm
 from training import checkpoint, distributed
 from training.bases import (
     BASE_HELP,
-    SKIP_CHECK_FLAG,
     check_fingerprint,
     corpus_fingerprint,
     lineage,
@@ -35,6 +34,7 @@ from training.bases import (
 )
 from training.data import Batch, PackedDataset, collate
 from training.models import build_model, parameter_counts
+from training.run_options import add_config_options, add_resume_options
 from training.tokenizer import has_tokenizer, tokenizer_dir
 
 
@@ -297,23 +297,26 @@ def build_parser(stage: str) -> argparse.ArgumentParser:
     p.add_argument(
         "--tokenizer", help="tokenizer directory or GGUF file (default: the base's own, else Qwen3)"
     )
-    for name, kind, text in [
-        ("max_steps", int, "optimizer steps"),
-        ("batch_size", int, "rows per micro-batch per process"),
-        ("grad_accum", int, "micro-batches per optimizer step"),
-        ("lr", float, "peak learning rate"),
-        ("warmup_steps", int, "linear warm-up steps, then cosine decay"),
-        ("min_lr_ratio", float, "final learning rate / peak"),
-        ("clip", float, "gradient norm clipping"),
-        ("weight_decay", float, "AdamW weight decay (matrices only)"),
-        ("echo_weight", float, "loss weight of echo-turn documents"),
-        ("eval_every", int, "steps between validation losses"),
-        ("eval_batches", int, "validation batches per evaluation"),
-        ("save_every", int, "steps between checkpoints"),
-        ("keep_last", int, "checkpoints kept (0: all)"),
-        ("seed", int, "initialisation and shuffling seed"),
-    ]:
-        p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=getattr(defaults, name), help=text)
+    add_config_options(
+        p,
+        defaults,
+        [
+            ("max_steps", int, "optimizer steps"),
+            ("batch_size", int, "rows per micro-batch per process"),
+            ("grad_accum", int, "micro-batches per optimizer step"),
+            ("lr", float, "peak learning rate"),
+            ("warmup_steps", int, "linear warm-up steps, then cosine decay"),
+            ("min_lr_ratio", float, "final learning rate / peak"),
+            ("clip", float, "gradient norm clipping"),
+            ("weight_decay", float, "AdamW weight decay (matrices only)"),
+            ("echo_weight", float, "loss weight of echo-turn documents"),
+            ("eval_every", int, "steps between validation losses"),
+            ("eval_batches", int, "validation batches per evaluation"),
+            ("save_every", int, "steps between checkpoints"),
+            ("keep_last", int, "checkpoints kept (0: all)"),
+            ("seed", int, "initialisation and shuffling seed"),
+        ],
+    )
     p.add_argument(
         "--train-layers",
         type=int,
@@ -324,12 +327,7 @@ def build_parser(stage: str) -> argparse.ArgumentParser:
     p.add_argument("--bf16", action=argparse.BooleanOptionalAction, help="bf16 autocast (default: on CUDA)")
     p.add_argument("--fsdp", action="store_true", help="shard the model with FSDP2 (under torchrun)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
-    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
-    p.add_argument(
-        SKIP_CHECK_FLAG,
-        action="store_true",
-        help="train on a corpus whose manifest does not name its tokenizer (refused by default)",
-    )
+    add_resume_options(p)
     return p
 
 

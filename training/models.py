@@ -27,37 +27,26 @@ _COMMON = dict(
     use_cache=False,  # a cache in training also turns off packed-sequence (per-document) attention masks
 )
 
-SHAPES: dict[str, dict] = {
+# One row a named shape, its columns in the order of _SHAPE_FIELDS.
+_SHAPE_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "intermediate_size",
+)
+_SHAPE_ROWS = {
     # tests: a few seconds per step on a 2-core CPU; the tied embedding is most of its 10M parameters
-    "qwen3-tiny": dict(
-        vocab_size=QWEN3_VOCAB,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-        intermediate_size=192,
-    ),
+    "qwen3-tiny": (QWEN3_VOCAB, 64, 2, 4, 2, 16, 192),
     # CPU demo runs: ~25M non-embedding parameters
-    "qwen3-small": dict(
-        vocab_size=QWEN3_VOCAB,
-        hidden_size=512,
-        num_hidden_layers=8,
-        num_attention_heads=8,
-        num_key_value_heads=4,
-        head_dim=64,
-        intermediate_size=1536,
-    ),
+    "qwen3-small": (QWEN3_VOCAB, 512, 8, 8, 4, 64, 1536),
     # the published Qwen3-0.6B shape (its vocab_size is padded to 151,936 for GPU-friendly matmuls)
-    "qwen3-0.6b": dict(
-        vocab_size=151_936,
-        hidden_size=1024,
-        num_hidden_layers=28,
-        num_attention_heads=16,
-        num_key_value_heads=8,
-        head_dim=128,
-        intermediate_size=3072,
-    ),
+    "qwen3-0.6b": (151_936, 1024, 28, 16, 8, 128, 3072),
+}
+SHAPES: dict[str, dict] = {
+    name: dict(zip(_SHAPE_FIELDS, row, strict=True)) for name, row in _SHAPE_ROWS.items()
 }
 
 

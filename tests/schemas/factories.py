@@ -1,7 +1,9 @@
-"""Trajectories for the schema tests: one that exercises every field, and small variants."""
+"""Trajectories for the tests: one that exercises every field, small variants, and `trajectory`, the
+one builder for a test's own trajectory (it fills what the test does not care about)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone
 
 from schemas.records import (
@@ -86,26 +88,54 @@ def rich_trajectory(trajectory_id: str = "traj-rich-1", domain: str = "terminal"
     )
 
 
-def small_trajectory(trajectory_id: str, domain: str = "terminal", status: str = "completed") -> Trajectory:
-    """A minimal valid trajectory with one step and no attachments."""
+def trajectory(
+    steps: Sequence[tuple[Action, Observation]],
+    *,
+    trajectory_id: str = "t1",
+    domain: str = "terminal",
+    environment: Environment | None = None,
+    task: Task | None = None,
+    initial: Observation | None = None,
+    policy: Policy | None = None,
+    outcome: Outcome | None = None,
+    collector: str = "tests",
+    simulated: bool = False,
+    at: datetime = START,
+    latency_s: float = 0.1,
+    seconds_apart: float = 0.0,
+) -> Trajectory:
+    """A valid trajectory of `steps`, (action, observation) pairs, step k starting `k * seconds_apart`
+    after `at`; every field not given is the plainest valid one (a local environment of `domain`, a
+    scripted policy, a completed outcome)."""
     return Trajectory(
         trajectory_id=trajectory_id,
         domain=domain,
-        environment=Environment(name=domain, backend="local"),
-        task=Task(id=f"task-{trajectory_id}"),
-        policy=Policy(name="scripted"),
-        initial_observation=Observation(format="text", text="$ "),
+        environment=environment or Environment(domain, "local"),
+        task=task or Task(id=f"task-{trajectory_id}"),
+        policy=policy or Policy("scripted"),
+        initial_observation=initial or Observation("text", "$ "),
         steps=[
-            Step(
-                index=0,
-                action=Action(kind="command", arguments={"command": "true"}, text="true"),
-                observation=Observation(format="text", text="$ "),
-                started_at=START,
-                latency_s=0.01,
-            )
+            Step(k, action, observation, at + timedelta(seconds=k * seconds_apart), latency_s)
+            for k, (action, observation) in enumerate(steps)
         ],
-        outcome=Outcome(status=status),
+        outcome=outcome or Outcome("completed"),
         provenance=Provenance(
-            collector="tests", collector_version="0", host="h", started_at=START, finished_at=START
+            collector,
+            "0",
+            "host",
+            at,
+            at + timedelta(seconds=len(steps) * seconds_apart),
+            simulated=simulated,
         ),
+    )
+
+
+def small_trajectory(trajectory_id: str, domain: str = "terminal", status: str = "completed") -> Trajectory:
+    """A minimal valid trajectory with one step and no attachments."""
+    step = (
+        Action(kind="command", arguments={"command": "true"}, text="true"),
+        Observation(format="text", text="$ "),
+    )
+    return trajectory(
+        [step], trajectory_id=trajectory_id, domain=domain, outcome=Outcome(status=status), latency_s=0.01
     )

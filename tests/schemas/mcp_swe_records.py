@@ -7,21 +7,11 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from schemas.records import (
-    Action,
-    Environment,
-    Observation,
-    Outcome,
-    Policy,
-    Provenance,
-    Step,
-    Task,
-    ToolDefinition,
-    Trajectory,
-)
+from schemas.records import Action, Environment, Observation, Policy, Task, ToolDefinition, Trajectory
+from tests.schemas.factories import trajectory
 
 T0 = datetime(2026, 11, 30, 9, 30, tzinfo=UTC)
 
@@ -123,18 +113,18 @@ def _mcp_obs(result: dict[str, Any], tool: str) -> Observation:
 
 
 def _trajectory(trajectory_id: str, domain: str, env: Environment, task: Task, initial: Observation, steps):
-    return Trajectory(
+    return trajectory(
+        steps,
         trajectory_id=trajectory_id,
         domain=domain,
         environment=env,
         task=task,
+        initial=initial,
         policy=Policy("explorer", {"seed": 1}),
-        initial_observation=initial,
-        steps=[
-            Step(i, action, obs, T0 + timedelta(seconds=i), 0.05) for i, (action, obs) in enumerate(steps)
-        ],
-        outcome=Outcome("completed"),
-        provenance=Provenance(f"collectors.{domain}", "0.3.0", "test-host", T0, T0 + timedelta(seconds=9)),
+        collector=f"collectors.{domain}",
+        at=T0,
+        latency_s=0.05,
+        seconds_apart=1,
     )
 
 

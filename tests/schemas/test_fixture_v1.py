@@ -1,4 +1,8 @@
-"""Files written by schema_version 1 must stay readable and valid as the schema grows."""
+"""Files written by schema_version 1 must stay readable and valid as the schema grows.
+
+trajectories_v1.parquet was written once by the version 1 code; the script that wrote it could only
+write the current version, so it is kept in history only (`git show
+2979867:tests/schemas/fixtures/make_v1_fixture.py`)."""
 
 from datetime import UTC, datetime
 from pathlib import Path

@@ -1,4 +1,7 @@
-"""Schema version 2 added tool definitions; its files and the version 1 files both still read."""
+"""Schema version 2 added tool definitions; its files and the version 1 files both still read.
+
+trajectories_v2.parquet was written once by the version 2 code (`git show
+2979867:tests/schemas/fixtures/make_v2_fixture.py`); it must not be regenerated."""
 
 from pathlib import Path
 

@@ -13,11 +13,8 @@ from sandboxes.checks import check_sandbox
 from schemas.records import Action, Observation, Task
 from tests.training.test_backends import scripted_chat_server
 from training.backends.openai_http import OpenAIBackend
-from training.fidelity.android import ANDROID_METRICS, android_scores, position_share
-from training.fidelity.domain_metrics import domain_metrics, domain_scores
-from training.fidelity.metrics import aggregate, score_turn
+from training.fidelity.android import android_scores, position_share
 from training.observations.parsers import observation_data
-from training.observations.template import Template
 from training.observations.trees import android_data
 from training.rewards.verifiers import format_valid
 from training.simulator import SimulatedSandbox
@@ -68,7 +65,6 @@ def test_android_data_is_read_from_the_text() -> None:
 
 
 def test_node_f1_ignores_indexes_and_bounds_but_not_texts_or_flags() -> None:
-    assert android_scores(CLOCK, CLOCK) == dict.fromkeys(ANDROID_METRICS, 1.0)
     moved = android_scores(RENUMBERED, CLOCK)
     assert moved["node_f1"] == pytest.approx(2 * (7 / 8) / (7 / 8 + 1))  # one extra node, nothing missing
     assert moved["position_within_tolerance"] == 1.0 and moved["package_match"] == 1.0
@@ -79,11 +75,6 @@ def test_node_f1_ignores_indexes_and_bounds_but_not_texts_or_flags() -> None:
     assert scores["node_f1"] == 1.0 and scores["node_flag_f1"] == pytest.approx(6 / 7)
     other = android_scores(CLOCK.replace("Activity: com.android.deskclock.DeskClock", "Activity: x.Y"), CLOCK)
     assert other["activity_match"] == 0.0 and other["package_match"] == 1.0
-    assert android_scores("Error: x\n" + CLOCK, CLOCK)["error_match"] == 0.0
-    nothing = android_scores("", CLOCK)
-    assert nothing["error_match"] == nothing["package_match"] == nothing["node_f1"] == 0.0
-    refused = android_scores("invalid action: x", "invalid action: x")
-    assert refused["error_match"] is refused["package_match"] is refused["position_within_tolerance"] is None
 
 
 def test_position_tolerance_counts_nodes_placed_within_the_pixels() -> None:
@@ -96,24 +87,9 @@ def test_position_tolerance_counts_nodes_placed_within_the_pixels() -> None:
     assert position_share(real, parse_tree("Package: unknown  Activity: unknown")) is None
 
 
-def test_format_verifier_wants_the_android_form_where_the_real_turn_had_it() -> None:
-    assert format_valid("android", CLOCK, CLOCK)
-    assert format_valid("android", "Error: no node 40\nPackage: unknown  Activity: unknown", CLOCK)
-    assert not format_valid("android", CLOCK.split("\n", 1)[1], CLOCK)  # no Package line
-    assert not format_valid("android", CLOCK + "\nThe alarm is on.", CLOCK)  # prose
-    assert not format_valid("android", CLOCK.replace("\n    [4]", "\n        [4]"), CLOCK)  # jumps 2 levels
-    # XML hierarchies (a page source, not this sandbox's form) keep the tree rule.
+def test_format_verifier_keeps_the_tree_rule_for_xml_hierarchies() -> None:
+    # A page source is not this sandbox's form, but it is a tree: the nesting rule still holds.
     assert format_valid("android", "<hierarchy><node/></hierarchy>", "<hierarchy/>")
-    assert format_valid("android", "invalid action: bad", "invalid action: x")
-
-
-def test_turn_scores_and_aggregates_carry_the_android_metrics() -> None:
-    assert set(domain_metrics("android")) == set(ANDROID_METRICS)
-    assert domain_scores("android", CLOCK, CLOCK)["node_f1"] == 1.0
-    row = score_turn("android", RENUMBERED, Template.stable(CLOCK)).as_dict()
-    assert row["format_valid"] and row["position_within_tolerance"] == 1.0
-    summary = aggregate([{**row, "domain": "android", "turn_idx": 1}])
-    assert summary["by_domain"]["android"]["node_f1"] == row["node_f1"]
 
 
 def _phone_world(messages: list[dict]) -> str:

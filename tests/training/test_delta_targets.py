@@ -61,16 +61,19 @@ def delta_world(t: Trajectory, broken_turn: int | None = None):
     return reply
 
 
+def delta_sandbox(url: str, t: Trajectory) -> SimulatedSandbox:
+    """A terminal simulated by the model at `url` in delta targets, reset to `t`'s first screen."""
+    sim = SimulatedSandbox(
+        OpenAIBackend(url), "terminal", target="delta", initial_observation=t.initial_observation
+    )
+    sim.reset(Task(id="delta"))
+    return sim
+
+
 def test_the_simulator_hands_out_full_observations_rebuilt_from_scripts(trajectory):
     t = trajectory
     with scripted_chat_server(delta_world(t)) as server:
-        sim = SimulatedSandbox(
-            OpenAIBackend(server.base_url),
-            "terminal",
-            target="delta",
-            initial_observation=t.initial_observation,
-        )
-        sim.reset(Task(id="delta"))
+        sim = delta_sandbox(server.base_url, t)
         for step in t.steps:
             result = sim.step(step.action)
             assert result.info["format_failure"] is False
@@ -84,13 +87,7 @@ def test_the_simulator_hands_out_full_observations_rebuilt_from_scripts(trajecto
 def test_a_script_that_does_not_apply_is_a_format_failure_not_a_crash(trajectory):
     t = trajectory
     with scripted_chat_server(delta_world(t, broken_turn=1)) as server:
-        sim = SimulatedSandbox(
-            OpenAIBackend(server.base_url),
-            "terminal",
-            target="delta",
-            initial_observation=t.initial_observation,
-        )
-        sim.reset(Task(id="delta"))
+        sim = delta_sandbox(server.base_url, t)
         broken = sim.step(t.steps[0].action)
         assert broken.info["format_failure"] is True
         assert "does not apply" in broken.info["format_error"]

@@ -13,18 +13,8 @@ from pathlib import Path
 import pytest
 
 from schemas import TrajectoryWriter, read_trajectories
-from schemas.records import (
-    Action,
-    Environment,
-    Observation,
-    Outcome,
-    Policy,
-    Provenance,
-    Step,
-    Task,
-    Trajectory,
-    Verification,
-)
+from schemas.records import Action, Environment, Observation, Outcome, Task, Trajectory, Verification
+from tests.schemas.factories import trajectory as build_trajectory
 from tests.training.conftest import OFFLINE, ROOT
 from training.fidelity.__main__ import main as fidelity_main
 from training.fidelity.agreement import cohens_kappa, confusion, verdict
@@ -88,27 +78,21 @@ def episode(
     status: str = "completed",
 ) -> Trajectory:
     steps = [
-        Step(
-            n,
-            Action("command", {"command": c}, c),
-            Observation("terminal_screen", SCREEN.format(cmd=c, out=o)),
-            NOW,
-            0.1,
-        )
-        for n, (c, o) in enumerate(zip(commands, outputs, strict=True))
+        (Action("command", {"command": c}, c), Observation("terminal_screen", SCREEN.format(cmd=c, out=o)))
+        for c, o in zip(commands, outputs, strict=True)
     ]
     verifier = "simulated:command" if simulated else "command"
     verification = Verification(verifier, reward, error="" if reward is not None else "no verdict")
-    return Trajectory(
+    return build_trajectory(
+        steps,
         trajectory_id=f"terminal-s0-{slot:06d}-{'sim' if simulated else 'real'}",
-        domain="terminal",
         environment=Environment("terminal", "simulator" if simulated else "bwrap"),
         task=Task(id=task_id, metadata={"slot": slot, "episode": 0}, verifier={"kind": "command"}),
-        policy=Policy("scripted"),
-        initial_observation=Observation("terminal_screen", "agent@sandbox:~$"),
-        steps=steps,
+        initial=Observation("terminal_screen", "agent@sandbox:~$"),
         outcome=Outcome(status, reward=reward, verification=verification),
-        provenance=Provenance("collectors.terminal", "0", "host", NOW, NOW, simulated=simulated),
+        collector="collectors.terminal",
+        simulated=simulated,
+        at=NOW,
     )
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from sandboxes.android import FAKE, AndroidConfig, AndroidSandbox, install, parse_action
 from schemas.prompts import DOMAIN_PROMPTS
 from schemas.records import Task
-from tests.training.test_fidelity_domains import record, run_fidelity
+from tests.training.test_fidelity_domains import record, replay_ceiling, run_fidelity
 
 CONTACTS_XML = Path(__file__).parents[2] / "collectors" / "android" / "apps" / "contacts.xml"
 
@@ -36,9 +36,7 @@ def test_android_noise_floor_from_a_fresh_session_and_tree_metrics(tmp_path: Pat
     for line in trajectory.steps[1].observation.text.split("\n")[:2]:
         assert f"`{line.split(':', 1)[0]}: " in DOMAIN_PROMPTS["android"].environment
     report = run_fidelity(trajectory, tmp_path, replays=1)
-    noise = report["noise_floor"]
-    assert noise["counts"]["finished"] == 1, noise["counts"]
-    ceiling = noise["real_vs_real"]["by_domain"]["android"]
+    ceiling = replay_ceiling(report, "android")
     # A fresh session shows the same form, the same typed name and the same error.
     for metric in ("node_f1", "node_flag_f1", "position_within_tolerance", "package_match", "error_match"):
         assert ceiling[metric] == 1.0, (metric, ceiling)

@@ -11,18 +11,9 @@ import pytest
 
 from sandboxes.terminal.config import BwrapBackend, DockerBackend
 from sandboxes.terminal.domain import recorded_config, replay_sandbox
-from schemas.records import (
-    Action,
-    Environment,
-    Observation,
-    Outcome,
-    Policy,
-    Provenance,
-    Step,
-    Task,
-    Trajectory,
-)
+from schemas.records import Action, Environment, Observation, Trajectory
 from schemas.render import parse_prediction
+from tests.schemas.factories import trajectory as build_trajectory
 from training.fidelity.metrics import aggregate, score_turn
 from training.fidelity.noise_floor import NoiseFloor, build_noise_floor, volatile_template
 from training.fidelity.replay import Replay, replay_counts, replay_environment
@@ -38,25 +29,16 @@ def trajectory(
     observations: list[str], tid: str = "t1", domain: str = "terminal", environment: Environment | None = None
 ) -> Trajectory:
     steps = [
-        Step(
-            k,
-            Action("command", {"command": f"cmd{k}"}, f"cmd{k}"),
-            Observation("terminal_screen", text),
-            NOW,
-            0.1,
-        )
+        (Action("command", {"command": f"cmd{k}"}, f"cmd{k}"), Observation("terminal_screen", text))
         for k, text in enumerate(observations)
     ]
-    return Trajectory(
+    return build_trajectory(
+        steps,
         trajectory_id=tid,
         domain=domain,
         environment=environment or Environment("terminal", "bwrap"),
-        task=Task(id="task"),
-        policy=Policy("scripted"),
-        initial_observation=Observation("terminal_screen", "agent@sandbox:~$"),
-        steps=steps,
-        outcome=Outcome("completed"),
-        provenance=Provenance("test", "0", "host", NOW, NOW),
+        initial=Observation("terminal_screen", "agent@sandbox:~$"),
+        at=NOW,
     )
 
 

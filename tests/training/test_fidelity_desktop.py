@@ -12,7 +12,7 @@ import pytest
 from sandboxes.desktop import DesktopConfig, DesktopSandbox, parse_action
 from schemas.prompts import DOMAIN_PROMPTS
 from schemas.records import Task
-from tests.training.test_fidelity_domains import record, run_fidelity
+from tests.training.test_fidelity_domains import record, replay_ceiling, run_fidelity
 
 pytestmark = pytest.mark.bwrap
 
@@ -33,9 +33,7 @@ def test_desktop_noise_floor_from_fresh_desktops_and_tree_metrics(tmp_path: Path
     for line in last.split("\n")[:2]:
         assert f"`{line.split(':', 1)[0]}: " in DOMAIN_PROMPTS["os"].environment
     report = run_fidelity(trajectory, tmp_path, replays=1)
-    noise = report["noise_floor"]
-    assert noise["counts"]["finished"] == 1, noise["counts"]
-    ceiling = noise["real_vs_real"]["by_domain"]["os"]
+    ceiling = replay_ceiling(report, "os")
     # A fresh desktop shows the same calculator, the same result and the same error.
     assert ceiling["node_f1"] == 1.0 and ceiling["focused_match"] == 1.0 and ceiling["error_match"] == 1.0
     assert ceiling["position_within_tolerance"] == 1.0

@@ -64,6 +64,13 @@ def repeat_world(messages: list[dict]) -> str:
     return f"<predicted_observation>\n{last}\n</predicted_observation>"
 
 
+def replay_ceiling(report: dict, domain: str, finished: int = 1) -> dict:
+    """The real-vs-real metrics of `domain` in a fidelity report, once `finished` replays all ran."""
+    noise = report["noise_floor"]
+    assert noise["counts"]["finished"] == finished, noise["counts"]
+    return noise["real_vs_real"]["by_domain"][domain]
+
+
 def run_fidelity(trajectory: Trajectory, out: Path, replays: int) -> dict:
     data = out / "data"
     with TrajectoryWriter(str(data)) as writer:
@@ -105,9 +112,7 @@ def test_web_noise_floor_from_fresh_browsers_and_tree_metrics(tmp_path: Path) ->
         assert f"`{line.split(':', 1)[0]}:`" in DOMAIN_PROMPTS["web"].environment
     # One fresh browser replays it (a second would only add a leave-one-out template, and a minute).
     report = run_fidelity(trajectory, tmp_path, replays=1)
-    noise = report["noise_floor"]
-    assert noise["counts"]["finished"] == 1, noise["counts"]
-    ceiling = noise["real_vs_real"]["by_domain"]["web"]
+    ceiling = replay_ceiling(report, "web")
     # Fresh browsers on the same embedded sites reach the same URLs, titles and (stable) bids.
     assert ceiling["url_match"] == 1.0 and ceiling["title_match"] == 1.0
     assert ceiling["tree_f1"] > 0.9 and ceiling["tree_f1_no_bids"] >= ceiling["tree_f1"]
@@ -140,8 +145,7 @@ def test_search_noise_floor_from_fresh_sandboxes_and_result_metrics(
         trajectory = record(sandbox, Task(id="sorting"), plan)
     assert trajectory.steps[0].observation.data["results"] and "404" in trajectory.steps[-1].observation.text
     report = run_fidelity(trajectory, tmp_path, replays=2)
-    assert report["noise_floor"]["counts"]["finished"] == 2
-    ceiling = report["noise_floor"]["real_vs_real"]["by_domain"]["search"]
+    ceiling = replay_ceiling(report, "search", finished=2)
     # The engine is deterministic: a fresh sandbox lists the same URLs in the same order, same pages.
     assert ceiling["result_f1"] == ceiling["overlap_at_5"] == ceiling["rank_agreement"] == 1.0
     assert ceiling["page_line_f1"] == 1.0

@@ -11,7 +11,7 @@ import pytest
 
 from sandboxes.mcp import McpConfig, McpSandbox, parse_action
 from schemas.records import Task
-from tests.training.test_fidelity_domains import record, run_fidelity
+from tests.training.test_fidelity_domains import record, replay_ceiling, run_fidelity
 
 
 def _call(name: str, **arguments: object):
@@ -33,8 +33,7 @@ def test_mcp_noise_floor_from_fresh_servers_and_json_metrics(tmp_path: Path) -> 
     assert [t.name for t in trajectory.environment.tools] == ["get_current_time", "convert_time"]
     assert trajectory.steps[2].observation.data["is_error"] is True
     report = run_fidelity(trajectory, tmp_path, replays=2)
-    assert report["noise_floor"]["counts"]["finished"] == 2
-    ceiling = report["noise_floor"]["real_vs_real"]["by_domain"]["mcp"]
+    ceiling = replay_ceiling(report, "mcp", finished=2)
     # Fresh servers answer with the same structure and values, the current time aside: the replays
     # ran after the recording's second, so its datetime is volatile and only held to its form.
     assert ceiling["json_valid"] == ceiling["json_key_f1"] == ceiling["result_kind_match"] == 1.0

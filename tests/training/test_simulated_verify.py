@@ -6,13 +6,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from collectors.policies.scripted import ScriptedPolicy
-from collectors.runner import FleetConfig, run_fleet
 from collectors.tasks import TaskSpec
 from sandboxes.terminal import command_action
 from sandboxes.terminal.actions import parse_action
 from schemas import read_trajectories
 from schemas.records import Action, Observation, Step, Task
 from tests.training.test_backends import scripted_chat_server
+from tests.training.test_simulator import simulated_fleet
 from training.backends.openai_http import OpenAIBackend
 from training.simulated_verify import CHECK_WRAPPER, verdict
 from training.simulator import SimulatedSandbox
@@ -116,18 +116,7 @@ def test_the_fleet_records_the_simulated_verdict(tmp_path) -> None:
     specs = [TaskSpec(task=Task(id="make-done", verifier=verifier), actions=[{"command": "touch done.txt"}])]
     with scripted_chat_server(check_world) as server:
         backend = OpenAIBackend(server.base_url)
-        run_fleet(
-            FleetConfig(
-                domain="terminal",
-                sandbox_factory=lambda: SimulatedSandbox(backend),
-                policy_factory=lambda: ScriptedPolicy(specs, parse_action),
-                tasks=specs,
-                out=str(tmp_path),
-                episodes=1,
-                progress=False,
-                handle_signals=False,
-            )
-        )
+        simulated_fleet(backend, lambda: ScriptedPolicy(specs, parse_action), specs, tmp_path, episodes=1)
     (trajectory,) = read_trajectories(str(tmp_path))
     assert len(trajectory.steps) == 1  # the checks' turns are not steps
     assert trajectory.outcome.reward == 0.5

@@ -4,11 +4,15 @@ HTTP server whose model is a deterministic function (see `scripted_chat_server` 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from collectors.policies.base import Policy
 from collectors.policies.scripted import ScriptedPolicy
-from collectors.runner import FleetConfig, run_fleet
+from collectors.runner import FleetConfig, FleetSummary, run_fleet
 from collectors.tasks import TaskSpec
 from sandboxes.base import InvalidActionError, SandboxClosedError, SandboxError
 from sandboxes.checks import check_sandbox
@@ -19,7 +23,7 @@ from schemas.records import Action, Observation, Task
 from schemas.render import strip_think
 from tests.llm_server import LLMServer
 from tests.training.test_backends import scripted_chat_server, tiny_backend  # noqa: F401 (fixture)
-from training.backends.base import GenerationConfig
+from training.backends.base import GenerationConfig, WorldModelBackend
 from training.backends.openai_http import OpenAIBackend
 from training.simulator import SimulatedSandbox
 
@@ -168,22 +172,35 @@ def test_errors_are_sandbox_errors_and_bad_actions_are_rejected() -> None:
         sim.step(ACTIONS[0])
 
 
+def simulated_fleet(
+    backend: WorldModelBackend,
+    policy_factory: Callable[[], Policy],
+    specs: list[TaskSpec],
+    out: Path,
+    domain: str = "terminal",
+    **options: Any,
+) -> FleetSummary:
+    """`run_fleet` of `domain` on sandboxes simulated by `backend`, as a test runs it: no progress bar,
+    and pytest keeps its own signal handlers."""
+    config = FleetConfig(
+        domain=domain,
+        sandbox_factory=lambda: SimulatedSandbox(backend, domain=domain),
+        policy_factory=policy_factory,
+        tasks=specs,
+        out=str(out),
+        progress=False,
+        handle_signals=False,
+        **options,
+    )
+    return run_fleet(config)
+
+
 def test_run_fleet_collects_simulated_trajectories_in_the_same_schema(tmp_path) -> None:
     specs = [TaskSpec(task=Task(id="hello"), actions=[{"command": "echo one"}, {"command": "echo two"}])]
     with scripted_chat_server(echo_world) as server:
         backend = OpenAIBackend(server.base_url)
-        summary = run_fleet(
-            FleetConfig(
-                domain="terminal",
-                sandbox_factory=lambda: SimulatedSandbox(backend),
-                policy_factory=lambda: ScriptedPolicy(specs, parse_action),
-                tasks=specs,
-                out=str(tmp_path),
-                sandboxes=2,
-                episodes=2,
-                progress=False,
-                handle_signals=False,
-            )
+        summary = simulated_fleet(
+            backend, lambda: ScriptedPolicy(specs, parse_action), specs, tmp_path, sandboxes=2, episodes=2
         )
     assert summary is not None
     trajectories = list(read_trajectories(str(tmp_path)))

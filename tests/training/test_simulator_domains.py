@@ -9,7 +9,6 @@ import re
 import pytest
 
 from collectors.policies.llm import LLMPolicy
-from collectors.runner import FleetConfig, run_fleet
 from collectors.tasks import TaskSpec
 from sandboxes.base import InvalidActionError
 from sandboxes.checks import check_sandbox
@@ -18,6 +17,7 @@ from sandboxes.web import parse_action as parse_web_action
 from schemas import read_trajectories
 from schemas.records import Action, Task
 from tests.training.test_backends import scripted_chat_server
+from tests.training.test_simulator import simulated_fleet
 from training.backends.openai_http import OpenAIBackend
 from training.simulator import SimulatedSandbox
 
@@ -110,19 +110,15 @@ def test_llm_policy_drives_a_simulated_web_episode_in_the_fleet(tmp_path) -> Non
     specs = [TaskSpec(task=WEB_TASK)]
     with scripted_chat_server(shop_world) as world, scripted_chat_server(agent) as policy_server:
         backend = OpenAIBackend(world.base_url)
-        summary = run_fleet(
-            FleetConfig(
-                domain="web",
-                sandbox_factory=lambda: SimulatedSandbox(backend, domain="web"),
-                # No domain given: the policy takes it from the first observation's format.
-                policy_factory=lambda: LLMPolicy(policy_server.base_url, "agent", max_retries=0),
-                tasks=specs,
-                out=str(tmp_path),
-                episodes=1,
-                max_steps=4,
-                progress=False,
-                handle_signals=False,
-            )
+        # No domain given: the policy takes it from the first observation's format.
+        summary = simulated_fleet(
+            backend,
+            lambda: LLMPolicy(policy_server.base_url, "agent", max_retries=0),
+            specs,
+            tmp_path,
+            "web",
+            episodes=1,
+            max_steps=4,
         )
         system = policy_server.requests[0]["messages"][0]["content"]
     assert summary is not None

@@ -23,7 +23,7 @@ import numpy as np
 from schemas.base_files import gguf_path, gguf_tokenizer_dir
 from training.backends.base import GenerationConfig, WorldModelBackend
 from training.backends.repetition import DEFAULT_DETECTOR
-from training.backends.transformers_local import TransformersBackend, _as_record, cut_at_stop
+from training.backends.transformers_local import TransformersBackend, cut_at_stop
 from training.export.to_gguf import read_lineage
 
 # llama.cpp's KV cache is allocated for the whole context up front; past this many tokens of a model's
@@ -101,23 +101,11 @@ class LlamaCppBackend(WorldModelBackend):
         self._digest = _file_digest(path)
         self._lock = threading.Lock()
 
-    def _prompt_ids(self, messages: list[dict]) -> list[int]:
-        text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
-
-    def count_tokens(self, messages: list[dict]) -> int:
-        """Prompt tokens of `messages` under the chat template, generation prompt included."""
-        return len(self._prompt_ids(messages))
-
-    def truncate(self, messages: list[dict], max_new_tokens: int) -> list[dict]:
-        """Drop the oldest turns until prompt + reply fit the context; system and current action stay."""
-        from schemas.render import record_messages
-
-        budget = self.max_context - max_new_tokens
-        record = _as_record(messages)
-        if record is None or self.count_tokens(messages) <= budget:
-            return messages
-        return record_messages(record, fits=lambda m: self.count_tokens(m) <= budget)
+    # The prompt is rendered, counted and cut to the context exactly as the transformers backend does
+    # (both read only tokenizer and max_context, which this class has with the same meaning).
+    _prompt_ids = TransformersBackend._prompt_ids
+    count_tokens = TransformersBackend.count_tokens
+    truncate = TransformersBackend.truncate
 
     def complete(self, messages: list[dict], config: GenerationConfig) -> str:
         ids = self._prompt_ids(self.truncate(messages, config.max_new_tokens))

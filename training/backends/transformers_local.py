@@ -198,7 +198,8 @@ class TransformersBackend(WorldModelBackend):
         return len(self._prompt_ids(messages))
 
     def truncate(self, messages: list[dict], max_new_tokens: int) -> list[dict]:
-        """Drop the oldest turns until prompt + reply fit `max_context`; system and current action stay."""
+        """Drop the oldest turns until prompt + reply fit `max_context` (None: no limit); system and current
+        action stay."""
         if self.max_context is None:
             return messages
         budget = self.max_context - max_new_tokens

@@ -13,15 +13,18 @@ from sandboxes.android import tree_text as android_text
 from sandboxes.desktop import tree_text as desktop_text
 
 
+def _size_and_error(tree: android_text.AndroidTree | desktop_text.DesktopTree) -> dict[str, Any]:
+    """The part of `data` both tree forms carry alike: how many nodes (shown and cut), the cut, the error."""
+    return {"nodes": len(tree.nodes) + tree.more, "truncated": tree.truncated, "error": tree.error}
+
+
 def android_data(text: str) -> dict[str, Any]:
     """The Android sandbox's `data` as far as the text carries it."""
     tree = android_text.parse_tree(text)
     return {
         "package": tree.package or "unknown",
         "activity": tree.activity or "unknown",
-        "nodes": len(tree.nodes) + tree.more,
-        "truncated": tree.truncated,
-        "error": tree.error,
+        **_size_and_error(tree),
     }
 
 
@@ -33,12 +36,7 @@ def is_android_text(text: str) -> bool:
 def desktop_data(text: str) -> dict[str, Any]:
     """The parts of the desktop sandbox's `data` that the text carries (not `backend`)."""
     tree = desktop_text.parse_tree(text)
-    return {
-        "focused": tree.focused or "none",
-        "nodes": len(tree.nodes) + tree.more,
-        "truncated": tree.truncated,
-        "error": tree.error,
-    }
+    return {"focused": tree.focused or "none", **_size_and_error(tree)}
 
 
 def is_desktop_text(text: str) -> bool:

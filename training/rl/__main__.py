@@ -6,8 +6,9 @@ import argparse
 import json
 import sys
 
-from training.bases import BASE_HELP, SKIP_CHECK_FLAG
+from training.bases import BASE_HELP
 from training.rl.trainer import RLConfig, train
+from training.run_options import add_config_options, add_resume_options
 
 EXAMPLES = """examples:
   # rules-only reward on a CPU (no judge endpoint), from the SFT run's checkpoint, top 10 layers trained
@@ -58,20 +59,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--judge-weight", type=float, default=d.judge_weight, help="weight of the judge's score")
     p.add_argument("--rules-weight", type=float, default=d.rules_weight, help="weight of the rule verdict")
-    for name, kind, text in [
-        ("max_steps", int, "optimizer steps"),
-        ("prompts_per_step", int, "prompts per step (each sampled --num-generations times)"),
-        ("num_generations", int, "completions per prompt: the group whose rewards are normalised"),
-        ("max_prompt_tokens", int, "prompts longer than this are left out"),
-        ("max_completion_tokens", int, "generation limit per completion"),
-        ("temperature", float, "sampling temperature of the rollouts"),
-        ("lr", float, "learning rate (constant)"),
-        ("beta", float, "KL coefficient against the starting checkpoint (0: no reference model)"),
-        ("save_steps", int, "steps between checkpoints"),
-        ("keep_last", int, "checkpoints kept (0: all)"),
-        ("seed", int, "sampling, shuffling and turn-choice seed"),
-    ]:
-        p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=getattr(d, name), help=text)
+    add_config_options(
+        p,
+        d,
+        [
+            ("max_steps", int, "optimizer steps"),
+            ("prompts_per_step", int, "prompts per step (each sampled --num-generations times)"),
+            ("num_generations", int, "completions per prompt: the group whose rewards are normalised"),
+            ("max_prompt_tokens", int, "prompts longer than this are left out"),
+            ("max_completion_tokens", int, "generation limit per completion"),
+            ("temperature", float, "sampling temperature of the rollouts"),
+            ("lr", float, "learning rate (constant)"),
+            ("beta", float, "KL coefficient against the starting checkpoint (0: no reference model)"),
+            ("save_steps", int, "steps between checkpoints"),
+            ("keep_last", int, "checkpoints kept (0: all)"),
+            ("seed", int, "sampling, shuffling and turn-choice seed"),
+        ],
+    )
     p.add_argument("--train-layers", type=int, help="train only the top N decoder layers and the final norm")
     p.add_argument(
         "--generation",
@@ -79,12 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=d.generation,
         help="rollout engine (auto: vLLM when installed and a GPU is present)",
     )
-    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
-    p.add_argument(
-        SKIP_CHECK_FLAG,
-        action="store_true",
-        help="train on a corpus whose manifest does not name its tokenizer (refused by default)",
-    )
+    add_resume_options(p)
     return p
 
 

@@ -6,6 +6,7 @@ The collectors run in this process (their `main(argv)`, as `python -m` calls it)
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import time
@@ -32,6 +33,15 @@ COLLECTORS = [
     ("android", "explorer"),
 ]
 NAMES = [name for name, _ in COLLECTORS]
+
+
+@pytest.mark.parametrize("collector", NAMES)
+def test_each_spec_is_read_from_its_options_module(collector: str) -> None:
+    spec = importlib.import_module(f"collectors.{collector}.__main__").SPEC
+    options = importlib.import_module(f"collectors.{collector}.options")
+    assert spec.package == collector and spec.description == options.DESCRIPTION
+    assert spec.sandboxes is options.sandboxes and spec.explorer is options.explorer
+    assert spec.check is options.check and spec.add_options is options.add_options
 
 
 def _failing_model(request: Request) -> Response:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,16 @@ def collector_argv(*args: str) -> list[str]:
 
 def run_collector(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(collector_argv(*args), cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def run_import(fmt: str, source: Path, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m collectors.importers FORMAT --input SOURCE --out OUT --no-progress ARGS` as a user
+    runs it (one BLAS thread: the suite's other workers keep the cores)."""
+    argv = [sys.executable, "-m", "collectors.importers", fmt, "--input", str(source), "--out", str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [*argv, "--no-progress", *args], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 def run_main(domain: str, *args: str) -> int:

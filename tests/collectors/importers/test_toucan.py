@@ -5,9 +5,6 @@ config (`Kimi-K2/train-00000-of-00001.parquet`), every column a string, nested v
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,8 +15,8 @@ from collectors.importers.__main__ import main
 from collectors.importers.base import BadRow, ImportContext, SourceRow
 from collectors.importers.toucan import IMPORTER
 from schemas import read_trajectories
+from tests.collectors.conftest import run_import
 
-REPO = Path(__file__).resolve().parents[3]
 COLUMNS = (
     "uuid",
     "subset_name",
@@ -216,19 +213,7 @@ def by_row(out: Path) -> dict:
 
 def test_sample_imports_through_the_cli_in_our_mcp_forms(tmp_path: Path):
     source, out = write_sample(tmp_path), tmp_path / "out"
-    command = [
-        sys.executable,
-        "-m",
-        "collectors.importers",
-        "toucan",
-        "--input",
-        str(source),
-        "--out",
-        str(out),
-        "--no-progress",
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+    done = run_import("toucan", source, out)
     assert done.returncode == 0, done.stderr
     assert "imported 3 of 3 rows" in done.stdout
 

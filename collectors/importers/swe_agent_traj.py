@@ -53,13 +53,10 @@ class SweAgentTrajImporter(Importer):
         try:
             # json.loads(bytes) would guess the encoding the same way; decoding first lets the depth
             # limit of `reading.loads` look at the text before the parser recurses into it.
-            data = reading.loads(row.data.decode(json.detect_encoding(row.data)))
+            text = row.data.decode(json.detect_encoding(row.data))
         except UnicodeDecodeError as exc:
             raise BadRow(f"the file is not text in the encoding it starts with: {exc}") from None
-        except reading.RowRefused as exc:
-            raise BadRow(f"the file {exc}") from None
-        except ValueError as exc:
-            raise BadRow(f"the file is not JSON: {exc}") from exc
+        data = reading.parse_json(text, "the file", BadRow)
         if not isinstance(data, dict):
             raise BadRow(f"the file holds a JSON {type(data).__name__}, not a .traj object")
         steps = require(data, "trajectory", list)

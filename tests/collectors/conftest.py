@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -16,9 +17,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from collectors.policies.base import Policy
+from sandboxes.base import Sandbox
 from sandboxes.terminal.config import DEFAULT_IMAGE, parse_memory
 from schemas import read_trajectories
-from schemas.records import Trajectory
+from schemas.records import Action, Observation, Task, Trajectory
 
 ROOT = Path(__file__).resolve().parents[2]
 LABEL = "label=agentworld.sandbox=terminal"
@@ -40,6 +43,23 @@ def run_import(fmt: str, source: Path, out: Path, *args: str) -> subprocess.Comp
     return subprocess.run(
         [*argv, "--no-progress", *args], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env
     )
+
+
+def play(
+    sandbox: Sandbox, policy: Policy, task: Task, rng: random.Random, steps: int
+) -> list[tuple[Action, Observation]]:
+    """What the fleet runner does for one episode, without writing it: each action and the
+    observation it brought, until the policy ends the episode or `steps` were played."""
+    observation = sandbox.reset(task)
+    policy.reset(task, observation, rng)
+    played = []
+    for _ in range(steps):
+        action = policy.act(observation)
+        if action is None:
+            break
+        observation = sandbox.step(action).observation
+        played.append((action, observation))
+    return played
 
 
 def run_main(domain: str, *args: str) -> int:

@@ -25,6 +25,17 @@ from schemas.records import Action, Observation, Task, Trajectory
 
 ROOT = Path(__file__).resolve().parents[2]
 LABEL = "label=agentworld.sandbox=terminal"
+# Each collector with a policy whose episode steps at once: the scripted one where the first
+# embedded task has actions, else the domain's explorer.
+QUICK_POLICY = {
+    "terminal": "scripted",
+    "web": "explorer",
+    "search": "scripted",
+    "mcp": "scripted",
+    "swe": "scripted",
+    "desktop": "scripted",
+    "android": "explorer",
+}
 
 
 def collector_argv(*args: str) -> list[str]:

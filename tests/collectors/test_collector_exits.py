@@ -19,20 +19,10 @@ import pytest
 from sandboxes.checks import process_exists
 from sandboxes.http_server import LocalHTTPServer, Request, Response
 from schemas import read_trajectories
-from tests.collectors.conftest import run_main
+from tests.collectors.conftest import QUICK_POLICY, run_main
 
-# collector, policy: the scripted one where the first embedded task has actions, else the
-# domain's explorer; either steps at once
-COLLECTORS = [
-    ("terminal", "scripted"),
-    ("web", "explorer"),
-    ("search", "scripted"),
-    ("mcp", "scripted"),
-    ("swe", "scripted"),
-    ("desktop", "scripted"),
-    ("android", "explorer"),
-]
-NAMES = [name for name, _ in COLLECTORS]
+COLLECTORS = list(QUICK_POLICY.items())
+NAMES = list(QUICK_POLICY)
 
 
 @pytest.mark.parametrize("collector", NAMES)

@@ -1,5 +1,6 @@
-"""One command line for every collector: `collectors/<domain>/__main__.py` declares a CollectorSpec
-(its own options, its explorer, its sandbox setup, its examples) and calls `main(SPEC, argv)`.
+"""One command line for every collector: `collectors/<domain>/__main__.py` declares its CollectorSpec
+with `CollectorSpec.declare(options, EXAMPLES)`, which reads the domain's own options, explorer and
+sandbox setup from `collectors/<domain>/options.py` by name, and runs it with `SPEC.main(argv)`.
 
 This module owns the rest, the same for every domain: parsing (the shared fleet, policy and
 simulator options of `collectors.options` and `collectors.simulation`, and a `--backend` whose

@@ -1,5 +1,6 @@
-"""One command line for every collector: `collectors/<domain>/__main__.py` declares a CollectorSpec
-(its own options, its explorer, its sandbox setup, its examples) and calls `main(SPEC, argv)`.
+"""One command line for every collector: `collectors/<domain>/__main__.py` declares its CollectorSpec
+with `CollectorSpec.declare(options, EXAMPLES)`, which reads the domain's own options, explorer and
+sandbox setup from `collectors/<domain>/options.py` by name, and runs it with `SPEC.main(argv)`.
 
 This module owns the rest, the same for every domain: parsing (the shared fleet, policy and
 simulator options of `collectors.options` and `collectors.simulation`, and a `--backend` whose
@@ -18,6 +19,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from collectors.options import (
@@ -79,6 +81,14 @@ class Sandboxes:
     found: Any = None
 
 
+# The hooks CollectorSpec.declare reads from a domain's options module by these names, each where
+# the module defines it; the rest keep the field's default.
+HOOKS = (
+    "sandboxes", "add_options", "check", "select_tasks", "explorer", "adapt_policy", "check_host",
+    "run_instead",
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class CollectorSpec:
     """A collector: `package` names `collectors.<package>`, `sandboxes.<package>` and (through
@@ -92,11 +102,11 @@ class CollectorSpec:
     # emulator fleet), yields Sandboxes, stops it at the end.
     sandboxes: Callable[[Plan], AbstractContextManager[Sandboxes]]
     # Adds the domain's own options, to the parser or to the group that holds --backend.
-    options: Callable[[argparse.ArgumentParser, Any], None] = lambda parser, group: None
+    add_options: Callable[[argparse.ArgumentParser, Any], None] = lambda parser, group: None
     # Refuses option combinations with parser.error (exit code 2).
     check: Callable[[argparse.ArgumentParser, argparse.Namespace], None] = lambda parser, args: None
     # The tasks of a run; default: --tasks, else the embedded suite.
-    tasks: Callable[[argparse.Namespace], list[TaskSpec]] | None = None
+    select_tasks: Callable[[argparse.Namespace], list[TaskSpec]] | None = None
     # The domain's explorer, built per worker from the options and Sandboxes.found.
     explorer: Callable[[argparse.Namespace, Any], Policy] | None = None
     # Fits the chosen policy to the domain once the setup ran (the MCP agent's tool lookup).
@@ -104,15 +114,34 @@ class CollectorSpec:
     sandboxes_alias: str = ""  # the domain's word for --sandboxes (--browsers, --workers)
     # Before the output is locked: host checks needing no output (a missing browser), or a run that
     # writes nothing (android --dry-run); an exit code ends the command there.
-    before_lock: Callable[[argparse.Namespace], int | None] = lambda args: None
+    check_host: Callable[[argparse.Namespace], int | None] = lambda args: None
     # Under the lock, after reaping: a run of the domain's own in place of the fleet (terminal
     # --harbor-tasks), or None for the fleet.
-    instead: Callable[[argparse.Namespace, DatasetLock], int | None] = lambda args, lock: None
+    run_instead: Callable[[argparse.Namespace, DatasetLock], int | None] = lambda args, lock: None
+
+    @classmethod
+    def declare(cls, options: ModuleType, examples: str) -> CollectorSpec:
+        """The spec of `collectors.<package>.options`, read by convention: its texts DESCRIPTION,
+        BACKEND_HELP and SANDBOXES_ALIAS (optional), its hooks the functions named as in HOOKS. So
+        a domain's __main__ states only its examples, and a new hook needs no line in seven files."""
+        hooks = {name: getattr(options, name) for name in HOOKS if hasattr(options, name)}
+        return cls(
+            package=options.__name__.split(".")[1],
+            description=options.DESCRIPTION,
+            examples=examples,
+            backend_help=options.BACKEND_HELP,
+            sandboxes_alias=getattr(options, "SANDBOXES_ALIAS", ""),
+            **hooks,
+        )
 
     @property
     def collector(self) -> str:
         """The module recorded in provenance."""
         return f"collectors.{self.package}"
+
+    def main(self, argv: list[str] | None = None) -> int:
+        """`python -m collectors.<package> ARGV`: its exit code (see `main`)."""
+        return main(self, argv)
 
 
 def build_parser(spec: CollectorSpec) -> argparse.ArgumentParser:
@@ -131,7 +160,7 @@ def build_parser(spec: CollectorSpec) -> argparse.ArgumentParser:
         help=f"{spec.backend_help}; {SIMULATOR}: a world model answers instead (needs --model-endpoint)"
         f" ({backends[0]})",
     )  # fmt: skip
-    spec.options(parser, group)
+    spec.add_options(parser, group)
     return parser
 
 
@@ -152,7 +181,7 @@ def main(spec: CollectorSpec, argv: list[str] | None = None) -> int:
     args = parse_args(spec, argv)
 
     def run() -> int:
-        code = spec.before_lock(args)
+        code = spec.check_host(args)
         if code is not None:
             return code
         real = not simulated(args)  # a simulated run starts nothing that could be left behind
@@ -160,7 +189,7 @@ def main(spec: CollectorSpec, argv: list[str] | None = None) -> int:
             if real:
                 _reap_orphans()
             try:
-                code = spec.instead(args, lock)
+                code = spec.run_instead(args, lock)
                 return _collect(spec, args, lock) if code is None else code
             finally:
                 if real:  # every sandbox closes itself; this matters when a worker did not stop in time
@@ -183,7 +212,7 @@ def _reap_orphans() -> None:
 
 def _collect(spec: CollectorSpec, args: argparse.Namespace, lock: DatasetLock) -> int:
     record = domain_spec(spec.package)
-    tasks = spec.tasks(args) if spec.tasks else load_task_specs(args, spec.package)
+    tasks = spec.select_tasks(args) if spec.select_tasks else load_task_specs(args, spec.package)
     explorer = None
     if spec.explorer is not None:
         build = spec.explorer

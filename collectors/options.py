@@ -71,8 +71,12 @@ def add_fleet_arguments(
     fleet.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     fleet.add_argument("--log-level", default="WARNING", help="logging level (WARNING)")
     policy = parser.add_argument_group("policy")
+    # explorer: the domain's own (CollectorSpec.explorer), which POLICIES does not hold
     policy.add_argument(
-        "--policy", choices=sorted(POLICIES), default=default_policy, help=f"({default_policy})"
+        "--policy",
+        choices=sorted({"explorer", *POLICIES}),
+        default=default_policy,
+        help=f"({default_policy})",
     )
     policy.add_argument(
         "--replay-from", metavar="DATASET", help="dataset whose actions --policy replay plays"

@@ -6,8 +6,6 @@ import sys
 
 from collectors import cli
 from collectors.android import options
-from collectors.android.explorer import AndroidExplorer
-from sandboxes.domains import domain_spec
 
 EXAMPLES = """examples:
   # what 64 emulators would need on this host (cores, memory, disk, ports, KVM); starts nothing
@@ -40,23 +38,8 @@ tree with a PNG screenshot; actions are AndroidWorld's JSON. Rerunning the same 
 committed episodes are skipped. One collector per --out.
 """
 
-SPEC = cli.CollectorSpec(
-    package="android",
-    description="Record Android trajectories: a fleet of emulators driven through Appium (UiAutomator2).",
-    examples=EXAMPLES,
-    backend_help="emulators (or --fake-driver) through Appium",
-    sandboxes=options.sandboxes,
-    options=options.add_options,
-    check=options.check,
-    tasks=options.select_tasks,
-    explorer=lambda args, found: AndroidExplorer(domain_spec("android").parse_action),
-    sandboxes_alias="--emulators",  # one emulator per sandbox
-    before_lock=options.check_host,
-)
-
-
-def main(argv: list[str] | None = None) -> int:
-    return cli.main(SPEC, argv)
+SPEC = cli.CollectorSpec.declare(options, EXAMPLES)
+main = SPEC.main  # main(argv) -> exit code
 
 
 if __name__ == "__main__":

@@ -15,82 +15,29 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from collectors.android.vocabulary import APP_NAMES, MISSING_APPS, package_app, text_for
-from collectors.policies.base import Policy, invalid_action
+from collectors.policies.base import invalid_action
+from collectors.policies.tree_walk import Move, TreeWalk
 from sandboxes.android.tree_text import AndroidTree, Node, parse_tree
 from sandboxes.base import InvalidActionError
-from schemas.records import Action, Observation, Task
+from schemas.records import Action
 
-# (action_type, arguments) as the sandbox's parse_action takes them.
-Move = tuple[str, dict]
 DIRECTIONS = ("up", "down", "left", "right")
 
 
-@dataclass
-class WalkState:
-    rng: random.Random
-    apps: list[str]  # logical apps of the task (tasks.jsonl metadata.apps), the first the home app
-    steps: int = 0
-    pending: list[Move] = field(default_factory=list)
-    screen: AndroidTree = field(default_factory=AndroidTree)  # the last tree the device showed
-
-
-class AndroidExplorer(Policy):
+@dataclass(eq=False)
+class AndroidExplorer(TreeWalk[AndroidTree]):
     name = "android-explorer"
+    coordinate_share: float = 0.2  # taps at a node's centre instead of by its index
 
-    def __init__(
-        self,
-        parse_action: Callable[[str, dict], Action],
-        end_probability: float = 0.05,
-        min_steps: int = 4,
-        invalid_probability: float = 0.08,
-        coordinate_share: float = 0.2,
-    ) -> None:
-        self.parse_action = parse_action
-        self.end_probability = end_probability
-        self.min_steps = min_steps
-        self.invalid_probability = invalid_probability
-        self.coordinate_share = coordinate_share
-        self.state: WalkState | None = None
+    known_apps = APP_NAMES
+    parse_tree = staticmethod(parse_tree)
 
-    def config(self) -> dict:
-        return {
-            "end_probability": self.end_probability,
-            "min_steps": self.min_steps,
-            "invalid_probability": self.invalid_probability,
-            "coordinate_share": self.coordinate_share,
-        }
-
-    def reset(self, task: Task, observation: Observation, rng: random.Random) -> None:
-        apps = [str(a) for a in (task.metadata or {}).get("apps") or [] if str(a) in APP_NAMES]
-        self.state = WalkState(rng=rng, apps=apps, screen=parse_tree(observation.text or ""))
-
-    def act(self, observation: Observation) -> Action | None:
-        state = self.state
-        if state is None:
-            raise RuntimeError("AndroidExplorer.act called before reset")
-        state.steps += 1
-        tree = parse_tree(observation.text or "")
-        if not tree.has_head:  # the runner's answer to an action that never ran: the same screen
-            tree = state.screen
-        state.screen = tree
-        if state.pending:
-            return self._action(state.pending.pop(0))
-        if state.steps > self.min_steps and state.rng.random() < self.end_probability:
-            return None
-        if state.rng.random() < self.invalid_probability:
-            return self._invalid(tree)
-        return self._action(self.choose(tree))
-
-    def choose(self, tree: AndroidTree) -> Move:
-        """The next valid move on this screen (public for the unit tests)."""
-        state = self.state
-        assert state is not None
-        moves = self._candidates(tree)
-        _, build = state.rng.choices(moves, weights=[weight for weight, _ in moves])[0]
-        return build()
+    @staticmethod
+    def shows_screen(tree: AndroidTree) -> bool:
+        return tree.has_head
 
     def _candidates(self, tree: AndroidTree) -> list[tuple[float, Callable[[], Move]]]:
         state = self.state

@@ -11,13 +11,19 @@ from contextlib import contextmanager
 from importlib import resources
 from typing import Any
 
+from collectors.android.explorer import AndroidExplorer
 from collectors.android.vocabulary import APP_NAMES, PACKAGES
 from collectors.cli import Plan, Sandboxes
 from collectors.options import CliError, load_task_specs
+from collectors.policies.base import Policy
 from collectors.simulation import simulated
 from collectors.tasks import TaskSpec
 from sandboxes.base import Sandbox, SandboxError
+from sandboxes.domains import domain_spec
 
+DESCRIPTION = "Record Android trajectories: a fleet of emulators driven through Appium (UiAutomator2)."
+BACKEND_HELP = "emulators (or --fake-driver) through Appium"
+SANDBOXES_ALIAS = "--emulators"  # one emulator per sandbox
 NO_DEVICE_HINT = "or record without an emulator with --fake-driver (Appium's fake driver on app XML files)"
 
 
@@ -61,6 +67,10 @@ def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         )
     if not (args.fake_driver or args.dry_run or args.avd or simulated(args)):
         parser.error("--avd NAME is required (the AVD the emulators boot), unless --fake-driver or --dry-run")
+
+
+def explorer(args: argparse.Namespace, found: object) -> Policy:
+    return AndroidExplorer(domain_spec("android").parse_action)
 
 
 def fleet_config(args: argparse.Namespace):  # -> sandboxes.android.fleet.FleetConfig

@@ -9,8 +9,6 @@ import sys
 
 from collectors import cli
 from collectors.desktop import options
-from collectors.desktop.explorer import DesktopExplorer
-from sandboxes.domains import domain_spec
 
 EXAMPLES = """examples:
   # 2 local desktops (Xvfb + openbox + AT-SPI in bubblewrap), 20 explorer episodes over the
@@ -43,22 +41,8 @@ structured computer actions or pyautogui code, run inside the desktop's own disp
 host's. Rerunning the same command resumes: committed episodes are skipped. One collector per --out.
 """
 
-SPEC = cli.CollectorSpec(
-    package="desktop",
-    description="Record desktop (OS domain) trajectories: accessibility trees of real applications.",
-    examples=EXAMPLES,
-    backend_help="a real desktop (local, --ssh or --vm)",
-    sandboxes=options.sandboxes,
-    options=options.add_options,
-    check=options.check,
-    explorer=lambda args, found: DesktopExplorer(domain_spec("desktop").parse_action),
-    sandboxes_alias="--displays",  # one desktop (display) per sandbox
-    before_lock=options.check_local,
-)
-
-
-def main(argv: list[str] | None = None) -> int:
-    return cli.main(SPEC, argv)
+SPEC = cli.CollectorSpec.declare(options, EXAMPLES)
+main = SPEC.main  # main(argv) -> exit code
 
 
 if __name__ == "__main__":

@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from collectors.desktop.vocabulary import CLOSE_KEYS, FILE_NAMES, PROGRAMS, SHORTCUTS, logical_app, text_for
-from collectors.policies.base import Policy, invalid_action
+from collectors.policies.base import invalid_action
+from collectors.policies.tree_walk import Move, TreeWalk, WalkState
 from sandboxes.base import InvalidActionError
 from sandboxes.desktop.tree_text import DesktopTree, Node, parse_tree
-from schemas.records import Action, Observation, Task
-
-# (kind, arguments) as the sandbox's parse_action takes them.
-Move = tuple[str, dict]
+from schemas.records import Action
 
 CLICKABLE = {
     "push button", "toggle button", "menu item", "check menu item", "radio menu item", "menu",
@@ -40,71 +38,20 @@ _ENABLED = {"enabled", "sensitive"}
 _WINDOW_CONTROLS = {"close", "minimize", "minimise", "maximize", "maximise", "restore", "unmaximize"}
 
 
-@dataclass
-class WalkState:
-    rng: random.Random
-    apps: list[str]  # logical applications believed running, in start order
-    steps: int = 0
-    pending: list[Move] = field(default_factory=list)
-    screen: DesktopTree = field(default_factory=DesktopTree)  # the last tree the desktop showed
-
-
-class DesktopExplorer(Policy):
+@dataclass(eq=False)
+class DesktopExplorer(TreeWalk[DesktopTree]):
     name = "desktop-explorer"
+    pyautogui_share: float = 0.5  # valid computer moves sent as the pyautogui code they stand for
 
-    def __init__(
-        self,
-        parse_action: Callable[[str, dict], Action],
-        end_probability: float = 0.05,
-        min_steps: int = 4,
-        invalid_probability: float = 0.08,
-        pyautogui_share: float = 0.5,
-    ) -> None:
-        self.parse_action = parse_action
-        self.end_probability = end_probability
-        self.min_steps = min_steps
-        self.invalid_probability = invalid_probability
-        self.pyautogui_share = pyautogui_share
-        self.state: WalkState | None = None
+    known_apps = PROGRAMS
+    parse_tree = staticmethod(parse_tree)
 
-    def config(self) -> dict:
-        return {
-            "end_probability": self.end_probability,
-            "min_steps": self.min_steps,
-            "invalid_probability": self.invalid_probability,
-            "pyautogui_share": self.pyautogui_share,
-        }
+    @staticmethod
+    def shows_screen(tree: DesktopTree) -> bool:
+        return tree.has_focused_line
 
-    def reset(self, task: Task, observation: Observation, rng: random.Random) -> None:
-        apps = [str(a) for a in (task.metadata or {}).get("apps") or [] if str(a) in PROGRAMS]
-        self.state = WalkState(rng=rng, apps=apps, screen=parse_tree(observation.text or ""))
-
-    def act(self, observation: Observation) -> Action | None:
-        state = self.state
-        if state is None:
-            raise RuntimeError("DesktopExplorer.act called before reset")
-        state.steps += 1
-        tree = parse_tree(observation.text or "")
-        if not tree.has_focused_line:  # the runner's answer to an action that never ran: same screen
-            tree = state.screen
-        elif not tree.nodes and not tree.focused and state.steps > 1:
-            return None  # every window is gone: nothing is left to explore
-        state.screen = tree
-        if state.pending:
-            return self._action(state.pending.pop(0))
-        if state.steps > self.min_steps and state.rng.random() < self.end_probability:
-            return None
-        if state.rng.random() < self.invalid_probability:
-            return self._invalid(tree)
-        return self._action(self.choose(tree))
-
-    def choose(self, tree: DesktopTree) -> Move:
-        """The next valid move on this screen (public for the unit tests)."""
-        state = self.state
-        assert state is not None
-        moves = self._candidates(tree)
-        _, build = state.rng.choices(moves, weights=[weight for weight, _ in moves])[0]
-        return build()
+    def nothing_left(self, tree: DesktopTree, state: WalkState[DesktopTree]) -> bool:
+        return not tree.nodes and not tree.focused and state.steps > 1  # every window is gone
 
     def _candidates(self, tree: DesktopTree) -> list[tuple[float, Callable[[], Move]]]:
         state = self.state

@@ -12,14 +12,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from collectors.cli import Plan, Sandboxes
+from collectors.desktop.explorer import DesktopExplorer
 from collectors.options import CliError
+from collectors.policies.base import Policy
 from collectors.simulation import simulated
 from sandboxes.base import Sandbox, SandboxError
 from sandboxes.desktop.transport import Transport
+from sandboxes.domains import domain_spec
 
 if TYPE_CHECKING:  # paramiko is the desktop extra: imported only for --ssh
     from sandboxes.desktop.ssh import SshTransport
 
+DESCRIPTION = "Record desktop (OS domain) trajectories: accessibility trees of real applications."
+BACKEND_HELP = "a real desktop (local, --ssh or --vm)"
+SANDBOXES_ALIAS = "--displays"  # one desktop (display) per sandbox
 SETUP_HINT = (
     "run `make setup` (apt: xvfb openbox at-spi2-core python3-pyatspi gnome-calculator mousepad xterm)"
 )
@@ -52,6 +58,10 @@ def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         parser.error("--ssh and --vm choose a real desktop; --backend simulator runs none")
     if args.ssh and not args.known_hosts:
         parser.error("--ssh needs --known-hosts FILE (the host key is verified against it)")
+
+
+def explorer(args: argparse.Namespace, found: object) -> Policy:
+    return DesktopExplorer(domain_spec("desktop").parse_action)
 
 
 def ssh_transports(args: argparse.Namespace) -> Callable[[], SshTransport]:
@@ -99,7 +109,7 @@ def check_ssh(make_transport: Callable[[], SshTransport], python: str) -> None:
         transport.close()
 
 
-def check_local(args: argparse.Namespace) -> None:
+def check_host(args: argparse.Namespace) -> None:
     """The local desktop's programs: say how to get them instead of failing in every worker."""
     if args.ssh or args.vm or simulated(args):
         return

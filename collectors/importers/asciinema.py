@@ -116,12 +116,7 @@ def parse_cast(text: str) -> Cast:
     lines = text.split("\n")
     if not lines or not lines[0].strip():
         raise BadCast("line 1: empty file, expected an asciicast header (a JSON object)")
-    try:
-        header = reading.loads(lines[0])
-    except reading.RowRefused as exc:
-        raise BadCast(f"line 1: the header {exc}") from None
-    except ValueError as exc:
-        raise BadCast(f"line 1: the header is not JSON: {exc}") from None
+    header = reading.parse_json(lines[0], "line 1: the header", BadCast)
     if not isinstance(header, dict):
         raise BadCast(f"line 1: the header should be a JSON object, got {type(header).__name__}")
     version = header.get("version")
@@ -141,12 +136,7 @@ def parse_cast(text: str) -> Cast:
     for number, line in enumerate(lines[1:], 2):
         if not line.strip() or (version == 3 and line.startswith("#")):
             continue
-        try:
-            event = reading.loads(line)
-        except reading.RowRefused as exc:
-            raise BadCast(f"line {number}: the event {exc}") from None
-        except ValueError as exc:
-            raise BadCast(f"line {number}: the event is not JSON: {exc}") from None
+        event = reading.parse_json(line, f"line {number}: the event", BadCast)
         if not (
             isinstance(event, list)
             and len(event) == 3

@@ -33,7 +33,7 @@ from typing import Any
 
 from collectors.importers import swe_common
 from collectors.importers.base import BadRow, Episode, ImportContext, Importer, SourceRow, Turn, require
-from schemas.records import Policy, Task
+from schemas.records import Task
 
 VERIFIER = "imported:swe-gym-tests"
 BASH_TOOLS = ("execute_bash", "bash")
@@ -125,18 +125,16 @@ class OpenHandsImporter(Importer):
             raise BadRow(f"field 'resolved' should be bool, got {type(resolved).__name__}")
         test_result = data.get("test_result")
         log = test_result if isinstance(test_result, str) else json.dumps(test_result, default=str)
-        return Episode(
-            domain="swe",
-            task=Task(id=instance_id, instruction=instruction, metadata=metadata),
-            initial=swe_common.initial_observation(instance_id, root),
-            turns=turns,
-            environment=swe_common.environment(
-                agent="OpenHands", repo_path=root, agent_system_prompt=system_prompt
-            ),
-            policy=Policy(name="imported", config={"agent": "OpenHands", "run_id": data.get("run_id") or ""}),
+        return swe_common.episode(
+            Task(id=instance_id, instruction=instruction, metadata=metadata),
+            root,
+            turns,
+            agent="OpenHands",
+            run={"run_id": data.get("run_id") or ""},
             outcome=swe_common.swe_bench_outcome(
                 resolved, VERIFIER, {"resolved": resolved}, log if test_result is not None else ""
             ),
+            agent_system_prompt=system_prompt,
         )
 
 

@@ -163,6 +163,17 @@ def loads(text: str, max_depth: int = MAX_DEPTH) -> Any:
     return value
 
 
+def parse_json(text: str, what: str, error: Callable[[str], Exception]) -> Any:
+    """`loads`, its refusal or json's own error raised as `error` with a message about `what`
+    ("line 1: the header"): the importers' one wording for a JSON value they cannot read."""
+    try:
+        return loads(text)
+    except RowRefused as exc:
+        raise error(f"{what} {exc}") from None
+    except ValueError as exc:
+        raise error(f"{what} is not JSON: {exc}") from None
+
+
 def nesting(text: str) -> int:
     """The deepest nesting of arrays/objects in JSON text, brackets inside strings not counted."""
     # Escaped backslashes, then escaped quotes, out: every quote left opens or closes a string, so

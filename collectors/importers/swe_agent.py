@@ -30,7 +30,7 @@ from typing import Any
 
 from collectors.importers import swe_common
 from collectors.importers.base import BadRow, Episode, ImportContext, Importer, SourceRow, Turn, require
-from schemas.records import Policy, Task
+from schemas.records import Task
 
 VERIFIER = "imported:swe-bench-tests"
 
@@ -87,15 +87,13 @@ class SweAgentImporter(Importer):
         if target is not None and not isinstance(target, bool):
             raise BadRow(f"field 'target' should be bool, got {type(target).__name__}")
         model = data.get("model_name") or ""
-        return Episode(
-            domain="swe",
-            task=Task(id=instance_id, instruction=instruction, metadata=metadata),
-            initial=swe_common.initial_observation(instance_id, root),
-            turns=turns,
-            environment=swe_common.environment(
-                agent="SWE-agent", repo_path=root, agent_system_prompt=system_prompt
-            ),
-            policy=Policy(name="imported", config={"agent": "SWE-agent", "model": model}),
+        return swe_common.episode(
+            Task(id=instance_id, instruction=instruction, metadata=metadata),
+            root,
+            turns,
+            agent="SWE-agent",
+            run={"model": model},
+            agent_system_prompt=system_prompt,
             outcome=swe_common.swe_bench_outcome(
                 target,
                 VERIFIER,

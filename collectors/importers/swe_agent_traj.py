@@ -34,7 +34,7 @@ from fsspec.core import url_to_fs
 
 from collectors.importers import reading, swe_common
 from collectors.importers.base import BadRow, Episode, ImportContext, Importer, SourceRow, Turn, require
-from schemas.records import Policy, Task
+from schemas.records import Task
 
 _ROOT = re.compile(r"<uploaded_files>\s*\n(?P<root>[^\n]+)\n\s*</uploaded_files>")
 
@@ -53,13 +53,10 @@ class SweAgentTrajImporter(Importer):
         try:
             # json.loads(bytes) would guess the encoding the same way; decoding first lets the depth
             # limit of `reading.loads` look at the text before the parser recurses into it.
-            data = reading.loads(row.data.decode(json.detect_encoding(row.data)))
+            text = row.data.decode(json.detect_encoding(row.data))
         except UnicodeDecodeError as exc:
             raise BadRow(f"the file is not text in the encoding it starts with: {exc}") from None
-        except reading.RowRefused as exc:
-            raise BadRow(f"the file {exc}") from None
-        except ValueError as exc:
-            raise BadRow(f"the file is not JSON: {exc}") from exc
+        data = reading.parse_json(text, "the file", BadRow)
         if not isinstance(data, dict):
             raise BadRow(f"the file holds a JSON {type(data).__name__}, not a .traj object")
         steps = require(data, "trajectory", list)
@@ -83,20 +80,16 @@ class SweAgentTrajImporter(Importer):
             "model_stats": info.get("model_stats") or {},
         }
         model = _model_name(data.get("replay_config"))
-        return Episode(
-            domain="swe",
-            task=Task(id=task_id, instruction=instruction, metadata=metadata),
-            initial=swe_common.initial_observation(task_id, root),
-            turns=turns,
-            environment=swe_common.environment(
-                agent="SWE-agent",
-                repo_path=root,
-                agent_version=info.get("swe_agent_version") or "",
-                agent_system_prompt=next(
-                    (swe_common.message_text(m.get("content")) for m in history if _role(m) == "system"), ""
-                ),
+        return swe_common.episode(
+            Task(id=task_id, instruction=instruction, metadata=metadata),
+            root,
+            turns,
+            agent="SWE-agent",
+            run={"model": model},
+            agent_version=info.get("swe_agent_version") or "",
+            agent_system_prompt=next(
+                (swe_common.message_text(m.get("content")) for m in history if _role(m) == "system"), ""
             ),
-            policy=Policy(name="imported", config={"agent": "SWE-agent", "model": model}),
         )
 
 

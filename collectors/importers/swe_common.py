@@ -27,13 +27,13 @@ import re
 import shlex
 from typing import Any
 
-from collectors.importers.base import Turn
+from collectors.importers.base import Episode, Turn
 from sandboxes.base import InvalidActionError
 from sandboxes.swe.actions import BASH, EDIT, READ, TOOLS, parse_action
 from sandboxes.swe.sandbox import FORMAT
 from sandboxes.swe.text import unified_diff
 from schemas.invalid_actions import INVALID, invalid_action_observation
-from schemas.records import Action, Environment, Observation, Outcome, Verification
+from schemas.records import Action, Environment, Observation, Outcome, Policy, Task, Verification
 
 # How much of a source's evaluation log a Verification keeps.
 EVAL_LOG_CHARS = 20_000
@@ -88,6 +88,29 @@ def environment(backend: str = "imported", **config: Any) -> Environment:
     """The swe environment of an import: our tools, the source's facts in config (empty ones dropped)."""
     kept = {key: value for key, value in config.items() if value not in (None, "", {}, [])}
     return Environment(name="swe", backend=backend, config=kept, tools=list(TOOLS))
+
+
+def episode(
+    task: Task,
+    root: str,
+    turns: list[Turn],
+    agent: str,
+    run: dict[str, Any],
+    outcome: Outcome | None = None,
+    **facts: Any,
+) -> Episode:
+    """An imported agent run on a SWE task: our sandbox's first line for the task's repository at
+    `root`, the environment naming the agent with the source's `facts`, and the imported policy
+    naming the agent with what identifies its `run` (the model, the run id)."""
+    return Episode(
+        domain="swe",
+        task=task,
+        initial=initial_observation(task.id, root),
+        turns=turns,
+        environment=environment(agent=agent, repo_path=root, **facts),
+        policy=Policy(name="imported", config={"agent": agent, **run}),
+        outcome=outcome or Outcome(status="completed"),
+    )
 
 
 def swe_bench_outcome(

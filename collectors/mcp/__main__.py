@@ -44,23 +44,8 @@ explorer learns the real ones from the servers' answers, and scripted paths do n
 Rerunning the same command resumes: committed episodes are skipped. One collector per --out.
 """
 
-SPEC = cli.CollectorSpec(
-    package="mcp",
-    description="Record tool-use trajectories against real MCP servers.",
-    examples=EXAMPLES,
-    backend_help="bwrap isolates stdio servers; local runs them unisolated on this host",
-    sandboxes=options.sandboxes,
-    options=options.add_options,
-    check=options.check,
-    tasks=options.mcp_tasks,
-    explorer=options.explorer,
-    adapt_policy=options.adapt_policy,
-    sandboxes_alias="--workers",
-)
-
-
-def main(argv: list[str] | None = None) -> int:
-    return cli.main(SPEC, argv)
+SPEC = cli.CollectorSpec.declare(options, EXAMPLES)
+main = SPEC.main  # main(argv) -> exit code
 
 
 if __name__ == "__main__":

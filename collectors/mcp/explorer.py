@@ -24,7 +24,7 @@ from typing import Any
 
 from collectors.mcp.schema_values import Synthesizer, invalid
 from collectors.mcp.values import ValuePool, role_of
-from collectors.policies.base import Policy
+from collectors.policies.explorer import NOT_A_KNOB, Explorer
 from sandboxes.mcp import MCP_RESULT, TOOL_CALL, parse_action
 from schemas.records import Action, Observation, Task, ToolDefinition
 
@@ -64,36 +64,26 @@ def required_roles(tool: ToolDefinition) -> list[str]:
     return [role_of(name, properties.get(name) or {}) for name in tool.input_schema.get("required") or []]
 
 
-class McpExplorer(Policy):
-    name = "explorer"
+@dataclass(eq=False)
+class McpExplorer(Explorer):
+    """`invalid_rate`: share of calls whose arguments break the schema on purpose;
+    `unknown_tool_rate`: share of calls to a tool the server does not have."""
 
-    def __init__(
-        self,
-        tools_by_server: Mapping[str, Sequence[ToolDefinition]] | None = None,
-        invalid_rate: float = 0.12,
-        unknown_tool_rate: float = 0.03,
-        stop_probability: float = 0.06,
-        min_steps: int = 4,
-    ) -> None:
-        """`invalid_rate`: share of calls whose arguments break the schema on purpose;
-        `unknown_tool_rate`: share of calls to a tool the server does not have."""
-        if not 0 <= invalid_rate + unknown_tool_rate <= 1:
+    name = "explorer"
+    tools_by_server: Mapping[str, Sequence[ToolDefinition]] = field(default_factory=dict, metadata=NOT_A_KNOB)
+    invalid_rate: float = 0.12
+    unknown_tool_rate: float = 0.03
+    stop_probability: float = 0.06
+    min_steps: int = 4
+    session: _Session | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.invalid_rate + self.unknown_tool_rate <= 1:
             raise ValueError("invalid_rate + unknown_tool_rate must be between 0 and 1")
-        self.tools_by_server = {name: list(tools) for name, tools in (tools_by_server or {}).items()}
-        self.invalid_rate = invalid_rate
-        self.unknown_tool_rate = unknown_tool_rate
-        self.stop_probability = stop_probability
-        self.min_steps = min_steps
-        self.session: _Session | None = None
+        self.tools_by_server = {name: list(tools) for name, tools in (self.tools_by_server or {}).items()}
 
     def config(self) -> dict:
-        return {
-            "invalid_rate": self.invalid_rate,
-            "unknown_tool_rate": self.unknown_tool_rate,
-            "stop_probability": self.stop_probability,
-            "min_steps": self.min_steps,
-            "servers": sorted(self.tools_by_server),
-        }
+        return {**super().config(), "servers": sorted(self.tools_by_server)}
 
     def reset(self, task: Task, observation: Observation, rng: random.Random) -> None:
         data = observation.data or {}
@@ -112,9 +102,7 @@ class McpExplorer(Policy):
         self.session = _Session(rng=rng, server=server, tools=tools, pool=pool)
 
     def act(self, observation: Observation) -> Action | None:
-        s = self.session
-        if s is None:
-            raise RuntimeError("McpExplorer.act called before reset")
+        s = self.started(self.session)
         s.steps += 1
         if s.steps > 1:
             self._observe(observation)

@@ -25,6 +25,10 @@ from sandboxes.mcp import (
 from sandboxes.terminal.config import BwrapBackend, LocalBackend
 from schemas.records import Task, ToolDefinition
 
+DESCRIPTION = "Record tool-use trajectories against real MCP servers."
+BACKEND_HELP = "bwrap isolates stdio servers; local runs them unisolated on this host"
+SANDBOXES_ALIAS = "--workers"
+
 ToolsByServer = dict[str, list[ToolDefinition]]
 
 
@@ -88,7 +92,7 @@ def exploration_task(server: str) -> TaskSpec:
     return TaskSpec(task=Task(id=f"{server}-explore", instruction=instruction, metadata={"server": server}))
 
 
-def mcp_tasks(args: argparse.Namespace) -> list[TaskSpec]:
+def select_tasks(args: argparse.Namespace) -> list[TaskSpec]:
     """The tasks whose server is in the catalogue (narrowed to --server); with the embedded tasks, an
     exploration task for each catalogue server no task names. A --tasks file naming an unknown server
     is an error."""

@@ -6,7 +6,6 @@ import sys
 
 from collectors import cli
 from collectors.search import options
-from collectors.search.explorer import SearchExplorer
 
 EXAMPLES = """examples:
   # 2 workers, 20 explorer episodes on the embedded corpus (Python manual + manual pages);
@@ -39,21 +38,8 @@ http://*.agentworld.test/ URLs; web_extractor reaches no other host unless --all
 Rerunning the same command resumes: committed episodes are skipped. One collector per --out.
 """
 
-SPEC = cli.CollectorSpec(
-    package="search",
-    description="Record search (web_search / web_extractor) trajectories against a real search engine.",
-    examples=EXAMPLES,
-    backend_help="the search engine",
-    sandboxes=options.sandboxes,
-    options=options.add_options,
-    check=options.check,
-    explorer=lambda args, topics: SearchExplorer(topics=topics),
-    sandboxes_alias="--workers",
-)
-
-
-def main(argv: list[str] | None = None) -> int:
-    return cli.main(SPEC, argv)
+SPEC = cli.CollectorSpec.declare(options, EXAMPLES)
+main = SPEC.main  # main(argv) -> exit code
 
 
 if __name__ == "__main__":

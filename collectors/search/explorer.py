@@ -16,7 +16,7 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from collectors.policies.base import Policy
+from collectors.policies.explorer import NOT_A_KNOB, Explorer
 from sandboxes.search.actions import extract_action, search_action
 from schemas.records import Action, Observation, Task
 
@@ -63,31 +63,25 @@ def seed_queries(task: Task) -> list[str]:
     return [" ".join(words)] if words else ["documentation"]
 
 
-class SearchExplorer(Policy):
+@dataclass(eq=False)
+class SearchExplorer(Explorer):
     name = "explorer"
+    topics: list[str] = field(default_factory=list, metadata=NOT_A_KNOB)  # recorded as their count
+    stop_probability: float = 0.08
+    min_steps: int = 3
+    session: _Session | None = field(default=None, init=False, repr=False)
 
-    def __init__(
-        self, topics: list[str] | None = None, stop_probability: float = 0.08, min_steps: int = 3
-    ) -> None:
-        self.topics = list(topics or [])
-        self.stop_probability = stop_probability
-        self.min_steps = min_steps
-        self.session: _Session | None = None
+    def __post_init__(self) -> None:
+        self.topics = list(self.topics or [])  # a copy: the caller's list (or None) stays its own
 
     def config(self) -> dict:
-        return {
-            "topics": len(self.topics),
-            "stop_probability": self.stop_probability,
-            "min_steps": self.min_steps,
-        }
+        return {"topics": len(self.topics), **super().config()}
 
     def reset(self, task: Task, observation: Observation, rng: random.Random) -> None:
         self.session = _Session(rng=rng, queries=seed_queries(task))
 
     def act(self, observation: Observation) -> Action | None:
-        s = self.session
-        if s is None:
-            raise RuntimeError("SearchExplorer.act called before reset")
+        s = self.started(self.session)
         self._observe(observation)
         s.steps += 1
         if s.steps == 1:

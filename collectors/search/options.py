@@ -12,6 +12,8 @@ from typing import Any
 
 from collectors.cli import Plan, Sandboxes
 from collectors.options import CliError
+from collectors.policies.base import Policy
+from collectors.search.explorer import SearchExplorer
 from sandboxes.base import SandboxError
 from sandboxes.search import (
     BuildParams,
@@ -26,6 +28,10 @@ from sandboxes.search import (
 from sandboxes.search.build import DEFAULT_LIMIT, load_manifest, load_topics
 from sandboxes.search.config import Backend
 from schemas.records import Task
+
+DESCRIPTION = "Record search (web_search / web_extractor) trajectories against a real search engine."
+BACKEND_HELP = "the search engine"
+SANDBOXES_ALIAS = "--workers"
 
 
 def add_options(parser: argparse.ArgumentParser, group: Any) -> None:
@@ -62,6 +68,10 @@ def add_options(parser: argparse.ArgumentParser, group: Any) -> None:
 def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.index_limit < 0:
         parser.error("--index-limit must be >= 0")
+
+
+def explorer(args: argparse.Namespace, topics: list[str]) -> Policy:
+    return SearchExplorer(topics=topics)
 
 
 def _backend(args: argparse.Namespace) -> tuple[Backend, list[str]]:

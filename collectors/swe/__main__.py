@@ -9,7 +9,6 @@ import sys
 
 from collectors import cli
 from collectors.swe import options, prepare
-from collectors.swe.explorer import SweExplorer
 
 EXAMPLES = """examples:
   # 2 sandboxes, 10 explorer episodes on the embedded suite (24 PyPI projects x 2 seeded bugs);
@@ -49,17 +48,7 @@ skipped. One collector per --out. After each episode the task's verifier runs in
 the failing tests must pass and the passing ones still pass (outcome.reward 1.0, else 0.0).
 """
 
-SPEC = cli.CollectorSpec(
-    package="swe",
-    description="Record SWE (read / edit / bash) trajectories on real repositories with a seeded bug.",
-    examples=EXAMPLES,
-    backend_help="where bash runs (auto: bwrap when installed, else docker)",
-    sandboxes=options.sandboxes,
-    options=options.add_options,
-    check=options.check,
-    tasks=options.swe_tasks,
-    explorer=lambda args, found: SweExplorer(),
-)
+SPEC = cli.CollectorSpec.declare(options, EXAMPLES)
 
 
 def main(argv: list[str] | None = None) -> int:

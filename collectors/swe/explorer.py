@@ -16,7 +16,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from collectors.policies.base import Policy
+from collectors.policies.explorer import Explorer
 from sandboxes.swe.actions import bash_action, edit_action, read_action
 from schemas.records import Action, Observation, Task
 
@@ -72,19 +72,12 @@ class _Session:
     tests_pass: bool = False
 
 
-class SweExplorer(Policy):
+@dataclass(eq=False)
+class SweExplorer(Explorer):
     name = "explorer"
-
-    def __init__(self, stop_probability: float = 0.04, wrong_edit_probability: float = 0.3) -> None:
-        self.stop_probability = stop_probability
-        self.wrong_edit_probability = wrong_edit_probability
-        self.session: _Session | None = None
-
-    def config(self) -> dict:
-        return {
-            "stop_probability": self.stop_probability,
-            "wrong_edit_probability": self.wrong_edit_probability,
-        }
+    stop_probability: float = 0.04
+    wrong_edit_probability: float = 0.3
+    session: _Session | None = field(default=None, init=False, repr=False)
 
     def reset(self, task: Task, observation: Observation, rng: random.Random) -> None:
         command = task.metadata.get("test_command") or ["python3", "-m", "pytest", "-q"]
@@ -93,9 +86,7 @@ class SweExplorer(Policy):
         self._listing(observation.text.partition("\n\n")[2], "")
 
     def act(self, observation: Observation) -> Action | None:
-        s = self.session
-        if s is None:
-            raise RuntimeError("SweExplorer.act called before reset")
+        s = self.started(self.session)
         if s.steps:
             self._observe(observation)
         s.steps += 1

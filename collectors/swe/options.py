@@ -13,6 +13,8 @@ from typing import Any
 
 from collectors.cli import Plan, Sandboxes, main_guard
 from collectors.options import CliError, load_task_specs
+from collectors.policies.base import Policy
+from collectors.swe.explorer import SweExplorer
 from collectors.swe.suite import templates_for
 from collectors.swe.swebench import default_repos_dir, load_swebench
 from collectors.swe.swebench_export import export
@@ -20,6 +22,9 @@ from collectors.tasks import TaskSpec
 from sandboxes.base import SandboxError
 from sandboxes.swe import SweConfig, SweSandbox, bash_action, make_config
 from sandboxes.swe.repos import RepoError, default_cache_dir
+
+DESCRIPTION = "Record SWE (read / edit / bash) trajectories on real repositories with a seeded bug."
+BACKEND_HELP = "where bash runs (auto: bwrap when installed, else docker)"
 
 
 def add_options(parser: argparse.ArgumentParser, group: Any) -> None:
@@ -41,11 +46,15 @@ def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         parser.error("--swebench and --tasks are two task sources; give one")
 
 
+def explorer(args: argparse.Namespace, found: object) -> Policy:
+    return SweExplorer()
+
+
 def cache_dir(args: argparse.Namespace) -> Path:
     return Path(args.cache_dir) if args.cache_dir else default_cache_dir()
 
 
-def swe_tasks(args: argparse.Namespace) -> list[TaskSpec]:
+def select_tasks(args: argparse.Namespace) -> list[TaskSpec]:
     """--swebench's usable instances (each unusable one named on stderr and skipped), else --tasks,
     else the embedded suite."""
     if not args.swebench:

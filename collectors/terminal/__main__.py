@@ -6,7 +6,6 @@ import sys
 
 from collectors import cli
 from collectors.terminal import options
-from collectors.terminal.harbor import run_harbor
 
 EXAMPLES = """examples:
   # 4 isolated containers, 20 explorer episodes over the embedded task suite
@@ -39,21 +38,8 @@ episodes stopped before their first step stay pending, and no container or tmux 
 One collector per --out: a second one on the same directory exits with code 2 naming the first.
 """
 
-SPEC = cli.CollectorSpec(
-    package="terminal",
-    description="Record terminal (tmux shell) trajectories with a fleet of isolated sandboxes.",
-    examples=EXAMPLES,
-    backend_help="where the shell runs",
-    sandboxes=options.sandboxes,
-    options=options.add_options,
-    check=options.check,
-    explorer=options.explorer,
-    instead=lambda args, lock: run_harbor(args, lock) if args.harbor_tasks else None,
-)
-
-
-def main(argv: list[str] | None = None) -> int:
-    return cli.main(SPEC, argv)
+SPEC = cli.CollectorSpec.declare(options, EXAMPLES)
+main = SPEC.main  # main(argv) -> exit code
 
 
 if __name__ == "__main__":

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import random
 import re
+from dataclasses import dataclass, field
 
-from collectors.policies.base import Policy
+from collectors.policies.explorer import Explorer
 from collectors.terminal import explorer_programs  # noqa: F401  (registers the interactive-program moves)
 from collectors.terminal.explorer_moves import choose_move
 from collectors.terminal.explorer_session import Session
@@ -23,38 +24,21 @@ from schemas.records import Action, Observation, Task
 _WORD = re.compile(r"\b[A-Za-z][A-Za-z_]{3,14}\b")
 
 
-class ExplorerPolicy(Policy):
+@dataclass(eq=False)
+class ExplorerPolicy(Explorer):
     name = "explorer"
-
-    def __init__(
-        self,
-        stop_probability: float = 0.04,
-        min_steps: int = 4,
-        retry_probability: float = 0.7,
-        command_timeout: float = 10.0,
-    ) -> None:
-        self.stop_probability = stop_probability
-        self.min_steps = min_steps
-        self.retry_probability = retry_probability
-        self.command_timeout = command_timeout
-        self.session: Session | None = None
-
-    def config(self) -> dict:
-        return {
-            "stop_probability": self.stop_probability,
-            "min_steps": self.min_steps,
-            "retry_probability": self.retry_probability,
-            "command_timeout": self.command_timeout,
-        }
+    stop_probability: float = 0.04
+    min_steps: int = 4
+    retry_probability: float = 0.7
+    command_timeout: float = 10.0
+    session: Session | None = field(default=None, init=False, repr=False)
 
     def reset(self, task: Task, observation: Observation, rng: random.Random) -> None:
         self.session = Session(rng=rng, command_timeout=self.command_timeout)
         self._observe(observation)
 
     def act(self, observation: Observation) -> Action | None:
-        session = self.session
-        if session is None:
-            raise RuntimeError("ExplorerPolicy.act called before reset")
+        session = self.started(self.session)
         self._observe(observation)
         session.steps += 1
         if session.pending:

@@ -14,11 +14,15 @@ from collectors.cli import Plan, Sandboxes
 from collectors.options import CliError
 from collectors.policies.base import Policy
 from collectors.terminal.explorer import ExplorerPolicy
+from collectors.terminal.harbor import run_harbor
 from sandboxes.base import SandboxError
 from sandboxes.terminal import TerminalConfig, TerminalSandbox, make_backend
 from sandboxes.terminal.backends import bwrap_limits
 from sandboxes.terminal.config import DEFAULT_IMAGE, Backend, BwrapBackend
+from schemas.lock import DatasetLock
 
+DESCRIPTION = "Record terminal (tmux shell) trajectories with a fleet of isolated sandboxes."
+BACKEND_HELP = "where the shell runs"
 SETUP_HINT = "run `make setup` or `bash infra/terminal-image/build.sh`"
 
 
@@ -74,6 +78,11 @@ def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 def explorer(args: argparse.Namespace, found: object) -> Policy:
     return ExplorerPolicy(command_timeout=min(10.0, args.command_timeout))
+
+
+def run_instead(args: argparse.Namespace, lock: DatasetLock) -> int | None:
+    """Harbor task folders run their own way (oracle first, then the policy), not through the fleet."""
+    return run_harbor(args, lock) if args.harbor_tasks else None
 
 
 def terminal_config(args: argparse.Namespace) -> TerminalConfig:

@@ -6,8 +6,6 @@ import sys
 
 from collectors import cli
 from collectors.web import options
-from collectors.web.explorer import WebExplorer
-from sandboxes.domains import domain_spec
 
 EXAMPLES = """examples:
   # 2 browsers, 20 explorer episodes on the embedded shop and docs sites
@@ -35,23 +33,8 @@ SIGINT/SIGTERM stop cleanly. One collector per --out. A run whose every episode 
 (every start URL unreachable, say) exits with code 1.
 """
 
-SPEC = cli.CollectorSpec(
-    package="web",
-    description="Record web (accessibility-tree) trajectories with headless Chromium browsers.",
-    examples=EXAMPLES,
-    backend_help="headless Chromium",
-    sandboxes=options.sandboxes,
-    options=options.add_options,
-    check=options.check,
-    tasks=options.web_tasks,
-    explorer=lambda args, found: WebExplorer(domain_spec("web").parse_action),
-    sandboxes_alias="--browsers",  # one browser per sandbox
-    before_lock=options.check_browser,
-)
-
-
-def main(argv: list[str] | None = None) -> int:
-    return cli.main(SPEC, argv)
+SPEC = cli.CollectorSpec.declare(options, EXAMPLES)
+main = SPEC.main  # main(argv) -> exit code
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from collectors.policies.base import Policy
+from collectors.policies.explorer import NOT_A_KNOB, Explorer
 from collectors.web.form_values import field_value, page_words
 from sandboxes.web.config import origin_of
 from schemas.records import Action, Observation, Task
@@ -79,37 +79,17 @@ class PageView:
         return [e for e in self.elements if e.get("role") in roles]
 
 
-class WebExplorer(Policy):
+@dataclass(eq=False)
+class WebExplorer(Explorer):
     name = "web-explorer"
-
-    def __init__(
-        self,
-        parse_action: Callable[[str, dict], Action],
-        end_probability: float = 0.06,
-        min_steps: int = 3,
-        invalid_value_probability: float = 0.2,
-        missing_bid_probability: float = 0.02,
-        max_tabs: int = 3,
-        close_dialog_probability: float = 0.6,
-    ) -> None:
-        self.parse_action = parse_action
-        self.end_probability = end_probability
-        self.min_steps = min_steps
-        self.invalid_value_probability = invalid_value_probability
-        self.missing_bid_probability = missing_bid_probability
-        self.max_tabs = max_tabs
-        self.close_dialog_probability = close_dialog_probability
-        self.state: WalkState | None = None
-
-    def config(self) -> dict:
-        return {
-            "end_probability": self.end_probability,
-            "min_steps": self.min_steps,
-            "invalid_value_probability": self.invalid_value_probability,
-            "missing_bid_probability": self.missing_bid_probability,
-            "max_tabs": self.max_tabs,
-            "close_dialog_probability": self.close_dialog_probability,
-        }
+    parse_action: Callable[[str, dict], Action] = field(metadata=NOT_A_KNOB)
+    end_probability: float = 0.06
+    min_steps: int = 3
+    invalid_value_probability: float = 0.2
+    missing_bid_probability: float = 0.02
+    max_tabs: int = 3
+    close_dialog_probability: float = 0.6
+    state: WalkState | None = field(default=None, init=False, repr=False)
 
     def reset(self, task: Task, observation: Observation, rng: random.Random) -> None:
         metadata = task.metadata or {}
@@ -122,9 +102,7 @@ class WebExplorer(Policy):
         self._remember(first_url)
 
     def act(self, observation: Observation) -> Action | None:
-        state = self.state
-        if state is None:
-            raise RuntimeError("WebExplorer.act called before reset")
+        state = self.started(self.state)
         view = PageView.of(observation)
         self._remember(view.url)
         state.steps += 1

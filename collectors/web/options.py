@@ -10,11 +10,17 @@ from typing import Any
 
 from collectors.cli import Plan, Sandboxes
 from collectors.options import CliError, load_task_specs
+from collectors.policies.base import Policy
 from collectors.simulation import simulated
 from collectors.tasks import TaskSpec, embedded_tasks
+from collectors.web.explorer import WebExplorer
 from collectors.web.start_urls import apply_allowed_origins, load_start_urls, parse_origin
+from sandboxes.domains import domain_spec
 from sandboxes.web.config import DIALOG_POLICIES, DOWNLOAD_POLICIES
 
+DESCRIPTION = "Record web (accessibility-tree) trajectories with headless Chromium browsers."
+BACKEND_HELP = "headless Chromium"
+SANDBOXES_ALIAS = "--browsers"  # one browser per sandbox
 SETUP_HINT = "install it with `apt-get install chromium` (or `make setup`); never `playwright install`"
 
 
@@ -51,7 +57,11 @@ def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         parser.error("--start-urls and --tasks are alternatives: give one")
 
 
-def web_tasks(args: argparse.Namespace) -> list[TaskSpec]:
+def explorer(args: argparse.Namespace, found: object) -> Policy:
+    return WebExplorer(domain_spec("web").parse_action)
+
+
+def select_tasks(args: argparse.Namespace) -> list[TaskSpec]:
     """The tasks of this run: --start-urls, else --tasks, else the embedded sites; plus --allow-origin."""
     try:
         extra = [parse_origin(origin) for origin in args.allow_origin]
@@ -71,7 +81,7 @@ def web_tasks(args: argparse.Namespace) -> list[TaskSpec]:
     return apply_allowed_origins(tasks, extra)
 
 
-def check_browser(args: argparse.Namespace) -> None:
+def check_host(args: argparse.Namespace) -> None:
     """Say how to get Chromium and Playwright instead of failing in every worker. The simulator
     needs no browser, but the web package it reads actions with imports Playwright."""
     if not simulated(args) and not os.path.isfile(args.chromium):

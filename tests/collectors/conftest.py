@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import random
 import shutil
 import subprocess
 import sys
@@ -15,12 +17,25 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from collectors.policies.base import Policy
+from sandboxes.base import Sandbox
 from sandboxes.terminal.config import DEFAULT_IMAGE, parse_memory
 from schemas import read_trajectories
-from schemas.records import Trajectory
+from schemas.records import Action, Observation, Task, Trajectory
 
 ROOT = Path(__file__).resolve().parents[2]
 LABEL = "label=agentworld.sandbox=terminal"
+# Each collector with a policy whose episode steps at once: the scripted one where the first
+# embedded task has actions, else the domain's explorer.
+QUICK_POLICY = {
+    "terminal": "scripted",
+    "web": "explorer",
+    "search": "scripted",
+    "mcp": "scripted",
+    "swe": "scripted",
+    "desktop": "scripted",
+    "android": "explorer",
+}
 
 
 def collector_argv(*args: str) -> list[str]:
@@ -29,6 +44,33 @@ def collector_argv(*args: str) -> list[str]:
 
 def run_collector(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(collector_argv(*args), cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def run_import(fmt: str, source: Path, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m collectors.importers FORMAT --input SOURCE --out OUT --no-progress ARGS` as a user
+    runs it (one BLAS thread: the suite's other workers keep the cores)."""
+    argv = [sys.executable, "-m", "collectors.importers", fmt, "--input", str(source), "--out", str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [*argv, "--no-progress", *args], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env
+    )
+
+
+def play(
+    sandbox: Sandbox, policy: Policy, task: Task, rng: random.Random, steps: int
+) -> list[tuple[Action, Observation]]:
+    """What the fleet runner does for one episode, without writing it: each action and the
+    observation it brought, until the policy ends the episode or `steps` were played."""
+    observation = sandbox.reset(task)
+    policy.reset(task, observation, rng)
+    played = []
+    for _ in range(steps):
+        action = policy.act(observation)
+        if action is None:
+            break
+        observation = sandbox.step(action).observation
+        played.append((action, observation))
+    return played
 
 
 def run_main(domain: str, *args: str) -> int:

@@ -6,6 +6,7 @@ The collectors run in this process (their `main(argv)`, as `python -m` calls it)
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import time
@@ -18,20 +19,19 @@ import pytest
 from sandboxes.checks import process_exists
 from sandboxes.http_server import LocalHTTPServer, Request, Response
 from schemas import read_trajectories
-from tests.collectors.conftest import run_main
+from tests.collectors.conftest import QUICK_POLICY, run_main
 
-# collector, policy: the scripted one where the first embedded task has actions, else the
-# domain's explorer; either steps at once
-COLLECTORS = [
-    ("terminal", "scripted"),
-    ("web", "explorer"),
-    ("search", "scripted"),
-    ("mcp", "scripted"),
-    ("swe", "scripted"),
-    ("desktop", "scripted"),
-    ("android", "explorer"),
-]
-NAMES = [name for name, _ in COLLECTORS]
+COLLECTORS = list(QUICK_POLICY.items())
+NAMES = list(QUICK_POLICY)
+
+
+@pytest.mark.parametrize("collector", NAMES)
+def test_each_spec_is_read_from_its_options_module(collector: str) -> None:
+    spec = importlib.import_module(f"collectors.{collector}.__main__").SPEC
+    options = importlib.import_module(f"collectors.{collector}.options")
+    assert spec.package == collector and spec.description == options.DESCRIPTION
+    assert spec.sandboxes is options.sandboxes and spec.explorer is options.explorer
+    assert spec.check is options.check and spec.add_options is options.add_options
 
 
 def _failing_model(request: Request) -> Response:

@@ -43,13 +43,20 @@ def actions_by_slot(found: list[Trajectory]) -> dict[int, list[tuple[str, dict]]
     return {t.task.metadata["slot"]: [(s.action.kind, s.action.arguments) for s in t.steps] for t in found}
 
 
+# A terminal's screen, and the program the explorer reads it as (None: a screen it does not know).
+SCREENS = [
+    ("agent@sandbox:~/repo$ ", "shell"),
+    ("Python 3.11.2\n>>> 2 + 2\n4\n>>>", "python"),
+    ("line\nline 2\n(END)", "less"),
+    ('hello\n~\n~\n~\n~\n"notes.txt" 1L, 6B', "vim"),
+    ("top - 10:00:01 up 1 day\nTasks:   3 total", "top"),
+    ("18446744073709551616", None),
+]
+
+
 def test_screen_reading() -> None:
-    assert screen_mode("agent@sandbox:~/repo$ ") == "shell"
-    assert screen_mode("Python 3.11.2\n>>> 2 + 2\n4\n>>>") == "python"
-    assert screen_mode("line\nline 2\n(END)") == "less"
-    assert screen_mode('hello\n~\n~\n~\n~\n"notes.txt" 1L, 6B') == "vim"
-    assert screen_mode("top - 10:00:01 up 1 day\nTasks:   3 total") == "top"
-    assert screen_mode("18446744073709551616") is None
+    for screen, mode in SCREENS:
+        assert screen_mode(screen) == mode, screen
     assert command_programs("cd repo && git log | head -3; FOO=1 python3 x.py") == [
         "cd",
         "git",

@@ -7,39 +7,23 @@ interpreter starts; each run is one short episode of two steps at most.
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import pytest
 
 from collectors.cli import EXIT_USAGE
 from schemas import read_trajectories
+from tests.collectors.conftest import QUICK_POLICY, run_main
 from tests.llm_server import LLMServer, free_port
 
-# collector module, recorded domain, policy: the scripted one where the first embedded task has
-# actions, else the domain's explorer
-RUNS = [
-    ("terminal", "terminal", "scripted"),
-    ("web", "web", "explorer"),
-    ("search", "search", "scripted"),
-    ("mcp", "mcp", "scripted"),
-    ("swe", "swe", "scripted"),
-    ("desktop", "os", "scripted"),
-    ("android", "android", "explorer"),
-]
 
-
-def collect(module: str, *args: str) -> int:
-    main = importlib.import_module(f"collectors.{module}.__main__").main
-    return main(["--no-progress", *args])
-
-
-@pytest.mark.parametrize(("module", "domain", "policy"), RUNS, ids=[run[0] for run in RUNS])
+@pytest.mark.parametrize(("module", "policy"), QUICK_POLICY.items(), ids=list(QUICK_POLICY))
 def test_simulated_collection_records_the_model_and_validates(
-    module: str, domain: str, policy: str, llm_server: LLMServer, tmp_path: Path, capsys
+    module: str, policy: str, llm_server: LLMServer, tmp_path: Path, capsys
 ) -> None:
+    domain = "os" if module == "desktop" else module  # the AgentWorldBench name desktop records
     out = tmp_path / "data"
-    code = collect(
+    code = run_main(
         module, "--backend", "simulator", "--model-endpoint", llm_server.base_url,
         "--model-max-tokens", "4", "--policy", policy, "--episodes", "1", "--max-steps", "2",
         "--out", str(out),
@@ -89,30 +73,26 @@ def test_simulated_collection_records_the_model_and_validates(
 def test_simulator_options_out_of_place_are_refused(
     args: list[str], message: str, tmp_path: Path, capsys
 ) -> None:
-    with pytest.raises(SystemExit) as stopped:
-        collect("terminal", *args, "--out", str(tmp_path / "data"))
-    assert stopped.value.code == EXIT_USAGE
+    assert run_main("terminal", *args, "--out", str(tmp_path / "data")) == EXIT_USAGE
     assert message in capsys.readouterr().err
     assert not (tmp_path / "data").exists()
 
 
 @pytest.mark.parametrize("module", ["web", "android", "desktop"])
 def test_collectors_without_a_backend_before_have_one_now(module: str, tmp_path: Path, capsys) -> None:
-    with pytest.raises(SystemExit) as stopped:
-        collect(module, "--backend", "simulator", "--out", str(tmp_path / "data"))
-    assert stopped.value.code == EXIT_USAGE
+    assert run_main(module, "--backend", "simulator", "--out", str(tmp_path / "data")) == EXIT_USAGE
     assert "--backend simulator needs --model-endpoint" in capsys.readouterr().err
 
 
 def test_an_endpoint_that_does_not_answer_stops_the_run_before_it_starts(tmp_path: Path, capsys) -> None:
     out = tmp_path / "data"
     dead = f"http://127.0.0.1:{free_port()}/v1"
-    code = collect("terminal", "--backend", "simulator", "--model-endpoint", dead, "--out", str(out))
+    code = run_main("terminal", "--backend", "simulator", "--model-endpoint", dead, "--out", str(out))
     assert code == EXIT_USAGE
     err = capsys.readouterr().err
     assert f"--model-endpoint {dead} does not answer" in err and "start the model server" in err
     assert not out.exists(), "a refused run leaves no output folder"
-    code = collect("terminal", "--backend", "bwrap", "--fallback-simulator", dead, "--out", str(out))
+    code = run_main("terminal", "--backend", "bwrap", "--fallback-simulator", dead, "--out", str(out))
     assert code == EXIT_USAGE
     assert f"--fallback-simulator {dead} does not answer" in capsys.readouterr().err
     assert not out.exists()
@@ -121,7 +101,7 @@ def test_an_endpoint_that_does_not_answer_stops_the_run_before_it_starts(tmp_pat
 def test_a_model_the_endpoint_does_not_serve_is_named_with_those_it_does(
     llm_server: LLMServer, tmp_path: Path, capsys
 ) -> None:
-    code = collect(
+    code = run_main(
         "search", "--backend", "simulator", "--model-endpoint", llm_server.base_url,
         "--model-name", "no-such-model", "--out", str(tmp_path / "data"),
     )  # fmt: skip

@@ -34,14 +34,17 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout
 
 
+def write_files(root: Path, files: dict[str, str]) -> None:
+    """Each file at its path below root, its folders made."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
 def make_repo(repos: Path) -> tuple[str, str, str]:
     """repos/acme__calc with a bug at its first commit, fixed in its second; (base, patch, test_patch)."""
     repo = repos / "acme__calc"
-    (repo / "calc").mkdir(parents=True)
-    (repo / "tests").mkdir()
-    (repo / "calc" / "__init__.py").write_text("")
-    (repo / "calc" / "ops.py").write_text(OPS)
-    (repo / "tests" / "test_ops.py").write_text(TESTS)
+    write_files(repo, {"calc/__init__.py": "", "calc/ops.py": OPS, "tests/test_ops.py": TESTS})
     git(repo, "init", "-q")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "calc with a bug")
@@ -49,8 +52,7 @@ def make_repo(repos: Path) -> tuple[str, str, str]:
     (repo / "calc" / "ops.py").write_text(OPS.replace("return a + b\n", "return a - b\n").replace(
         "return a - b\n", "return a + b\n", 1))  # fmt: skip
     patch = git(repo, "diff")
-    (repo / "tests" / "test_ops.py").write_text(NEW_TESTS)
-    (repo / "tests" / "test_new.py").write_text(NEW_FILE)
+    write_files(repo, {"tests/test_ops.py": NEW_TESTS, "tests/test_new.py": NEW_FILE})
     git(repo, "add", "-A")
     test_patch = git(repo, "diff", "--cached", "--", "tests")
     git(repo, "commit", "-qm", "fix sub")  # the future: the task's checkout must not hold it

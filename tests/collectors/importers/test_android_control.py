@@ -45,45 +45,39 @@ def _forest(*windows: tuple[str, bool, list[dict]]) -> dict:
 STATUS_BAR = ("TYPE_SYSTEM", False, [_node(90, "android.widget.FrameLayout", (0, 0, 1080, 60), (91,),
     package_name="com.android.systemui"), _node(91, "android.widget.TextView", (20, 0, 200, 60), text="9:41",
     package_name="com.android.systemui")])  # fmt: skip
-HOME = _forest(
-    STATUS_BAR,
-    (
-        "TYPE_APPLICATION",
-        True,
-        [
-            _node(1, "android.widget.FrameLayout", (0, 0, 1080, 2400), (2, 3)),
-            _node(2, "android.widget.TextView", (40, 100, 1040, 200), text="Settings"),
-            _node(
-                3,
-                "android.widget.LinearLayout",
-                (0, 300, 1080, 450),
-                (4,),
-                is_clickable=True,
-                view_id_resource_name="com.android.settings:id/dashboard_tile",
-            ),  # fmt: skip
-            _node(4, "android.widget.TextView", (40, 320, 1040, 430), text="Network & internet"),
-            _node(5, "android.widget.TextView", (0, 0, 10, 10), text="offscreen", is_visible_to_user=False),
-        ],
-    ),
+
+
+def _settings_page(title: str, *rest: dict) -> dict:
+    """The status bar over an active Settings window: a full-screen frame (children 2 and 3) holding
+    the page title (node 2), then `rest`."""
+    frame = _node(1, "android.widget.FrameLayout", (0, 0, 1080, 2400), (2, 3))
+    heading = _node(2, "android.widget.TextView", (40, 100, 1040, 200), text=title)
+    return _forest(STATUS_BAR, ("TYPE_APPLICATION", True, [frame, heading, *rest]))
+
+
+HOME = _settings_page(
+    "Settings",
+    _node(
+        3,
+        "android.widget.LinearLayout",
+        (0, 300, 1080, 450),
+        (4,),
+        is_clickable=True,
+        view_id_resource_name="com.android.settings:id/dashboard_tile",
+    ),  # fmt: skip
+    _node(4, "android.widget.TextView", (40, 320, 1040, 430), text="Network & internet"),
+    _node(5, "android.widget.TextView", (0, 0, 10, 10), text="offscreen", is_visible_to_user=False),
 )
-NETWORK = _forest(
-    STATUS_BAR,
-    (
-        "TYPE_APPLICATION",
-        True,
-        [
-            _node(1, "android.widget.FrameLayout", (0, 0, 1080, 2400), (2, 3)),
-            _node(2, "android.widget.TextView", (40, 100, 1040, 200), text="Network & internet"),
-            _node(
-                3,
-                "android.widget.Switch",
-                (900, 300, 1040, 400),
-                is_clickable=True,
-                is_checked=True,
-                content_description="Wi-Fi",
-            ),  # fmt: skip
-        ],
-    ),
+NETWORK = _settings_page(
+    "Network & internet",
+    _node(
+        3,
+        "android.widget.Switch",
+        (900, 300, 1040, 400),
+        is_clickable=True,
+        is_checked=True,
+        content_description="Wi-Fi",
+    ),  # fmt: skip
 )
 SEARCH = _forest(
     (

@@ -5,15 +5,12 @@ function definitions (https://platform.openai.com/docs/api-reference/chat/create
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from collectors.importers.__main__ import main
 from schemas import read_trajectories
+from tests.collectors.conftest import run_import
 
-REPO = Path(__file__).resolve().parents[3]
 TOOLS = [
     {
         "type": "function",
@@ -110,19 +107,7 @@ def by_row(out: Path) -> dict:
 def test_sample_imports_through_the_cli_as_mcp_and_search_steps(tmp_path: Path):
     source, out = write_sample(tmp_path), tmp_path / "out"
     provenance = ["--dataset", "example/chat-logs", "--license", "CC-BY-4.0"]
-    command = [
-        sys.executable,
-        "-m",
-        "collectors.importers",
-        "openai_chat",
-        "--input",
-        str(source),
-        "--out",
-        str(out),
-    ]
-    command += [*provenance, "--no-progress"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+    done = run_import("openai_chat", source, out, *provenance)
     assert done.returncode == 0, done.stderr
     assert "imported 2 of 2 rows" in done.stdout and "mcp 1, search 1" in done.stdout
 

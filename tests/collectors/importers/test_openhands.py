@@ -6,8 +6,6 @@ to the dead-letter file; a rerun resumes."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,8 +14,8 @@ import pyarrow.parquet as pq
 from collectors.importers.openhands import bash_output
 from collectors.importers.swe_common import editor_turn
 from schemas import read_trajectories
+from tests.collectors.conftest import run_import
 
-ROOT = Path(__file__).resolve().parents[3]
 REPO = "/workspace/getmoto__moto__4.1"
 TASK = (
     f"<uploaded_files>\n{REPO}\n</uploaded_files>\n"
@@ -196,16 +194,10 @@ def write_malformed(folder: Path) -> None:
     pq.write_table(table, folder / "train.raw-00001-of-00002.parquet")
 
 
-def _import(source: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "collectors.importers", "openhands", "--input", str(source)]
-    argv += ["--out", str(out), "--no-progress"]
-    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
-
-
 def test_trajectories_import_as_swe_tools(tmp_path: Path) -> None:
     source, out = write_sample(tmp_path), tmp_path / "out"
     write_malformed(source)
-    done = _import(source, out)
+    done = run_import("openhands", source, out)
     assert done.returncode == 0, done.stderr
     assert "imported 3 of 4 rows" in done.stdout
     found = {t.task.id: t for t in read_trajectories(str(out), validate=True)}
@@ -262,7 +254,7 @@ def test_trajectories_import_as_swe_tools(tmp_path: Path) -> None:
     assert [d["row_id"] for d in dead] == ["train.raw-00001-of-00002.parquet#0"]
     assert "arguments are not JSON" in dead[0]["reason"]
 
-    again = _import(source, out)
+    again = run_import("openhands", source, out)
     assert again.returncode == 0, again.stderr
     assert "imported 0 of 4 rows" in again.stdout
     assert len(list(read_trajectories(str(out)))) == 3

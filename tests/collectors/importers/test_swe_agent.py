@@ -5,16 +5,14 @@ stores the dataset (https://huggingface.co/datasets/nebius/SWE-agent-trajectorie
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from schemas import read_trajectories
+from tests.collectors.conftest import run_import
 
-ROOT = Path(__file__).resolve().parents[3]
 PROMPT = "\n\n(Open file: {file})\n(Current directory: /apispec)\nbash-$"
 SYSTEM_PROMPT = "SETTING: You are an autonomous programmer ...\nCOMMANDS:\nopen:\n  signature: open <path>"
 ISSUE = "We're currently solving the following issue within our repository. Here's the issue text:\nISSUE:\n"
@@ -106,16 +104,10 @@ def write_malformed(folder: Path) -> None:
     pq.write_table(table, folder / "malformed-00000-of-00001.parquet")
 
 
-def _import(source: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "collectors.importers", "swe_agent", "--input", str(source)]
-    argv += ["--out", str(out), "--no-progress"]
-    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
-
-
 def test_rows_import_with_swe_tools_and_verdict(tmp_path: Path) -> None:
     source, out = write_sample(tmp_path), tmp_path / "out"
     write_malformed(source)
-    done = _import(source, out)
+    done = run_import("swe_agent", source, out)
     assert done.returncode == 0, done.stderr
     assert "imported 2 of 3 rows" in done.stdout
     found = {t.task.id: t for t in read_trajectories(str(out), validate=True)}
@@ -166,7 +158,7 @@ def test_rows_import_with_swe_tools_and_verdict(tmp_path: Path) -> None:
     assert len(dead) == 1 and dead[0]["row_id"] == "malformed-00000-of-00001.parquet#0"
     assert "unknown role 'robot'" in dead[0]["reason"]
 
-    again = _import(source, out)
+    again = run_import("swe_agent", source, out)
     assert again.returncode == 0, again.stderr
     assert (
         "imported 0 of 3 rows" in again.stdout

@@ -6,13 +6,12 @@ them (https://swe-agent.com/latest/usage/trajectories/); a file that is not JSON
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from schemas import read_trajectories
+from tests.collectors.conftest import run_import
 
-ROOT = Path(__file__).resolve().parents[3]
+PROVENANCE = ("--dataset", "my-swe-agent-runs", "--license", "MIT")
 PROMPT = "\n\n(Open file: {file})\n(Current directory: /marshmallow-code__marshmallow)\nbash-$"
 ISSUE = (
     "We're currently solving the following issue within our repository. Here's the issue text:\nISSUE:\nfix\n"
@@ -131,16 +130,10 @@ def _write(root: Path, files: dict[str, str]) -> None:
         path.write_text(text)
 
 
-def _import(source: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "collectors.importers", "swe_agent_traj", "--input", str(source)]
-    argv += ["--out", str(out), "--no-progress", "--dataset", "my-swe-agent-runs", "--license", "MIT"]
-    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
-
-
 def test_traj_files_import_as_swe_tools(tmp_path: Path) -> None:
     source, out = write_sample(tmp_path), tmp_path / "out"
     write_malformed(source)
-    done = _import(source, out)
+    done = run_import("swe_agent_traj", source, out, *PROVENANCE)
     assert done.returncode == 0, done.stderr
     assert "imported 2 of 4 rows" in done.stdout
     found = {t.task.id: t for t in read_trajectories(str(out), validate=True)}
@@ -202,7 +195,7 @@ def test_traj_files_import_as_swe_tools(tmp_path: Path) -> None:
     assert "not JSON" in dead["django__django-11099/django__django-11099.traj"]["reason"]
     assert "missing field 'trajectory'" in dead["sympy__sympy-20590/sympy__sympy-20590.traj"]["reason"]
 
-    again = _import(source, out)
+    again = run_import("swe_agent_traj", source, out, *PROVENANCE)
     assert again.returncode == 0, again.stderr
     assert "imported 0 of 4 rows" in again.stdout and "(skipped): 2" in again.stdout
     assert len(list(read_trajectories(str(out)))) == 2

@@ -5,9 +5,6 @@ config (`Kimi-K2/train-00000-of-00001.parquet`), every column a string, nested v
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,8 +15,8 @@ from collectors.importers.__main__ import main
 from collectors.importers.base import BadRow, ImportContext, SourceRow
 from collectors.importers.toucan import IMPORTER
 from schemas import read_trajectories
+from tests.collectors.conftest import run_import
 
-REPO = Path(__file__).resolve().parents[3]
 COLUMNS = (
     "uuid",
     "subset_name",
@@ -121,10 +118,28 @@ def quality() -> tuple[str, str]:
     return json.dumps(question), json.dumps(response)
 
 
+def row(
+    uuid: str, subset: str, messages: list[dict], tools: list[dict], target_tools: str, servers: list[dict],
+    agent: str, model: str,
+) -> dict:  # fmt: skip
+    """A row as the release stores it (JSON text columns); its question is the first user message."""
+    question_q, response_q = quality()
+    return {
+        "uuid": uuid,
+        "subset_name": subset,
+        "messages": json.dumps(messages),
+        "question": next(m["content"] for m in messages if m["role"] == "user"),
+        "available_tools": json.dumps(tools),
+        "target_tools": target_tools,
+        "question_quality_assessment": question_q,
+        "response_quality_assessment": response_q,
+        "metadata": metadata(servers, agent, model),
+    }
+
+
 def kimi_rows() -> list[dict]:
     """Qwen-Agent runs: tools prefixed with the server's slug; parallel calls answered in order."""
     time_server = server("Time MCP Server", TIME_TOOLS, 38)
-    question_q, response_q = quality()
     single = [
         {"role": "system", "content": "<|im_system|>tool_declare<|im_middle|>[...]"},
         {"role": "user", "content": "What time is it in Tokyo, and in Paris?"},
@@ -145,37 +160,22 @@ def kimi_rows() -> list[dict]:
         result("news-now-status", "degraded"),
         {"role": "assistant", "content": "Weather is up; news is degraded."},
     ]
+    kimi = ("qwen_agent", "moonshotai/Kimi-K2-Instruct")
     return [
-        {
-            "uuid": "ac0907b0-4f43-52e3-aafe-2d6a6f3e3213",
-            "subset_name": "single-turn-original",
-            "messages": json.dumps(single),
-            "question": "What time is it in Tokyo, and in Paris?",
-            "available_tools": json.dumps(openai_tools("time-mcp-server-", TIME_TOOLS)),
-            "target_tools": "current_time, convert_time",
-            "question_quality_assessment": question_q,
-            "response_quality_assessment": response_q,
-            "metadata": metadata([time_server], "qwen_agent", "moonshotai/Kimi-K2-Instruct"),
-        },
-        {
-            "uuid": "0b1c2d3e-0000-5000-8000-000000000002",
-            "subset_name": "multi-server",
-            "messages": json.dumps(multi),
-            "question": "Are the weather and news services up?",
-            "available_tools": json.dumps(
-                openai_tools("weather-hub-", WEATHER_TOOLS) + openai_tools("news-now-", NEWS_TOOLS)
-            ),
-            "target_tools": "Weather Hub::status, News Now::status",
-            "question_quality_assessment": question_q,
-            "response_quality_assessment": response_q,
-            "metadata": metadata([weather, news], "qwen_agent", "moonshotai/Kimi-K2-Instruct"),
-        },
-    ]
+        row(
+            "ac0907b0-4f43-52e3-aafe-2d6a6f3e3213", "single-turn-original", single,
+            openai_tools("time-mcp-server-", TIME_TOOLS), "current_time, convert_time", [time_server], *kimi,
+        ),
+        row(
+            "0b1c2d3e-0000-5000-8000-000000000002", "multi-server", multi,
+            openai_tools("weather-hub-", WEATHER_TOOLS) + openai_tools("news-now-", NEWS_TOOLS),
+            "Weather Hub::status, News Now::status", [weather, news], *kimi,
+        ),
+    ]  # fmt: skip
 
 
 def oss_rows() -> list[dict]:
     """An OpenAI-Agents run: tools under their own names, reasoning in its own assistant message."""
-    question_q, response_q = quality()
     messages = [
         {"role": "system", "content": "# Tools\n\n..."},
         {"role": "user", "content": "Forecast for Oslo?"},
@@ -184,21 +184,13 @@ def oss_rows() -> list[dict]:
         result("get_forecast", '{"city": "Oslo", "forecast": "rain"}'),
         {"role": "assistant", "content": "Rain in Oslo."},
     ]
+    weather = server("Weather Hub", WEATHER_TOOLS, 7)
     return [
-        {
-            "uuid": "9f8e7d6c-0000-5000-8000-000000000003",
-            "subset_name": "single-turn-original",
-            "messages": json.dumps(messages),
-            "question": "Forecast for Oslo?",
-            "available_tools": json.dumps(openai_tools("", WEATHER_TOOLS)),
-            "target_tools": "get_forecast",
-            "question_quality_assessment": question_q,
-            "response_quality_assessment": response_q,
-            "metadata": metadata(
-                [server("Weather Hub", WEATHER_TOOLS, 7)], "openai_agent", "openai/gpt-oss-120b"
-            ),
-        }
-    ]
+        row(
+            "9f8e7d6c-0000-5000-8000-000000000003", "single-turn-original", messages,
+            openai_tools("", WEATHER_TOOLS), "get_forecast", [weather], "openai_agent", "openai/gpt-oss-120b",
+        )
+    ]  # fmt: skip
 
 
 def write_parquet(path: Path, rows: list[dict]) -> None:
@@ -221,19 +213,7 @@ def by_row(out: Path) -> dict:
 
 def test_sample_imports_through_the_cli_in_our_mcp_forms(tmp_path: Path):
     source, out = write_sample(tmp_path), tmp_path / "out"
-    command = [
-        sys.executable,
-        "-m",
-        "collectors.importers",
-        "toucan",
-        "--input",
-        str(source),
-        "--out",
-        str(out),
-        "--no-progress",
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+    done = run_import("toucan", source, out)
     assert done.returncode == 0, done.stderr
     assert "imported 3 of 3 rows" in done.stdout
 

@@ -17,6 +17,7 @@ from collectors.tasks import embedded_tasks
 from sandboxes.mcp import McpConfig, McpSandbox
 from sandboxes.mcp.isolation import WORKDIR_IN_SANDBOX
 from schemas.records import Action, Observation, Task, ToolDefinition
+from tests.collectors.conftest import play
 
 SERVERS = ("time", "git", "fetch", "filesystem", "memory")
 TASKS: dict[str, Task] = {}
@@ -42,17 +43,7 @@ def tools(sandbox: McpSandbox) -> dict[str, list[ToolDefinition]]:
 def episode(
     sandbox: McpSandbox, policy: McpExplorer, task: Task, seed: int, steps: int
 ) -> list[tuple[Action, Observation]]:
-    """What the fleet runner does for one episode, without writing it."""
-    observation = sandbox.reset(task)
-    policy.reset(task, observation, random.Random(seed))
-    played = []
-    for _ in range(steps):
-        action = policy.act(observation)
-        if action is None:
-            break
-        observation = sandbox.step(action).observation
-        played.append((action, observation))
-    return played
+    return play(sandbox, policy, task, random.Random(seed), steps)
 
 
 def leaves(value: Any) -> Iterator[str]:

@@ -18,7 +18,7 @@ from sandboxes.search import BuildParams, SearchConfig, SearchSandbox, TantivyBa
 from sandboxes.search.build import load_topics
 from schemas import read_trajectories
 from schemas.records import Task
-from tests.collectors.conftest import run_main
+from tests.collectors.conftest import play, run_main
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -108,17 +108,8 @@ def _episodes(index: Path, seed: int, episodes: int = 10, steps: int = 12) -> li
     sessions = []
     with SearchSandbox(SearchConfig(backend=TantivyBackend(index_dir=str(index)))) as sandbox:
         for n in range(episodes):
-            task = tasks[n % len(tasks)].task
-            observation = sandbox.reset(task)
-            explorer.reset(task, observation, random.Random(f"{seed}:{n}"))
-            session = []
-            for _ in range(steps):
-                action = explorer.act(observation)
-                if action is None:
-                    break
-                observation = sandbox.step(action).observation
-                session.append((action.text, observation.data))
-            sessions.append(session)
+            played = play(sandbox, explorer, tasks[n % len(tasks)].task, random.Random(f"{seed}:{n}"), steps)
+            sessions.append([(action.text, observation.data) for action, observation in played])
     return sessions
 
 

@@ -16,7 +16,7 @@ from sandboxes.swe import SweSandbox, make_config
 from sandboxes.swe.repos import default_cache_dir
 from schemas import read_trajectories
 from schemas.records import Task
-from tests.collectors.conftest import run_main
+from tests.collectors.conftest import play, run_main
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -103,16 +103,7 @@ def test_task_of_an_unknown_repository_stops_before_the_fleet(tmp_path: Path, ca
 def _explore(task: Task, seed: int) -> list[str]:
     explorer = SweExplorer()
     with SweSandbox(make_config("auto", cache_dir=default_cache_dir())) as sandbox:
-        observation = sandbox.reset(task)
-        explorer.reset(task, observation, random.Random(seed))
-        texts = []
-        for _ in range(14):
-            action = explorer.act(observation)
-            if action is None:
-                break
-            texts.append(action.text)
-            observation = sandbox.step(action).observation
-    return texts
+        return [action.text for action, _ in play(sandbox, explorer, task, random.Random(seed), 14)]
 
 
 def test_explorer_is_reproducible_and_debugs_the_source() -> None:

@@ -95,15 +95,30 @@ def _site(request: Request) -> Response:
     return Response(200 if request.path in pages else 404, html)
 
 
+def _gone_url() -> str:
+    """The start page of a site whose server is closed: nothing listens there any more."""
+    with LocalHTTPServer({"/": _site}) as server:
+        return server.url("/")
+
+
+def run_start_urls(
+    tmp_path: Path, urls: list[str], *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python -m collectors.web --start-urls FILE ARGS`, FILE (tmp_path/urls.txt) holding `urls`."""
+    file = tmp_path / "urls.txt"
+    file.write_text("".join(f"{url}\n" for url in urls))
+    return run_web("--start-urls", str(file), *args, env=env)
+
+
 @pytest.mark.chromium
 def test_start_urls_record_a_site_of_our_own_with_screenshots_and_stay_on_its_origin(tmp_path: Path) -> None:
     with LocalHTTPServer({"/": _site}) as server:
         start = server.url("/")
-        urls = tmp_path / "urls.txt"
-        urls.write_text(f"# a real HTTP server on loopback\n{start}\n{start}\n")
         out = tmp_path / "mine"
-        args = ("--start-urls", str(urls), "--episodes", "2", "--max-steps", "6", "--screenshots")
-        result = run_web(*args, "--out", str(out))
+        lines = ["# a real HTTP server on loopback", start, start]
+        result = run_start_urls(
+            tmp_path, lines, "--episodes", "2", "--max-steps", "6", "--screenshots", "--out", str(out)
+        )
     assert result.returncode == 0, result.stderr[-2000:]
     found = assert_exactly_once(out, 2)
     origin = origin_of(start)
@@ -131,13 +146,11 @@ def test_browsers_is_the_fleet_size_and_sandboxes_still_works() -> None:
 
 @pytest.mark.chromium
 def test_unreachable_start_urls_are_error_episodes_and_the_run_exits_non_zero(tmp_path: Path) -> None:
-    with LocalHTTPServer({"/": _site}) as server:
-        gone = server.url("/")
-    # The server is closed: nothing listens there any more.
-    urls = tmp_path / "urls.txt"
-    urls.write_text(f"{gone}\n{gone}other\n")
+    gone = _gone_url()
     out = tmp_path / "unreachable"
-    result = run_web("--start-urls", str(urls), "--episodes", "2", "--max-steps", "3", "--out", str(out))
+    result = run_start_urls(
+        tmp_path, [gone, f"{gone}other"], "--episodes", "2", "--max-steps", "3", "--out", str(out)
+    )
     assert result.returncode == 1, result.stderr[-2000:]
     assert "every episode ended in an error (2)" in result.stderr
     found = assert_exactly_once(out, 2)
@@ -146,24 +159,19 @@ def test_unreachable_start_urls_are_error_episodes_and_the_run_exits_non_zero(tm
         assert "could not be loaded: Page.goto: net::ERR_CONNECTION_REFUSED" in trajectory.outcome.error
     # One reachable start URL among them: the run counts as done.
     with LocalHTTPServer({"/": _site}) as server:
-        urls.write_text(f"{gone}\n{server.url('/')}\n")
-        result = run_web(
-            "--start-urls", str(urls), "--episodes", "2", "--max-steps", "3", "--out", str(tmp_path / "mixed")
+        urls = [gone, server.url("/")]
+        result = run_start_urls(
+            tmp_path, urls, "--episodes", "2", "--max-steps", "3", "--out", str(tmp_path / "mixed")
         )
     assert result.returncode == 0, result.stderr[-2000:]
 
 
 @pytest.mark.chromium
 def test_a_run_whose_every_episode_failed_exits_non_zero_with_an_object_store_out(tmp_path: Path) -> None:
-    with LocalHTTPServer({"/": _site}) as server:
-        gone = server.url("/")
-    urls = tmp_path / "urls.txt"
-    urls.write_text(f"{gone}\n")
     with running_s3_server() as s3:
         out = f"s3://{s3.bucket()}/run"
-        result = run_web(
-            "--start-urls", str(urls), "--episodes", "1", "--max-steps", "2", "--out", out, env=s3.child_env()
-        )
+        args = ("--episodes", "1", "--max-steps", "2", "--out", out)
+        result = run_start_urls(tmp_path, [_gone_url()], *args, env=s3.child_env())
         keys = s3_objects(s3, out.split("/")[2], "run/")
     assert any(key.endswith("summary.json") for key in keys), keys
     assert result.returncode == 1, result.stderr[-2000:]

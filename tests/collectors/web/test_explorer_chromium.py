@@ -13,6 +13,7 @@ from collectors.web.explorer import WebExplorer
 from sandboxes.web import WebSandbox, parse_action
 from sandboxes.web.config import origin_of
 from schemas.records import Observation
+from tests.collectors.conftest import play
 
 pytestmark = pytest.mark.chromium
 
@@ -26,15 +27,9 @@ def sandbox() -> Iterator[WebSandbox]:
 def explore(sandbox: WebSandbox, task_id: str, seed: int, steps: int) -> list[tuple[str, Observation]]:
     spec = next(t for t in embedded_tasks("web") if t.id == task_id)
     policy = WebExplorer(parse_action, end_probability=0.0)
-    observation = sandbox.reset(spec.task)
-    policy.reset(spec.task, observation, random.Random(seed))
-    walk = []
-    for _ in range(steps):
-        action = policy.act(observation)
-        assert action is not None
-        observation = sandbox.step(action).observation
-        walk.append((action.kind, observation))
-    return walk
+    played = play(sandbox, policy, spec.task, random.Random(seed), steps)
+    assert len(played) == steps  # end_probability 0: the walk never stops by itself
+    return [(action.kind, observation) for action, observation in played]
 
 
 def test_a_walk_on_the_shop_fills_clicks_and_stays_on_the_allowed_origins(sandbox: WebSandbox) -> None:

@@ -81,11 +81,13 @@ k8s-validate: setup
 # Everything but the container images' smoke tests (`make images`): a first image build takes about
 # 48 minutes, more than the whole suite may.
 # Two xdist workers: a test module runs whole on one of them, and so do the desktop and Android
-# groups (tests/conftest.py); TEST_WORKERS=0 runs the suite in one process.
+# groups (tests/conftest.py); TEST_WORKERS=0 runs the suite in one process. Tests marked `serial`
+# act on the whole machine: they run alone, after the rest.
 TEST_WORKERS ?= 2
 test: setup
-	HF_HUB_OFFLINE=1 $(VENV)/bin/pytest -q -p no:cacheprovider --durations=20 -m "not images" \
+	HF_HUB_OFFLINE=1 $(VENV)/bin/pytest -q -p no:cacheprovider --durations=20 -m "not images and not serial" \
 		-n $(TEST_WORKERS) --dist loadgroup
+	HF_HUB_OFFLINE=1 $(VENV)/bin/pytest -q -p no:cacheprovider -m "serial and not images"
 
 # Build every container image (infra/images/build.sh, cached) and run a sandbox step from each.
 images: setup

@@ -97,6 +97,7 @@ PAST_HOST_CHECKS = {
 }
 
 
+@pytest.mark.serial  # reaps machine-wide: a collector on another worker would reap first
 @pytest.mark.tmux
 @pytest.mark.parametrize("collector", NAMES)
 def test_every_collector_reaps_what_a_dead_collector_left(

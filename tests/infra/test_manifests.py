@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from collectors import cli
 from collectors.tasks import Shard
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -191,14 +192,14 @@ def test_shards_cover_every_episode_exactly_once(domain: str) -> None:
     assert spec["parallelism"] == count
     [container] = [c for c in spec["template"]["spec"]["containers"] if c["name"] == "collector"]
     assert container["args"][0] == domain and SHARD_ARG in container["args"]
-    parse_args = importlib.import_module(f"collectors.{domain}.__main__").parse_args
+    collector = importlib.import_module(f"collectors.{domain}.__main__").SPEC
     owners: dict[int, list[int]] = {}
     roots = set()
     for index in range(count):
         env = pod_environment(documents, container, index)
         argv = [expand(arg, env) for arg in container["args"][1:]]
         assert not any("$(" in arg for arg in argv), argv
-        args = parse_args(argv)  # the collector's own parser: flags, counts, the shard's sub-root
+        args = cli.parse_args(collector, argv)  # its own parser: flags, counts, the shard's sub-root
         assert args.shard == Shard(index, count)
         roots.add(args.dataset_root)
         for slot in range(args.episodes):

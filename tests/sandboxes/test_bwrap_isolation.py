@@ -192,6 +192,7 @@ def test_sandbox_cgroups_lie_under_the_collectors_own() -> None:
             assert {_cgroup_of(pid, controller) for pid in pids} == {expected}
 
 
+@pytest.mark.serial  # reaps machine-wide: a collector on another worker would reap first
 def test_reaper_finds_a_dead_collectors_cgroups_under_its_own() -> None:
     # A collector that made a sandbox's limit cgroups, started a process in them, and was killed.
     script = (

@@ -144,6 +144,7 @@ def _gone_soon(path: str) -> bool:
     return not os.path.exists(path)
 
 
+@pytest.mark.serial  # reaps machine-wide: a collector on another worker would reap first
 def test_reap_orphans_ends_a_box_whose_owner_and_watchdog_both_died(tmp_path: Path) -> None:
     owner, cgroup, started = start_owner("cgroup", tmp_path / "pids")
     for pid in _watchdogs(cgroup):

@@ -303,6 +303,7 @@ def test_local_shell_leaves_no_process_after_close(make_sandbox, mode: str, monk
     assert not survivors([*started, *servers], within=2.0)
 
 
+@pytest.mark.serial  # reaps machine-wide: a collector on another worker would reap first
 @pytest.mark.tmux
 def test_reap_orphans_kills_a_dead_owners_tmux_server_even_without_its_socket() -> None:
     """A server whose socket file is gone cannot be asked to exit: the reaper finds it by the

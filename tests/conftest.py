@@ -29,27 +29,13 @@ SHARED = {
 }
 
 
-# Workers take groups in collection order; the longest (a VM, emulators, model training) go first
-# so that none of them starts when the other worker has nothing left to do.
-LONGEST_FIRST = ("desktop", "android", "training/", "examples/")
-
-
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into node ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under `--dist loadgroup`, a test module is a group by default (its module and session
     fixtures are made once, on one worker), and the folders above are one group each."""
-    groups = {}
     for item in items:
-        marker = item.get_closest_marker("xdist_group")
-        if marker:
-            groups[item] = str(marker.args[0] if marker.args else marker.kwargs.get("name", "default"))
+        if item.get_closest_marker("xdist_group"):
             continue
         module = item.path.relative_to(TESTS).as_posix()
-        groups[item] = next((g for prefix, g in SHARED.items() if module.startswith(prefix)), module)
-        item.add_marker(pytest.mark.xdist_group(groups[item]))
-
-    def rank(item: pytest.Item) -> int:
-        first = [i for i, prefix in enumerate(LONGEST_FIRST) if groups[item].startswith(prefix)]
-        return first[0] if first else len(LONGEST_FIRST)
-
-    items.sort(key=rank)  # stable: a module's tests stay together and in their order
+        group = next((g for prefix, g in SHARED.items() if module.startswith(prefix)), module)
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -15,13 +15,27 @@ wrapped line shown as two rows; output that scrolled off during a step counted o
 step's plain output attached as output.txt).
 
 Steps: the typed input ("i" events) becomes `keystrokes` actions in tmux key names ("\\r" -> Enter,
-"\\x03" -> C-c, arrow sequences -> Up, ...). Consecutive input events form one action until one of
-them presses Enter or the program answers with output that is not just the echo of what was typed, so
-a command typed key by key is one action while each key sent to a full-screen program (less, vim) is
-its own. An item's duration is the recorded time until the next input (the last one of a file: until
-its last event), capped at the sandbox's maximum. The observation is the screen once the output that
-followed the action has been drawn, just before the next input. The initial observation is the screen
-before the first input.
+"\\x03" -> C-c, arrow sequences -> Up, ...; `terminal_input`). How input is grouped into actions:
+- The terminal's own answers to a program's queries (cursor position `ESC[2;2R`, device attributes
+  `ESC[>0;95;0c`, mode, colour and focus reports) are taken out of the input first: nobody typed them
+  (`terminal_input.TerminalReports`; their number is kept as `terminal_reports_dropped`). An input
+  event that held only answers is no input at all.
+- Keys join one action until a key that asks the program for something: Enter, and every key that is
+  not text or line editing (Tab, Up/Down, Escape, C-c, C-d, F-keys, ...; `terminal_input.ends_action`).
+  Text and line-editing keys (BSpace, Left/Right, Home/End, C-a, C-e, C-w, C-u, ...) join the action.
+- Output between two keys that changes more than the line being typed also ends the action: the next
+  key starts a new one. The line being typed is the cursor's row at the key and after the output (a
+  wrap or a full-screen program's command line moves it), so a shell's echo, its autosuggestion and
+  syntax colouring redraws, and vim's `:` line keep a typed command one action, while a key sent to
+  a full-screen program that redraws the screen (less's `q`, leaving its screen) is an action of its
+  own.
+An item's duration is the recorded time until the next key (the last one of a file: until its last
+event), capped at the sandbox's maximum. A step's observation is the screen once the output the action
+caused has settled, which is read as: just before the person's next key (they answer what they see),
+or at the end of the recording for the last action. No quiet period cuts it shorter: output that came
+slowly (a build, a program drawing its screen in chunks) was on the screen the person answered. The
+initial observation is the screen before the first key. A resize event resizes the emulated screen
+and keeps its content as tmux does (`terminal_screen`).
 
 Not mapped: a recording without input events (plain `asciinema rec`, no --stdin) has no actions, and
 commands cannot be told reliably from prompt lines, so it is a bad row saying so. Exit statuses and
@@ -51,6 +65,8 @@ import pyte
 
 from collectors.importers import reading
 from collectors.importers.base import BadRow, Episode, ImportContext, Importer, SourceRow, Turn
+from collectors.importers.terminal_input import TerminalReports, ends_action, key_items
+from collectors.importers.terminal_screen import ReplayScreen
 from collectors.importers.terminal_text import (
     MAX_COLUMNS,
     MAX_LINES,
@@ -68,34 +84,6 @@ from schemas.records import Action, Attachment, Environment, Observation, Policy
 
 _DEFAULTS = TerminalConfig()
 _RESIZE = re.compile(r"([0-9]+)x([0-9]+)")
-# Input bytes a terminal sends for a key -> the tmux key name our actions use (xterm sequences, both the
-# normal and the application cursor-key forms).
-_CURSOR_KEYS = {"A": "Up", "B": "Down", "C": "Right", "D": "Left", "H": "Home", "F": "End"}
-_KEY_SEQUENCES = {
-    "\r": "Enter",
-    "\n": "Enter",
-    "\t": "Tab",
-    "\x7f": "BSpace",
-    "\x08": "BSpace",
-    "\x00": "C-Space",
-    "\x1b[Z": "BTab",
-    "\x1b[2~": "Insert",
-    "\x1b[3~": "Delete",
-    "\x1b[5~": "PageUp",
-    "\x1b[6~": "PageDown",
-    "\x1b[1~": "Home",
-    "\x1b[4~": "End",
-    **{f"\x1b{p}{c}": name for p in "[O" for c, name in _CURSOR_KEYS.items()},
-    **{f"\x1bO{c}": f"F{i}" for i, c in enumerate("PQRS", 1)},
-    **{f"\x1b[{n}~": f"F{i}" for i, n in zip(range(5, 13), (15, 17, 18, 19, 20, 21, 23, 24), strict=True)},
-}
-_MODIFIED = re.compile(r"\x1b\[1;([2-8])([ABCDHF])")  # xterm's modified cursor keys, e.g. C-Up
-_MODIFIERS = {2: "S-", 3: "M-", 4: "M-S-", 5: "C-", 6: "C-S-", 7: "C-M-", 8: "C-M-S-"}
-_LONGEST_SEQUENCE = max(map(len, _KEY_SEQUENCES))
-_PASTE = re.compile(r"\x1b\[20[01]~")  # bracketed-paste brackets: the pasted text is typed as such
-# Keys whose answer from a line editor is a short redraw of the line, not a new screen.
-_LINE_EDIT_KEYS = {"BSpace", "Left", "Right", "Home", "End", "Delete", "C-a", "C-e", "C-h", "C-w", "C-u"}
-_ALTERNATE_SCREEN = {47, 1047, 1049}
 
 
 class BadCast(BadRow):
@@ -176,144 +164,53 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def key_items(data: str) -> list[tuple[str, bool]]:
-    """Typed input as (text, is a key) pairs: runs of literal text, and tmux key names for special keys."""
-    data = _PASTE.sub("", data)
-    items: list[tuple[str, bool]] = []
-    i = 0
-    while i < len(data):
-        name, size = _key_at(data, i)
-        if name is not None:
-            items.append((name, True))
-        elif items and not items[-1][1]:
-            items[-1] = (items[-1][0] + data[i : i + size], False)
-        else:
-            items.append((data[i : i + size], False))
-        i += size
-    return items
-
-
-def _key_at(data: str, i: int) -> tuple[str | None, int]:
-    """(key name or None for literal text, characters consumed) at data[i]."""
-    char = data[i]
-    if char == "\x1b":
-        modified = _MODIFIED.match(data, i)
-        if modified:
-            return _MODIFIERS[int(modified[1])] + _CURSOR_KEYS[modified[2]], modified.end() - i
-        for size in range(_LONGEST_SEQUENCE, 1, -1):
-            if data[i : i + size] in _KEY_SEQUENCES:
-                return _KEY_SEQUENCES[data[i : i + size]], size
-        following = data[i + 1 : i + 2]
-        if following and "!" <= following <= "~" and following not in "[O":
-            return f"M-{following}", 2  # Alt sends ESC before the key
-        return "Escape", 1
-    if char in _KEY_SEQUENCES:
-        return _KEY_SEQUENCES[char], 1
-    code = ord(char)
-    if code < 0x1B:
-        return f"C-{chr(code + 0x60)}", 1
-    if code < 0x20:
-        return f"C-{chr(code + 0x40)}", 1  # C-\ C-] C-^ C-_
-    return None, 1
-
-
-class ReplayScreen(pyte.Screen):
-    """pyte's screen, plus what tmux does that the sandbox's observations show: rows scrolled into the
-    history (full-screen scrolls outside the alternate screen) are counted, and the alternate screen
-    (full-screen programs) gives the main screen back when the program leaves it."""
-
-    def __init__(self, columns: int, lines: int) -> None:
-        super().__init__(columns, lines)
-        self.scrolled = 0
-        self._saved: tuple[dict[int, dict[int, Any]], Any] | None = None
-
-    def index(self) -> None:
-        top, bottom = self.margins or (0, self.lines - 1)
-        if self.cursor.y == bottom and (top, bottom) == (0, self.lines - 1) and self._saved is None:
-            self.scrolled += 1
-        super().index()
-
-    def set_mode(self, *modes: int, **kwargs: Any) -> None:
-        if kwargs.get("private") and _ALTERNATE_SCREEN & set(modes) and self._saved is None:
-            self._saved = ({y: dict(row) for y, row in self.buffer.items()}, self.cursor)
-            self.cursor = pyte.screens.Cursor(self.cursor.x, self.cursor.y, self.cursor.attrs)
-            self.erase_in_display(2)
-        super().set_mode(*modes, **kwargs)
-
-    def reset_mode(self, *modes: int, **kwargs: Any) -> None:
-        if kwargs.get("private") and _ALTERNATE_SCREEN & set(modes) and self._saved is not None:
-            rows, cursor = self._saved
-            self._saved = None
-            self.erase_in_display(2)
-            for y, row in rows.items():
-                if y < self.lines:
-                    self.buffer[y].update({x: char for x, char in row.items() if x < self.columns})
-            self.cursor = cursor
-            self.ensure_hbounds()
-            self.ensure_vbounds()
-        super().reset_mode(*modes, **kwargs)
-
-    def text(self) -> str:
-        """The screen as the sandbox shows tmux's: rows without trailing blanks, no trailing empty rows.
-        pyte's `display` would render every cell of every row (a second for an empty 1000x1000
-        screen); a row's cells past its last written one are blank, so only written cells are read."""
-        rows = [_row_text(self.buffer.get(y), self.columns) for y in range(self.lines)]
-        while rows and not rows[-1]:
-            rows.pop()
-        return "\n".join(rows)
-
-
-def _row_text(row: dict[int, Any] | None, columns: int) -> str:
-    """One row as pyte's `display` renders it (a wide character's stub cell skipped), right-trimmed."""
-    if not row:
-        return ""
-    chars: list[str] = []
-    wide = False
-    for x in range(min(max(row) + 1, columns)):
-        if wide:
-            wide = False
-            continue
-        char = row[x].data  # a missing cell is the row's default, a blank
-        wide = bool(char) and pyte.screens.wcwidth(char[0]) == 2
-        chars.append(char)
-    return "".join(chars).rstrip()
-
-
 @dataclass
 class _Pending:
-    """The action being read: its input events, and what output would still be only their echo."""
+    """The action being read: its input events, the output since it began, and where the cursor was
+    at its last input, to tell a redraw of the line being typed from an answer."""
 
     start_row: int
     start_scrolled: int
     inputs: list[tuple[float, str]] = field(default_factory=list)
     output: StepOutput = field(default_factory=lambda: StepOutput(_DEFAULTS.max_output_bytes))
-    open: bool = True  # more input joins this action
-    echo: str = ""  # typed text not yet echoed
-    editing: bool = False  # the last key edits a line: its short redraw is an echo too
+    open: bool = True  # no key so far asked the program for something
+    input_row: int = 0  # the cursor's row at the last input
+    input_shifts: int = 0  # the screen's scroll count then
 
-    def add_input(self, time: float, data: str) -> None:
+    def add_input(self, time: float, data: str, screen: ReplayScreen) -> None:
         self.inputs.append((time, data))
-        items = key_items(data)
-        if ("Enter", True) in items:
+        if ends_action(key_items(data)):
             self.open = False
-        self.editing = bool(items) and items[-1][1] and items[-1][0] in _LINE_EDIT_KEYS
-        self.echo += "".join(text for text, is_key in items if not is_key)
+        self.input_row, self.input_shifts = screen.cursor.y, screen.shifts
+        screen.dirty.clear()
 
-    def add_output(self, data: str) -> None:
-        self.output.add(data.encode())
+    def joins(self, screen: ReplayScreen) -> bool:
+        """True if the next input continues this action: no key ended it, and the output since the
+        last input changed only the line being typed (the cursor's row then and now; a shell's
+        autosuggestion or syntax colouring redraws that line on every key)."""
         if not self.open:
-            return
-        if data and self.echo.startswith(data):
-            self.echo = self.echo[len(data) :]
-        elif not (self.editing and "\n" not in data and len(data) < 64):
-            self.open = False
+            return False
+        then = self.input_row - (screen.shifts - self.input_shifts)
+        return screen.dirty <= {then, screen.cursor.y}
 
 
-def replay(cast: Cast) -> tuple[Observation, list[Turn], list[dict[str, Any]], str | None]:
-    """(initial observation, turns, markers, exit status) of a parsed recording."""
+@dataclass
+class Replay:
+    """What a recording replays into."""
+
+    initial: Observation
+    turns: list[Turn]
+    markers: list[dict[str, Any]]
+    exit_status: str | None
+    reports_dropped: int  # the terminal's own replies taken out of the input
+
+
+def replay(cast: Cast) -> Replay:
+    """The screens and actions of a parsed recording (the module doc says how input is grouped)."""
     screen = ReplayScreen(cast.width, cast.height)
     stream = pyte.Stream(screen)
     output_filter = ControlStrings()  # DCS/APC/... payloads and stray controls never reach pyte
+    reports = TerminalReports()
     initial: Observation | None = None
     pending: _Pending | None = None
     markers: list[dict[str, Any]] = []
@@ -321,20 +218,24 @@ def replay(cast: Cast) -> tuple[Observation, list[Turn], list[dict[str, Any]], s
     exit_status: str | None = None
     for time, code, data in cast.events:
         if code == "i":
+            data = reports.strip(data)
+            if not data:
+                continue  # only the terminal answering a query: nobody typed
             if pending is None:
                 initial = Observation(format="terminal_screen", text=screen.text())
-            elif not pending.open:
+            elif not pending.joins(screen):
                 _check_steps(turns)
                 turns.append(Turn(action=_action(pending, time), observation=_observation(screen, pending)))
                 pending = None
             if pending is None:
                 pending = _Pending(start_row=screen.cursor.y, start_scrolled=screen.scrolled)
-            pending.add_input(time, data)
+            pending.add_input(time, data, screen)
         elif code == "o":
             data = output_filter.feed(data)
+            reports.note_output(data)
             stream.feed(data)
             if pending is not None:
-                pending.add_output(data)
+                pending.output.add(data.encode())
         elif code == "r":
             columns, lines = map(int, data.split("x"))
             screen.resize(lines=lines, columns=columns)
@@ -351,7 +252,7 @@ def replay(cast: Cast) -> tuple[Observation, list[Turn], list[dict[str, Any]], s
     end = cast.events[-1][0]
     _check_steps(turns)
     turns.append(Turn(action=_action(pending, end), observation=_observation(screen, pending)))
-    return initial, turns, markers, exit_status
+    return Replay(initial, turns, markers, exit_status, reports.dropped)
 
 
 def _check_steps(turns: list[Turn]) -> None:
@@ -428,7 +329,7 @@ class AsciinemaImporter(Importer):
         except UnicodeDecodeError as exc:
             raise BadRow(f"the file is not UTF-8 text (asciicast is JSON lines): {exc}") from None
         cast = parse_cast(text)
-        initial, turns, markers, exit_status = replay(cast)
+        replayed = replay(cast)
         header = cast.header
         env = header.get("env") if isinstance(header.get("env"), dict) else {}
         term = header.get("term") if isinstance(header.get("term"), dict) else {}
@@ -445,10 +346,12 @@ class AsciinemaImporter(Importer):
             for key in ("title", "command", "idle_time_limit", "duration", "tags")
             if header.get(key) not in (None, "", [])
         }
-        if markers:
-            metadata["markers"] = markers
-        if exit_status is not None:
-            metadata["exit_status"] = exit_status
+        if replayed.markers:
+            metadata["markers"] = replayed.markers
+        if replayed.exit_status is not None:
+            metadata["exit_status"] = replayed.exit_status
+        if replayed.reports_dropped:
+            metadata["terminal_reports_dropped"] = replayed.reports_dropped
         timestamp = header.get("timestamp")
         try:
             started = datetime.fromtimestamp(timestamp, UTC) if _number(timestamp) else None
@@ -457,8 +360,8 @@ class AsciinemaImporter(Importer):
         return Episode(
             domain="terminal",
             task=Task(id=row.row_id, metadata=metadata),
-            initial=initial,
-            turns=turns,
+            initial=replayed.initial,
+            turns=replayed.turns,
             environment=Environment(
                 name="terminal",
                 backend="imported",

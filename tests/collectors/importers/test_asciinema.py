@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from collectors.importers.asciinema import key_items, parse_cast, replay
+from collectors.importers.asciinema import parse_cast, replay
 from collectors.importers.base import BadRow
+from collectors.importers.terminal_input import key_items
 from sandboxes.terminal import TerminalConfig, TerminalSandbox, keystrokes_action, make_backend
 from sandboxes.terminal import sandbox as sandbox_module
 from sandboxes.terminal.shell import ShellStream
@@ -179,6 +180,8 @@ def test_recordings_import_through_the_cli_with_screens_dead_letters_and_resume(
             [(k, True) for k in ("Up", "Down", "C-Right", "Delete", "BTab")],
         ),
         ("\x1bb\x1bOP\x1b[24~\x1c", [(k, True) for k in ("M-b", "F1", "F12", "C-\\")]),
+        # xterm's modified keys: F1-F4 as CSI 1;m P-S, the others as CSI n;m ~.
+        ("\x1b[1;2R\x1b[1;5P\x1b[15;5~\x1b[3;3~", [(k, True) for k in ("S-F3", "C-F1", "C-F5", "M-Delete")]),
         ("\x1b[200~päste\rme\x1b[201~", [("päste", False), ("Enter", True), ("me", False)]),
     ],
 )
@@ -190,9 +193,9 @@ def test_resize_reflows_later_output_and_typed_key_names_stay_text() -> None:
     header = {"version": 2, "width": 10, "height": 3}
     events = [[0.0, "o", "$ "], [0.5, "r", "20x3"], [1.0, "i", "Up"], [1.2, "o", "Up"], [1.5, "i", "\r"]]
     events.append([1.6, "o", "\r\n" + "x" * 15])
-    initial, turns, _, _ = replay(parse_cast(_cast_text(header, events)))
-    assert initial.text == "$"
-    (turn,) = turns
+    replayed = replay(parse_cast(_cast_text(header, events)))
+    assert replayed.initial.text == "$"
+    (turn,) = replayed.turns
     # Typed letters that spell a key name are sent as two literal parts, never pressed as the key.
     assert turn.action.arguments["keystrokes"] == [
         {"keystrokes": "U", "duration": 0.0},

@@ -102,7 +102,7 @@ class ReplayScreen(pyte.Screen):
 def _fit_rows(rows: Rows, cursor_y: int, old_lines: int, lines: int, columns: int) -> tuple[Rows, int, int]:
     """(rows, cursor row, rows pushed off the top) of a screen resized to `lines` x `columns`."""
     for row in rows.values():
-        for x in [x for x in row if x >= columns]:
+        for x in [x for x in row if x >= columns]:  # as costly as the erase that filled the row
             del row[x]
     spare = old_lines - lines
     bottom = old_lines - 1

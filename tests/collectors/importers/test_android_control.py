@@ -2,7 +2,8 @@
 (https://github.com/google-research/google-research/tree/master/android_control), each
 accessibility forest as JSON of the android_env protos (one episode in the proto's snake_case, one
 in protobuf JSON's lowerCamelCase, given as JSON text), rendered into our Android tree text,
-validated and written; a bad episode to the dead-letter file; a rerun resumes."""
+validated and written; a bad episode to the dead-letter file; a rerun resumes. Then the real ADP
+sample (flat android_world element lists per screen), read from ../shared/public-samples."""
 
 from __future__ import annotations
 

@@ -111,7 +111,7 @@ def read_events(events: list[Any]) -> EventRun:
     for position, event in enumerate(events):
         if not isinstance(event, dict):
             raise BadRow(f"event {position} is a {type(event).__name__}, not an object")
-        args = event.get("args") if isinstance(event.get("args"), dict) else {}
+        args = _object(event.get("args"))
         kind = event.get("action")
         if kind in ENVIRONMENT_ACTIONS:
             call = _call(event, kind, args)
@@ -149,21 +149,23 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _object(value: Any) -> dict[str, Any]:
+    """`value` where it is an object, else an empty one: a field of the wrong type reads as absent."""
+    return value if isinstance(value, dict) else {}
+
+
 def _model(event: dict[str, Any]) -> str:
-    response = (event.get("tool_call_metadata") or {}).get("model_response")
-    return _text(response.get("model")) if isinstance(response, dict) else ""
+    return _text(_object(_object(event.get("tool_call_metadata")).get("model_response")).get("model"))
 
 
 def _call(event: dict[str, Any], kind: str, args: dict[str, Any]) -> EventCall:
     """The LLM's own call where the event kept it, else the call the action's args stand for."""
-    metadata = event.get("tool_call_metadata")
-    if isinstance(metadata, dict) and metadata.get("function_name"):
+    metadata = _object(event.get("tool_call_metadata"))
+    if function := _text(metadata.get("function_name")):
         call_id = _text(metadata.get("tool_call_id"))
         arguments = _recorded_arguments(metadata, call_id)
         if arguments is not None:
-            return EventCall(
-                metadata["function_name"], arguments, "", action_id=event.get("id"), tool_call_id=call_id
-            )
+            return EventCall(function, arguments, "", action_id=event.get("id"), tool_call_id=call_id)
     tool = ENVIRONMENT_ACTIONS[kind]
     if kind == "run":
         arguments = {"command": args.get("command")}
@@ -188,17 +190,13 @@ def _call(event: dict[str, Any], kind: str, args: dict[str, Any]) -> EventCall:
 
 def _recorded_arguments(metadata: dict[str, Any], call_id: str) -> dict[str, Any] | None:
     """The JSON arguments of the tool call `call_id` in the model response, or None."""
-    response = metadata.get("model_response")
-    choices = response.get("choices") if isinstance(response, dict) else None
-    message = (
-        choices[0].get("message")
-        if isinstance(choices, list) and choices and isinstance(choices[0], dict)
-        else None
-    )
-    for call in (message or {}).get("tool_calls") or []:
+    choices = _object(metadata.get("model_response")).get("choices")
+    message = _object(choices[0]).get("message") if isinstance(choices, list) and choices else None
+    calls = _object(message).get("tool_calls")
+    for call in calls if isinstance(calls, list) else []:
         if not isinstance(call, dict) or call.get("id") != call_id:
             continue
-        arguments = (call.get("function") or {}).get("arguments")
+        arguments = _object(call.get("function")).get("arguments")
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments)
@@ -211,8 +209,7 @@ def _recorded_arguments(metadata: dict[str, Any], call_id: str) -> dict[str, Any
 def _answered(pending: list[EventCall], observation: dict[str, Any]) -> EventCall | None:
     """The pending call an observation answers: by `cause`, else by tool call id."""
     cause = observation.get("cause")
-    metadata = observation.get("tool_call_metadata")
-    call_id = _text(metadata.get("tool_call_id")) if isinstance(metadata, dict) else ""
+    call_id = _text(_object(observation.get("tool_call_metadata")).get("tool_call_id"))
     for index, call in enumerate(pending):
         if (cause is not None and call.action_id == cause) or (
             cause is None and call_id and call.tool_call_id == call_id
@@ -222,7 +219,7 @@ def _answered(pending: list[EventCall], observation: dict[str, Any]) -> EventCal
 
 
 def _observe(call: EventCall, observation: dict[str, Any]) -> None:
-    extras = observation.get("extras") if isinstance(observation.get("extras"), dict) else {}
+    extras = _object(observation.get("extras"))
     content = _text(observation.get("content"))
     kind = observation.get("observation")
     if kind == "edit":
@@ -231,7 +228,7 @@ def _observe(call: EventCall, observation: dict[str, Any]) -> None:
     call.output = content
     if kind != "run":
         return
-    metadata = extras.get("metadata") if isinstance(extras.get("metadata"), dict) else {}
+    metadata = _object(extras.get("metadata"))
     code = metadata.get("exit_code", extras.get("exit_code"))
     if isinstance(code, int) and not isinstance(code, bool) and code >= 0:  # -1: still running
         call.exit_status = code

@@ -19,6 +19,18 @@ proto's snake_case or in protobuf JSON's lowerCamelCase; protobuf JSON leaves ou
 flag that is absent counts as false, except `is_enabled` and `is_visible_to_user`, which hide or
 disable a node only when written as false (an absent one cannot tell "false" from "not recorded").
 
+ADP (https://github.com/neulab/agent-data-protocol, `datasets/androidcontrol`) and android_world
+publish the episodes with each screen already flattened: `accessibility_trees[i]` is a list of UI
+elements as android_world's `representation_utils.UIElement` holds them (`text`,
+`content_description`, `class_name`, `resource_id` or `resource_name`, `package_name` where kept,
+`bbox_pixels` {x_min, x_max, y_min, y_max}, and the `is_*` flags, `is_visible` for visibility),
+with no parent links, and `actions` as objects rather than JSON text. A screen given as a list is
+read in this form (auto-detected per screen): the elements become one flat hierarchy in their
+order, rendered by the same `parse_screen`/`render`, so every node is at depth 0. `hint_text` and
+`tooltip` are not shown (our tree has no field for them), nor are `is_checkable`/`is_focusable`
+(the proto path does not show them either). ADP's elements carry no package, so the package line
+says `unknown` there.
+
 Conversion:
 - Each forest becomes our `android_ui_tree` text (sandboxes/android/tree.py): the windows, in the
   forest's order, are written as one UiAutomator-style hierarchy and compacted by the sandbox's own
@@ -43,6 +55,7 @@ from typing import Any, ClassVar
 from collectors.importers.base import BadRow, Episode, ImportContext, Importer, SourceRow, Turn, require
 from sandboxes.android.actions import parse_action
 from sandboxes.android.tree import parse_screen, render
+from sandboxes.android.tree_text import Node as TreeNode
 from sandboxes.android.tree_text import parse_tree
 from sandboxes.base import InvalidActionError
 from schemas.records import Action, Environment, Observation, Outcome, Policy, Task
@@ -107,6 +120,48 @@ def _element(node: dict[str, Any]) -> ET.Element:
     return ET.Element("node", attributes)
 
 
+def _flat_bounds(element: dict[str, Any]) -> str:
+    box = element.get("bbox_pixels") or {}
+    if not isinstance(box, dict):
+        box = {}
+    left, top, right, bottom = (
+        round(float(box.get(side) or 0)) for side in ("x_min", "y_min", "x_max", "y_max")
+    )
+    return f"[{left},{top}][{right},{bottom}]"
+
+
+def _flat_element(element: dict[str, Any]) -> ET.Element:
+    """An android_world UIElement (ADP's flat screens) as the UiAutomator node our tree reads."""
+    attributes = {
+        "class": str(element.get("class_name") or ""),
+        "text": str(element.get("text") or ""),
+        "content-desc": str(element.get("content_description") or ""),
+        "resource-id": str(element.get("resource_id") or element.get("resource_name") or ""),
+        "package": str(element.get("package_name") or ""),
+        "bounds": _flat_bounds(element),
+    }
+    for flag, attribute in _FLAGS.items():
+        if element.get(flag) is True:
+            attributes[attribute] = "true"
+    if element.get("is_enabled") is False:
+        attributes["enabled"] = "false"
+    if element.get("is_visible") is False:
+        attributes["displayed"] = "false"
+    return ET.Element("node", attributes)
+
+
+def _flat_hierarchy(elements: list[Any], where: str) -> ET.Element:
+    hierarchy = ET.Element("hierarchy")
+    for number, element in enumerate(elements):
+        if not isinstance(element, dict):
+            raise BadRow(f"{where}[{number}] should be a UI element object, got {type(element).__name__}")
+        try:
+            hierarchy.append(_flat_element(element))
+        except (TypeError, ValueError, OverflowError):
+            raise BadRow(f"{where}[{number}].bbox_pixels should hold finite numbers") from None
+    return hierarchy
+
+
 def _window_elements(window: dict[str, Any], where: str) -> list[ET.Element]:
     """The window's root nodes as XML elements, children nested by `child_ids`."""
     tree = _get(window, "tree") or {}
@@ -145,16 +200,23 @@ def _package(windows: list[dict[str, Any]]) -> str:
 
 
 def screen_text(forest: Any, where: str) -> tuple[str, dict[str, Any]]:
-    """A forest as our observation text and data."""
+    """A screen (a forest, or android_world's flat list of UI elements) as our observation text and data."""
     forest = _as_json(forest, where)
-    if not isinstance(forest, dict):
-        raise BadRow(f"{where} should be an AndroidAccessibilityForest object, got {type(forest).__name__}")
-    windows = _get(forest, "windows") or []
-    if not isinstance(windows, list) or not all(isinstance(w, dict) for w in windows):
-        raise BadRow(f"{where}.windows should be a list of objects")
-    hierarchy = ET.Element("hierarchy")
-    for number, window in enumerate(windows):
-        hierarchy.extend(_window_elements(window, f"{where}.windows[{number}]"))
+    windows: list[dict[str, Any]] = []
+    if isinstance(forest, list):  # ADP / android_world: the screen's UI elements, flattened
+        hierarchy = _flat_hierarchy(forest, where)
+    elif isinstance(forest, dict):
+        windows = _get(forest, "windows") or []
+        if not isinstance(windows, list) or not all(isinstance(w, dict) for w in windows):
+            raise BadRow(f"{where}.windows should be a list of objects")
+        hierarchy = ET.Element("hierarchy")
+        for number, window in enumerate(windows):
+            hierarchy.extend(_window_elements(window, f"{where}.windows[{number}]"))
+    else:
+        raise BadRow(
+            f"{where} should be an AndroidAccessibilityForest object or a list of UI elements, "
+            f"got {type(forest).__name__}"
+        )
     screen = parse_screen(ET.tostring(hierarchy, encoding="unicode"), MAX_NODES)
     package = _package(windows) or screen.package or "unknown"
     text = render(screen, package, "unknown")
@@ -171,6 +233,23 @@ def _point(action: dict[str, Any], where: str) -> dict[str, Any]:
     if "x" not in action or "y" not in action:
         raise BadRow(f"{where} ({action.get('action_type')}) has no x and y")
     return {"x": action["x"], "y": action["y"]}
+
+
+def _node_under(screen: str, x: int, y: int) -> TreeNode | None:
+    """The node a touch at (x, y) reached: the deepest whose bounds hold the point, and the smallest
+    of those. A flat screen (ADP's) puts every node at depth 0, so only the size tells the button
+    from the page behind it."""
+
+    def holds(node: TreeNode) -> bool:
+        left, top, right, bottom = node.bounds
+        return left <= x < right and top <= y < bottom
+
+    def area(node: TreeNode) -> int:
+        left, top, right, bottom = node.bounds
+        return (right - left) * (bottom - top)
+
+    hits = [node for node in parse_tree(screen).nodes if holds(node)]
+    return max(hits, key=lambda node: (node.depth, -area(node))) if hits else None
 
 
 def android_action(action: dict[str, Any], before: str, where: str) -> tuple[Action, dict[str, Any]]:
@@ -196,7 +275,7 @@ def android_action(action: dict[str, Any], before: str, where: str) -> tuple[Act
         raise BadRow(f"{where} has action_type {kind!r}; expected one of {', '.join((*_SAME, 'type'))}")
     if point:
         try:
-            node = parse_tree(before).node_at(int(point["x"]), int(point["y"]))
+            node = _node_under(before, int(point["x"]), int(point["y"]))
         except (TypeError, ValueError):
             node = None  # a malformed point: parse_action says so below
         if node is not None:
@@ -213,7 +292,9 @@ class AndroidControlImporter(Importer):
     name: ClassVar[str] = "android_control"
     dataset: ClassVar[str] = "google-research/android_control"
     license: ClassVar[str] = "Apache-2.0"
-    summary: ClassVar[str] = "AndroidControl episodes (JSON form): accessibility forests as our UI tree text"
+    summary: ClassVar[str] = (
+        "AndroidControl episodes (JSON; ADP/android_world flat element lists too) as our UI tree text"
+    )
     id_field: ClassVar[str | None] = "episode_id"
 
     def convert(self, row: SourceRow, context: ImportContext) -> Episode:

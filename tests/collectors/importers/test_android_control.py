@@ -2,7 +2,8 @@
 (https://github.com/google-research/google-research/tree/master/android_control), each
 accessibility forest as JSON of the android_env protos (one episode in the proto's snake_case, one
 in protobuf JSON's lowerCamelCase, given as JSON text), rendered into our Android tree text,
-validated and written; a bad episode to the dead-letter file; a rerun resumes."""
+validated and written; a bad episode to the dead-letter file; a rerun resumes. Then the real ADP
+sample (flat android_world element lists per screen), read from ../shared/public-samples."""
 
 from __future__ import annotations
 
@@ -203,3 +204,116 @@ def test_episodes_import_as_android_trajectories_and_resume(tmp_path: Path, caps
     assert main(["android_control", "--input", str(source), "--out", str(out), "--no-progress"]) == 0
     assert "already imported by an earlier run (skipped): 2" in capsys.readouterr().out
     assert len(list(read_trajectories(out))) == 2
+
+
+# The real ADP sample (agent-data-protocol, datasets/androidcontrol/sample_raw.json; SOURCES.md there).
+SAMPLES = Path(__file__).resolve().parents[3] / ".." / "shared" / "public-samples"
+ADP_SAMPLE = SAMPLES / "android_control" / "adp_androidcontrol_3episodes.json"
+
+
+def test_adp_flat_element_screens_import_as_android_trajectories(tmp_path: Path, capsys) -> None:
+    assert ADP_SAMPLE.is_file(), f"{ADP_SAMPLE} is missing: the public samples must sit beside the repository"
+    out = tmp_path / "out"
+    assert main(["android_control", "--input", str(ADP_SAMPLE), "--out", str(out), "--no-progress"]) == 0
+    assert "imported 3 of 3 rows" in capsys.readouterr().out
+    assert not (out / "dead_letter").exists()
+    found = {t.task.id: t for t in read_trajectories(out, validate=True)}
+    assert {key: len(t.steps) for key, t in found.items()} == {"0": 3, "20": 4, "40": 1}
+    assert {t.outcome.status for t in found.values()} == {"completed"}
+
+    meet = found["0"]
+    assert meet.task.instruction == "Open the Zoho Meet app , view the scheduled meetings ."
+    assert [s.action.text for s in meet.steps] == [
+        '{"action_type": "open_app", "app_name": "Zoho Meeting"}',
+        '{"action_type": "wait", "seconds": 1.0}',
+        '{"action_type": "click", "x": 540, "y": 390}',
+    ]
+    # A flat screen: every element at depth 0 in the list's order; ADP keeps no package name.
+    assert meet.initial_observation.text.splitlines()[:3] == [
+        "Package: unknown  Activity: unknown",
+        '[0] android.widget.TextView "8:37" desc="8:37 AM" @(145,1,229,136)',
+        '[1] android.widget.LinearLayout "" desc="Battery charging, 100 percent." @(986,1,1006,136)',
+    ]
+    assert '[7] android.widget.ImageButton "" desc="Create new event or other calendar entries" ' in (
+        meet.initial_observation.text
+    )
+    assert meet.initial_observation.data == {
+        "package": "unknown",
+        "activity": "unknown",
+        "nodes": 34,
+        "truncated": False,
+    }
+    # The click lands on the smallest node under the point: the tab's label, not the tab bar.
+    assert meet.steps[2].info["element"] == {
+        "index": 13,
+        "class": "android.widget.TextView",
+        "text": "PAST",
+        "desc": "",
+    }
+    assert meet.steps[2].info["step_instruction"] == "Go to the Past section"
+    assert (
+        '[13] android.widget.TextView "PAST" @(494,365,586,416) selected'
+        in meet.steps[2].observation.text.splitlines()
+    )
+
+    shop = found["20"]
+    assert [s.info.get("element", {}).get("text") for s in shop.steps] == [None, "Mobiles", "Close ad", None]
+    assert shop.steps[-1].action.text == '{"action_type": "scroll", "direction": "down"}'
+
+    sofa = found["40"]
+    assert sofa.initial_observation.text.splitlines()[21:23] == [
+        '[20] android.widget.TextView "46% OFF" @(137,2286,257,2325)',
+        '[21] android.widget.TextView "33% OFF" @(480,2286,598,2325)',
+    ]
+    assert '[16] android.widget.TextView "₹2,694" @(77,2234,198,2286)' in sofa.steps[0].observation.text
+    assert (
+        sofa.steps[0].observation.text.splitlines()[5]
+        == '[4] android.widget.TextView "Sort" @(273,2250,351,2302)'
+    )
+    assert sofa.environment.config == {"screen_width": 1080, "screen_height": 2400}
+
+
+def test_flat_elements_hide_invisible_ones_and_mark_disabled_ones(tmp_path: Path, capsys) -> None:
+    def element(text: str, box: tuple[float, float, float, float], **flags: bool) -> dict:
+        x_min, y_min, x_max, y_max = box
+        return {
+            "text": text,
+            "content_description": None,
+            "class_name": "android.widget.Button",
+            "resource_id": "com.example:id/" + text.lower(),
+            "package_name": "com.example",
+            "bbox_pixels": {"x_min": x_min, "x_max": x_max, "y_min": y_min, "y_max": y_max},
+            "is_visible": True,
+            "is_enabled": True,
+            **flags,
+        }
+
+    screen = [
+        element("OK", (10.4, 20, 110.6, 80), is_clickable=True),
+        element("Hidden", (0, 0, 5, 5), is_visible=False),
+        element("Off", (10, 100, 110, 160), is_enabled=False),
+    ]
+    episode = {
+        "episode_id": 7,
+        "goal": "Press OK",
+        "accessibility_trees": [screen, screen],
+        "actions": [{"action_type": "click", "x": 50, "y": 50}, {"action_type": "navigate_back"}],
+    }
+    source = tmp_path / "flat.jsonl"
+    broken = {**episode, "episode_id": 8, "accessibility_trees": [[1, 2], screen]}
+    source.write_text(json.dumps(episode) + "\n" + json.dumps(broken) + "\n")
+    out = tmp_path / "out"
+    assert main(["android_control", "--input", str(source), "--out", str(out), "--no-progress"]) == 0
+    assert "imported 1 of 2 rows" in capsys.readouterr().out
+    (pressed,) = read_trajectories(out, validate=True)
+    assert pressed.initial_observation.text.splitlines() == [
+        "Package: com.example  Activity: unknown",
+        '[0] android.widget.Button "OK" id=com.example:id/ok @(10,20,111,80) clickable',
+        '[1] android.widget.Button "Off" id=com.example:id/off @(10,100,110,160) disabled',
+    ]
+    assert pressed.outcome.status == "truncated"  # two screens for two actions: the last one is lost
+    assert pressed.steps[0].info["element"]["text"] == "OK"
+    letter = json.loads((out / "dead_letter" / "import-android_control.jsonl").read_text())
+    assert letter["row_id"] == "8" and letter["reason"] == (
+        "accessibility_trees[0][0] should be a UI element object, got int"
+    )

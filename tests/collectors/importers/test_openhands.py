@@ -1,7 +1,8 @@
 """OpenHands / SWE-Gym trajectories through the real CLI: Parquet files laid out as the Hub stores
 SWE-Gym/OpenHands-Sampled-Trajectories (OpenAI tool calls) and SWE-Gym/OpenHands-SFT-Trajectories
 (the `.oss` text form of the calls), converted to our swe tools, validated and written; a bad row
-to the dead-letter file; a rerun resumes."""
+to the dead-letter file; a rerun resumes. Then the real public files as published (OpenHands' own
+event history, SWE-Play's text form, SWE-Gym's sampled rows), read from ../shared/public-samples."""
 
 from __future__ import annotations
 
@@ -291,3 +292,218 @@ def test_insert_answers_with_our_diff_and_an_unmatched_snippet_keeps_the_recorde
         {"command": "str_replace", "path": path, "old_str": "a", "new_str": "\tb"}, snippet, REPO
     )
     assert tabbed.observation.text == snippet and tabbed.observation.data["diff"] == ""
+
+
+# Real public files (see SOURCES.md there): never copied into the repository, read where they lie.
+SAMPLES = Path(__file__).resolve().parents[3] / ".." / "shared" / "public-samples" / "openhands"
+
+
+def _sample(name: str) -> Path:
+    path = SAMPLES / name
+    assert path.is_file(), f"{path} is missing: the public samples must sit beside the repository"
+    return path
+
+
+def _imported(source: Path, out: Path, rows: int) -> dict:
+    done = run_import("openhands", source, out)
+    assert done.returncode == 0, done.stderr
+    assert f"imported {rows} of {rows} rows" in done.stdout, done.stdout
+    assert not (out / "dead_letter").exists()
+    return {t.task.id: t for t in read_trajectories(str(out), validate=True)}
+
+
+def test_openhands_own_event_history_is_one_run(tmp_path: Path) -> None:
+    found = _imported(_sample("openhands_native_event_history_basic.json"), tmp_path / "out", 1)
+    run = found["openhands_native_event_history_basic.json"]  # the file is the run: its name is the id
+    assert run.task.instruction == (
+        "Please create a simple 2048 game. No need to run it. "
+        "Please finish the interaction after your finish coding."
+    )
+    assert run.initial_observation.text == "Repository at /workspace."
+    (create,) = run.steps
+    assert create.action.kind == "edit" and create.action.arguments["command"] == "create"
+    assert create.action.arguments["path"] == "/workspace/game_2048.py"
+    assert create.action.arguments["file_text"].startswith(
+        "import random\nimport keyboard\n\nclass Game2048:\n"
+    )
+    assert create.observation.text.startswith(
+        "--- /dev/null\n+++ b/game_2048.py\n@@ -0,0 +1,117 @@\n"
+        "+import random\n+import keyboard\n+\n+class Game2048:\n"
+    )
+    assert create.info["thought"] == (
+        "I'll help you create a simple 2048 game in Python. "
+        "I'll use the str_replace_editor to create the file."
+    )
+    assert run.task.metadata["final_message"].startswith(
+        "I've created a simple implementation of the 2048 game with the following features:\n\n"
+        "1. A 4x4 game board\n"
+    )
+    assert run.policy.config == {"agent": "OpenHands", "run_id": "", "model": "claude-3-5-sonnet-20241022"}
+    assert run.outcome.status == "completed" and run.outcome.reward is None
+
+
+def test_event_histories_as_rows_and_the_events_own_arguments(tmp_path: Path) -> None:
+    """The evaluation harness's rows (`history` beside `instance_id`), here the real file's events; and
+    events without tool-call metadata, whose calls come from `args` (a run with its exit code in
+    `extras.metadata`, a read), one per JSON line."""
+    events = json.loads(_sample("openhands_native_event_history_basic.json").read_text())
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        json.dumps({"instance_id": "getmoto__moto-7000", "resolved": False, "history": events})
+        + "\n"
+        + json.dumps({"instance_id": "getmoto__moto-7001", "history": [events[0], "not an event"]})
+        + "\n"
+    )
+    done = run_import("openhands", rows, tmp_path / "rows")
+    assert done.returncode == 0 and "imported 1 of 2 rows" in done.stdout, done.stdout + done.stderr
+    (row,) = read_trajectories(str(tmp_path / "rows"), validate=True)
+    assert row.task.id == "getmoto__moto-7000" and len(row.steps) == 1 and row.outcome.reward == 0.0
+    assert row.initial_observation.text == "Repository getmoto/moto at /workspace."
+    letter = json.loads((tmp_path / "rows" / "dead_letter" / "import-openhands.jsonl").read_text())
+    assert letter["row_id"] == "rows.jsonl#1" and letter["reason"] == "event 1 is a str, not an object"
+
+    run_metadata = {"exit_code": 3, "working_dir": "/workspace", "py_interpreter_path": "/usr/bin/python"}
+    plain = [
+        {"id": 0, "source": "user", "action": "message", "args": {"content": "List the files."}},
+        {"id": 1, "source": "agent", "action": "run", "args": {"command": "ls", "thought": "Look first."}},
+        {"id": 2, "source": "agent", "observation": "agent_state_changed", "content": "", "extras": {}},
+        {
+            "id": 3,
+            "source": "agent",
+            "cause": 1,
+            "observation": "run",
+            "content": "a.py\n",
+            "extras": {"command": "ls", "metadata": run_metadata},
+        },  # fmt: skip
+        {
+            "id": 4,
+            "source": "agent",
+            "action": "read",
+            "args": {"path": "/workspace/a.py", "view_range": [1, 1]},
+        },
+        {
+            "id": 5,
+            "source": "agent",
+            "cause": 4,
+            "observation": "read",
+            "content": "Here's the result of running `cat -n` on /workspace/a.py:\n     1\tx = 1\n",
+            "extras": {},
+        },  # fmt: skip
+        {"id": 6, "source": "agent", "action": "run", "args": {"command": "sleep 99"}},
+    ]
+    history = tmp_path / "history.jsonl"
+    history.write_text("".join(json.dumps(e) + "\n" for e in plain))
+    done = run_import("openhands", history, tmp_path / "plain")
+    assert done.returncode == 0 and "imported 1 of 1 rows" in done.stdout, done.stdout + done.stderr
+    (plain_run,) = read_trajectories(str(tmp_path / "plain"), validate=True)
+    ls, read = plain_run.steps
+    assert ls.action.text == "bash(command='ls')" and ls.observation.text == "a.py\n[exit status: 3]"
+    assert ls.info == {"thought": "Look first.", "shell": {"cwd": "/workspace", "python": "/usr/bin/python"}}
+    assert read.action.text == "read(path='/workspace/a.py', start_line=1, end_line=1)"
+    assert read.observation.text == "     1\tx = 1\n"
+    assert plain_run.task.metadata["unanswered_actions"] == [
+        {"tool": "execute_bash", "arguments": {"command": "sleep 99"}}
+    ]
+
+
+def test_swe_play_rows_in_the_text_form(tmp_path: Path) -> None:
+    found = _imported(_sample("adp_swe-play_oss_form_5rows.json"), tmp_path / "out", 5)
+    assert {key: len(t.steps) for key, t in found.items()} == {
+        "swe-play-0": 20,
+        "swe-play-1": 20,
+        "swe-play-2": 30,
+        "swe-play-3": 19,
+        "swe-play-4": 29,
+    }
+    first = found["swe-play-0"]
+    # The task, not the in-context example fn_call_converter wrapped around it.
+    assert first.task.instruction.startswith(
+        "You are now given a project directory and required to finish the project task by task.\n"
+        "You have finished all tasks before 1.2.1. Now it's your task to finish Task 1.2.1.\n\n"
+        "<task_description>\nCreate a CPU class that combines registers, memory, and program counter "
+        "into a unified state container."
+    )
+    assert first.task.instruction.endswith(
+        "You MUST NOT modify any content under `/tests`.\nYou also do not need to proceed to next tasks."
+    )
+    assert "EXAMPLE" not in first.task.instruction
+    assert first.initial_observation.text == "Repository at /workspace."
+    assert (
+        first.task.metadata["category"] == "general"
+        and first.task.metadata["source"] == "cpu-architecture-simulator"
+    )
+    assert first.steps[0].action.text == "read(path='/workspace')"
+    edit = first.steps[4]
+    assert (
+        edit.action.kind == "edit" and edit.action.arguments["path"] == "/workspace/src/cpu_simulator/cpu.py"
+    )
+    # Paths under /workspace (no <uploaded_files>) are relative in our diff, as our sandbox writes it.
+    assert edit.observation.text.startswith(
+        "--- a/src/cpu_simulator/cpu.py\n+++ b/src/cpu_simulator/cpu.py\n@@ -400,7 +400,9 @@\n"
+    )
+    bash = next(s for s in first.steps if s.action.kind == "bash")
+    assert bash.action.text == "bash(command='cd /workspace && python test_cpu_implementation.py')"
+    assert bash.observation.text.endswith(
+        "CPU display functionality test passed!\n\nAll tests passed!\n[exit status: 0]"
+    )
+    # The final <function=finish> has no closing tag: its message is kept.
+    assert first.task.metadata["final_message"].startswith(
+        "Task 1.2.1 has been successfully completed! I have implemented the CPU class"
+    )
+    assert first.task.metadata["final_message"].endswith(
+        "a solid foundation for building the complete CPU simulator."
+    )
+    assert first.task.metadata["task_completed"] == "true"
+    assert {t.outcome.status for t in found.values()} == {"completed"}
+    assert {t.outcome.reward for t in found.values()} == {None}  # SWE-Play records no test verdict
+    # The think call before the finish is no step; said after the last step, it is kept apart.
+    assert (
+        found["swe-play-1"]
+        .task.metadata["closing_thoughts"][0]
+        .startswith("\nPerfect! All 288 tests are passing, including the 23 tests for Task 4.1.1")
+    )
+    # swe-play-4 ends in `<finish>...</finish>`, no function call in fn_call_converter's syntax: text.
+    last = found["swe-play-4"].task.metadata
+    assert "final_message" not in last and last["closing_thoughts"][0].startswith(
+        "<finish>\n<parameter=message>Task 1.1.3"
+    )
+
+
+def test_swe_gym_sampled_rows_take_their_verdict(tmp_path: Path) -> None:
+    found = _imported(_sample("adp_swe-gym_openhands_sampled_5rows.json"), tmp_path / "out", 5)
+    assert {key: len(t.steps) for key, t in found.items()} == {
+        "python__mypy-15976_0": 20,
+        "Project-MONAI__MONAI-5686_4": 8,
+        "Project-MONAI__MONAI-6849_1": 10,
+        "getmoto__moto-6387_0": 16,
+        "Project-MONAI__MONAI-3715_4": 28,
+    }
+    for run in found.values():  # every sampled row was resolved by SWE-Gym's tests
+        assert run.outcome.reward == 1.0 and run.outcome.verification.details == {"resolved": True}
+        assert run.outcome.verification.verifier == "imported:swe-gym-tests"
+    moto = found["getmoto__moto-6387_0"]
+    assert moto.initial_observation.text == "Repository getmoto/moto at /workspace/getmoto__moto__4.1."
+    assert moto.policy.config["run_id"] == "gpt-4o-2024-08-06_maxiter_30_N_v2.1-no-hint-train-t04-run_1"
+    run = moto.steps[6]
+    assert run.action.text == "bash(command='python /workspace/getmoto__moto__4.1/reproduce_error.py')"
+    assert run.observation.data["exit_status"] == 1 and run.observation.text.endswith("[exit status: 1]")
+    assert run.info["shell"] == {"prompt": "root@openhands-workspace:/workspace/getmoto__moto__4.1 # "}
+    assert moto.steps[5].observation.text.startswith(
+        "--- /dev/null\n+++ b/reproduce_error.py\n@@ -0,0 +1,24 @@\n"
+        "+import boto3\n+from moto import mock_cloudfront\n"
+    )
+    # finish() without a message: the text said with it is the final message.
+    assert moto.task.metadata["final_message"].startswith(
+        "The task has been successfully completed. Here's a summary of what was done:"
+    )
+    assert moto.task.metadata["closing_thoughts"][1].startswith("[user] Please continue working on the task")
+    cut = found["Project-MONAI__MONAI-3715_4"].task.metadata  # the run ends on a call with no answer
+    assert cut["unanswered_actions"] == [
+        {
+            "tool": "str_replace_editor",
+            "arguments": {
+                "command": "view",
+                "path": "/workspace/Project-MONAI__MONAI__0.8/reproduce_error.py",
+            },
+        }
+    ]

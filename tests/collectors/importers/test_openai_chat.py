@@ -344,7 +344,13 @@ def test_swe_gym_chats_end_with_finish_and_available_tools_are_read(tmp_path: Pa
     assert [tool.name for tool in finished.environment.tools] == [
         "execute_bash", "finish", "str_replace_editor",
     ]  # fmt: skip
-    assert json.loads(finished.steps[0].action.text)["name"] == "str_replace_editor"
+    assert finished.steps[0].action.text == (
+        '{"name": "str_replace_editor", "arguments": {"command": "view", '
+        '"path": "/workspace/python__mypy__1.6", "view_range": [0, -1]}}'
+    )
+    assert mcp_text(finished.steps[0]) == (
+        "OBSERVATION:\nERROR:\nThe `view_range` parameter is not allowed when `path` points to a directory."
+    )
     cut = found["adp_swe-gym_openhands_sampled_5rows.json#4"]
     assert cut.outcome.status == "truncated" and cut.outcome.error == (
         "the log ends with 1 tool call(s) that got no result: str_replace_editor"

@@ -21,13 +21,14 @@ arguments: `environment.config["tools_from"] == "calls"`). The system prompt goe
 Domain: `--domain` (mcp or search) when given; otherwise search when every call is one of our search
 tools (`web_search`, `web_extractor`) with arguments in our search form, else mcp.
 - mcp: the action is our tool-call text `{"name", "arguments"}`; the result is our MCP result JSON
-  (content items, `isError`: see `chat_messages.mcp_result`); the tools are the row's `tools`.
+  (content items, `isError`: see `chat_messages.mcp_result`); the tools are the row's tool list.
 - search: actions and observations as our search sandbox writes them (sandboxes/search): a result
   that is JSON with a list of {url, title, snippet} is rendered as our numbered result list; other
   text is kept as it is. A page's text gets our `URL:` header line.
 A chat log holds no step timings and no MCP `isError`: none are made up (the result text says
 `"isError": false` because our form requires the flag; its `data["is_error"]` is None, not recorded).
-The assistant's own text is left out: it is the agent's, not the environment's.
+The assistant's own text is left out: it is the agent's, not the environment's (in a tau-bench run,
+its message to the user is the `respond` action, which the user's reply answers).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class OpenAIChatImporter(Importer):
     name = "openai_chat"
     dataset = "openai-chat-logs"  # no single public dataset: pass --dataset with the real name
     license = ""
-    summary = "OpenAI-format chat logs with tool calls ({messages, tools}) as mcp or search steps"
+    summary = "OpenAI-format chat logs with tool calls ({messages, tools}; tau-bench runs) as mcp/search"
     id_field: ClassVar[str | None] = "id"
 
     def convert(self, row: SourceRow, context: ImportContext) -> Episode:

@@ -82,18 +82,8 @@ class OpenAIChatImporter(Importer):
             messages = json_value(require(data, "messages", (list, str)), "field 'messages'", list)
         conversation = parse_conversation(messages, user_replies=simulated_user)
         if not conversation.exchanges:
-            error = data.get("info", {}).get("error") if isinstance(data.get("info"), dict) else None
-            if simulated_user and not messages and error:
-                raise BadRow(f"the run failed before its first step: {str(error)[:500]}")
-            if conversation.unanswered:
-                raise BadRow("no tool call in this log has a result: there is no step to import")
-            raise BadRow("the log makes no tool call: there is no step for a world model to learn")
-        domain = "mcp" if simulated_user else self._domain(conversation, context.domain)
-        if simulated_user and context.domain not in ("", "mcp"):
-            raise BadRow(
-                f"a tau-bench log (a simulated user and tools) imports into the mcp domain, not "
-                f"{context.domain!r}: rerun with --domain mcp or without --domain"
-            )
+            raise _no_step(data, conversation)
+        domain = self._domain(conversation, context.domain, simulated_user)
         config: dict[str, Any] = {"source_format": "openai_chat"}
         listed_key, listed = listed_tools(data)
         definitions = tool_definitions(listed, f"field {listed_key!r}")
@@ -134,7 +124,14 @@ class OpenAIChatImporter(Importer):
             tools=tools,
         )
 
-    def _domain(self, conversation: Conversation, given: str) -> str:
+    def _domain(self, conversation: Conversation, given: str, simulated_user: bool) -> str:
+        if simulated_user:
+            if given not in ("", "mcp"):
+                raise BadRow(
+                    f"a tau-bench log (a simulated user and tools) imports into the mcp domain, not "
+                    f"{given!r}: rerun with --domain mcp or without --domain"
+                )
+            return "mcp"
         if given:
             if given not in DOMAINS:
                 raise BadRow(
@@ -146,6 +143,17 @@ class OpenAIChatImporter(Importer):
         if all(call.name in SEARCH_TOOLS and _search_fits(call) for call in calls):
             return "search"
         return "mcp"
+
+
+def _no_step(data: dict[str, Any], conversation: Conversation) -> BadRow:
+    """Why a log without an answered call has no step (a failed tau-bench run says why it failed)."""
+    info = data.get("info")
+    error = info.get("error") if isinstance(info, dict) else None
+    if tau_bench.is_tau_bench(data) and not data["traj"] and error:
+        return BadRow(f"the run failed before its first step: {str(error)[:500]}")
+    if conversation.unanswered:
+        return BadRow("no tool call in this log has a result: there is no step to import")
+    return BadRow("the log makes no tool call: there is no step for a world model to learn")
 
 
 def _search_fits(call: ToolExchange) -> bool:

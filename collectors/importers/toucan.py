@@ -167,7 +167,8 @@ def _server_tools(servers: list[dict[str, Any]]) -> list[tuple[str, ToolDefiniti
 def _listed_tools(data: dict[str, Any], servers: list[dict[str, Any]]) -> list[tuple[str, ToolDefinition]]:
     """(server, tool) from the row's OpenAI-form tool list, for rows whose servers did not list their
     tools (the SFT config; rows without `remote_server_response`): a name that starts with exactly
-    one server's prefix (`slug(server)-`) is that server's tool under the rest of the name."""
+    one server's prefix (`slug(server)-`) is that server's tool under the rest of the name; a name
+    without a prefix (OpenAI-Agents runs) belongs to the row's server when it has only one."""
     key, value = listed_tools(data)
     listed = []
     for tool in tool_definitions(value, f"field {key!r}"):
@@ -175,6 +176,8 @@ def _listed_tools(data: dict[str, Any], servers: list[dict[str, Any]]) -> list[t
         if len(owners) == 1:
             own = tool.name[len(slug(owners[0])) + 1 :]
             listed.append((owners[0], ToolDefinition(own, tool.description, tool.input_schema)))
+        elif not owners and len(servers) == 1:
+            listed.append((servers[0]["server_name"], tool))
         else:
             listed.append(("", tool))
     return listed

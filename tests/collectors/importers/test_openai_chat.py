@@ -365,3 +365,47 @@ def test_swe_gym_chats_end_with_finish_and_available_tools_are_read(tmp_path: Pa
     assert [tool.name for tool in listed.environment.tools] == ["read_file", "list_directory"]
     assert listed.environment.tools[0].description == "Read a file of the workspace."
     assert "tools_from" not in listed.environment.config
+
+
+def tau_run(task_id: int, traj: list[dict], reward: float = 1.0, info: dict | None = None) -> dict:
+    """A run as tau-bench's run.py writes it (EnvRunResult: task_id, reward, info, traj, trial)."""
+    return {"task_id": task_id, "reward": reward, "info": info or {}, "traj": traj, "trial": 0}
+
+
+def test_tau_bench_failed_runs_are_dead_letters_and_a_last_unanswered_reply_is_no_step(tmp_path: Path):
+    lookup = tool_call("c1", "get_order", {"order_id": "#W1"})
+    short = [
+        {"role": "system", "content": "# Retail agent policy"},
+        {"role": "user", "content": "Where is order #W1?"},
+        {"role": "assistant", "content": None, "tool_calls": [lookup]},
+        {"role": "tool", "tool_call_id": "c1", "name": "get_order", "content": '{"status": "shipped"}'},
+        {"role": "assistant", "content": "It has shipped."},
+        {"role": "user", "content": "Thanks! ###STOP###"},
+        {"role": "assistant", "content": "Glad to help."},  # never answered: no observation, no step
+    ]
+    failed = tau_run(1, [], 0.0, {"error": "RateLimitError: slow down", "traceback": "..."})
+    source = tmp_path / "retail.json"
+    source.write_text(json.dumps([tau_run(0, short), failed]))
+    out = tmp_path / "out"
+    assert main(["openai_chat", "--input", str(source), "--out", str(out), "--no-progress"]) == 0
+    (run,) = by_row(out).values()
+    assert [step.action.arguments["name"] for step in run.steps] == ["get_order", "respond"]
+    assert run.steps[1].action.arguments["arguments"] == {"content": "It has shipped."}
+    assert mcp_text(run.steps[1]) == "Thanks! ###STOP###"
+    assert run.outcome.status == "completed" and run.outcome.reward == 1.0
+    assert run.task.instruction == "Where is order #W1?"
+    letters = [
+        json.loads(line)
+        for line in (out / "dead_letter" / "import-openai_chat.jsonl").read_text().splitlines()
+    ]
+    assert [(letter["row_id"], letter["reason"]) for letter in letters] == [
+        ("retail.json#1", "the run failed before its first step: RateLimitError: slow down")
+    ]
+
+    searched = tmp_path / "searched"
+    argv = ["openai_chat", "--input", str(source), "--out", str(searched), "--domain", "search"]
+    assert main([*argv, "--no-progress"]) == 0
+    assert (
+        "imports into the mcp domain, not 'search'"
+        in (searched / "dead_letter" / "import-openai_chat.jsonl").read_text()
+    )

@@ -13,7 +13,15 @@ id) to the earliest unanswered call of its name, else the earliest unanswered ca
 one message are several exchanges, in the order they were made. A call that never got a result is
 only acceptable at the end of the log (the conversation was cut short: the importer marks the
 trajectory `truncated` and keeps the answered calls); a missing result followed by answered calls
-would leave the world model a history with a hole in it, so that row is a `BadRow`.
+would leave the world model a history with a hole in it, so that row is a `BadRow`. A final call to a
+tool that ends the episode (`finish`, for the importers that name one) expects no result: see
+`truncation`.
+
+User replies as results (`user_replies=True`, for logs whose user is a simulator that the
+environment runs, as in tau-bench): an assistant message with text and no call that a user message
+answers is a call to `respond` {"content": the text} (tau-bench's own name for that action,
+`RESPOND_ACTION_NAME` in its tau_bench/types.py), and the user's message is its result. Without the
+flag, user messages after the first are kept as they are in `user_messages`.
 """
 
 from __future__ import annotations
@@ -39,11 +47,15 @@ class ToolExchange:
     result: list[str] | None = None
 
 
+RESPOND = "respond"  # the agent's message to a simulated user, as a call (see the module doc)
+
+
 @dataclass
 class Conversation:
     exchanges: list[ToolExchange]  # the answered calls, in the order they were made
     unanswered: list[ToolExchange]  # calls at the end of the log that never got a result
-    user_messages: list[str] = field(default_factory=list)
+    user_messages: list[str] = field(default_factory=list)  # with user_replies: only the first
+    system_messages: list[str] = field(default_factory=list)
 
 
 def json_value(value: Any, what: str, kind: type | tuple[type, ...]) -> Any:
@@ -91,27 +103,45 @@ def text_of(content: Any, where: str) -> str:
     return "\n\n".join(content_parts(content, where))
 
 
-def parse_conversation(messages: list[Any]) -> Conversation:
-    """The tool exchanges of a chat log; see the module doc for the pairing rules."""
+def parse_conversation(messages: list[Any], user_replies: bool = False) -> Conversation:
+    """The tool exchanges of a chat log; see the module doc for the pairing rules and `user_replies`."""
     calls: list[ToolExchange] = []
     pending: list[ToolExchange] = []
     users: list[str] = []
+    systems: list[str] = []
+    said = 0  # user messages so far: a call's user_turn is this minus one
+    reply: ToolExchange | None = None  # the last message, when it was the agent's text to the user
     for index, message in enumerate(messages):
         where = f"message {index}"
         if not isinstance(message, dict):
             raise BadRow(f"{where} should be an object with a 'role', got {type(message).__name__}")
         role = message.get("role")
+        last_reply, reply = reply, None
         if role == "user":
-            users.append(text_of(message.get("content"), where))
+            text = text_of(message.get("content"), where)
+            said += 1
+            if last_reply is not None:
+                last_reply.result = [text]
+                calls.append(last_reply)
+            else:
+                users.append(text)
         elif role == "assistant":
-            made = _calls_of(message, index, max(len(users) - 1, 0))
+            made = _calls_of(message, index, max(said - 1, 0))
             calls += made
             pending += made
+            if user_replies and not made and said:
+                content = text_of(message.get("content"), where)
+                reply = ToolExchange(RESPOND, {"content": content}, "", index, said - 1)
         elif role in ("tool", "function"):
             exchange = _answered_call(message, role, pending, where)
             exchange.result = content_parts(message.get("content"), where)
             pending.remove(exchange)
-        elif role not in ("system", "developer"):
+        elif role in ("system", "developer"):
+            try:
+                systems.append(text_of(message.get("content"), where))
+            except BadRow:  # an instruction with non-text parts: the steps do not need it
+                pass
+        else:
             raise BadRow(
                 f"{where} has role {role!r}; expected system, developer, user, assistant, tool or function"
             )
@@ -123,7 +153,7 @@ def parse_conversation(messages: list[Any]) -> Conversation:
             f"the call to {gap.name!r} in message {gap.message_index} has no result, but later calls do: "
             "the history before them would be missing a step"
         )
-    return Conversation(answered, unanswered, users)
+    return Conversation(answered, unanswered, users, systems)
 
 
 def _calls_of(message: dict[str, Any], index: int, user_turn: int) -> list[ToolExchange]:
@@ -222,13 +252,24 @@ def step_info(exchange: ToolExchange) -> dict[str, Any]:
     return info
 
 
-def truncation(conversation: Conversation) -> Outcome:
-    """`completed`, or `truncated` when calls at the end of the log never got their result."""
-    if not conversation.unanswered:
+def listed_tools(row: dict[str, Any]) -> tuple[str, Any]:
+    """(field, value) of a row's tool list: `tools` (the API's name) or `available_tools` (Toucan's,
+    and other datasets'); ("", None) when it has neither."""
+    for key in ("tools", "available_tools"):
+        if row.get(key) not in (None, "", []):
+            return key, row[key]
+    return "", None
+
+
+def truncation(conversation: Conversation, finish_tools: tuple[str, ...] = ()) -> Outcome:
+    """`completed`, or `truncated` when calls at the end of the log never got their result. A single
+    last call to one of `finish_tools` is the agent ending the episode, which no result answers."""
+    unanswered = conversation.unanswered
+    if not unanswered or (len(unanswered) == 1 and unanswered[0].name in finish_tools):
         return Outcome(status="completed")
-    names = ", ".join(call.name for call in conversation.unanswered)
+    names = ", ".join(call.name for call in unanswered)
     return Outcome(
         status="truncated",
-        error=f"the log ends with {len(conversation.unanswered)} tool call(s) that got no result: {names}",
+        error=f"the log ends with {len(unanswered)} tool call(s) that got no result: {names}",
         error_kind="no_tool_result",
     )

@@ -16,6 +16,8 @@ commands of 0.x (open, goto, scroll_up, scroll_down) `read` of the lines shown. 
 the step's `info["thought"]`, the state to `info["state"]`. The task instruction is the first user
 message of `history` that is not a demonstration; the repository root is the directory its prompt
 shows, else `<uploaded_files>`, else the first step's working directory.
+Observations keep their text, with 1.x's terminal line ends (CRLF) as LF. The task id is the
+instance of 1.x's `replay_config.problem_statement.id`, else the file's name.
 A `.traj` holds no test verdict: the outcome is `completed` without reward, and `exit_status`,
 `submission` and `model_stats` go to task.metadata. Not mapped: `query`/`messages` (the model's
 input, which the steps already hold) and `execution_time` (the driver's steps carry no timing).
@@ -72,14 +74,15 @@ class SweAgentTrajImporter(Importer):
             turns.append(_turn(step, state, root))
         if not turns:
             raise BadRow("the trajectory has no steps")
-        task_id = posixpath.splitext(posixpath.basename(row.row_id))[0]
+        replay = _replay_config(data.get("replay_config"))
+        task_id = _instance_id(replay) or posixpath.splitext(posixpath.basename(row.row_id))[0]
         metadata: dict[str, Any] = {
             "instance_id": task_id,
             "exit_status": info.get("exit_status") or "",
             "submission": info.get("submission") or "",
             "model_stats": info.get("model_stats") or {},
         }
-        model = _model_name(data.get("replay_config"))
+        model = _model_name(replay)
         return swe_common.episode(
             Task(id=task_id, instruction=instruction, metadata=metadata),
             root,
@@ -141,7 +144,9 @@ def _state(value: Any) -> dict[str, Any]:
 def _turn(step: dict[str, Any], state: dict[str, Any], root: str) -> Turn:
     action = step.get("action")
     observation = step.get("observation")
-    output = observation if isinstance(observation, str) else ""
+    # SWE-agent 1.x runs commands in a terminal, which ends lines with CRLF; the programs wrote LF
+    # (what our sandbox's bash shows). A lone CR (a progress bar's) is the program's and stays.
+    output = observation.replace("\r\n", "\n") if isinstance(observation, str) else ""
     output, shown = swe_common.strip_state(output)
     info: dict[str, Any] = {"state": state or shown}
     if isinstance(step.get("thought"), str) and step["thought"].strip():
@@ -154,15 +159,28 @@ def _turn(step: dict[str, Any], state: dict[str, Any], root: str) -> Turn:
     return swe_common.swe_agent_turn(action.strip(), output, root, **info)
 
 
-def _model_name(replay_config: Any) -> str:
-    """`agent.model.name` of SWE-agent 1.x's replay configuration, "" where there is none."""
-    if isinstance(replay_config, str):
+def _replay_config(value: Any) -> dict[str, Any]:
+    """SWE-agent 1.x's replay configuration (an object, or its JSON text), {} where there is none."""
+    if isinstance(value, str):
         try:
-            replay_config = json.loads(replay_config)
+            value = json.loads(value)
         except ValueError:
-            return ""
-    model = replay_config.get("agent", {}).get("model", {}) if isinstance(replay_config, dict) else {}
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _model_name(replay: dict[str, Any]) -> str:
+    """`agent.model.name` of the replay configuration, "" where there is none."""
+    agent = replay.get("agent")
+    model = agent.get("model") if isinstance(agent, dict) else None
     return str(model.get("name") or "") if isinstance(model, dict) else ""
+
+
+def _instance_id(replay: dict[str, Any]) -> str:
+    """`problem_statement.id` of the replay configuration (the SWE-bench instance), "" where none."""
+    statement = replay.get("problem_statement")
+    found = statement.get("id") if isinstance(statement, dict) else None
+    return found if isinstance(found, str) else ""
 
 
 IMPORTER = SweAgentTrajImporter()

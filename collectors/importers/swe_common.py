@@ -23,6 +23,7 @@ What maps, and how (the format modules cite their sources):
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 import shlex
 from typing import Any
@@ -281,6 +282,9 @@ _FENCE = re.compile(r"```[^\n]*\n(.*?)\n?```", re.S)
 _STATE = re.compile(
     r"\n*\(Open file: (?P<file>[^\n]*)\)\n\(Current directory: (?P<cwd>[^\n]*)\)\n?bash-\$\s*$"
 )
+# SWE-agent 0.x's runtime ends each command with this echo to find the end of its output (and the
+# exit code); where the output did not end with a newline the marker is left in the observation.
+_PROCESS_DONE = re.compile(r"///PROCESS-DONE:(?P<code>-?\d+):PROCESS-DONE///\s*$")
 _WINDOW_HEADER = re.compile(r"^\[File: (?P<path>.+) \((?P<total>\d+) lines total\)\]$")
 _MORE = re.compile(r"^\((?:\d+) more lines? (?:above|below)\)$")
 WINDOW_COMMANDS = ("open", "goto", "scroll_up", "scroll_down")
@@ -316,15 +320,26 @@ def swe_agent_turn(
     output is a window of one file: those are `read(path, start_line, end_line)` of the lines the
     window showed, renumbered as `cat -n`. `edit N:M` (a line-range replacement, answered with a
     window, not a diff) and `create` (answered with an empty window) stay bash: our edit has
-    neither that command nor that answer.
+    neither that command nor that answer. A window names its file as the command did (quoted or
+    not, relative to the working directory); `read` gets it relative to the repository root. The
+    runtime's end marker `///PROCESS-DONE:N:PROCESS-DONE///`, which some recordings kept after an
+    output that had no final newline, is removed; N goes to `info["exit_code"]` (the other steps
+    do not record theirs, so no status line is added to the text).
     """
     if state:
         info = {**info, "state": state}
+    marker = _PROCESS_DONE.search(output)
+    if marker:  # the runtime's, not the program's: its exit code is kept, without our status line
+        output = output[: marker.start()]
+        info = {**info, "exit_code": int(marker["code"])}
     name = command.split(maxsplit=1)[0] if command.strip() else ""
     if name in WINDOW_COMMANDS:
         window = parse_window(output)
         if window is not None:
             path, first, lines = window
+            directory = (state or {}).get("working_dir", "")
+            if not path.startswith("/") and directory:
+                path = posixpath.normpath(posixpath.join(directory, path))
             arguments = {
                 "path": relative(path, root),
                 "start_line": first,
@@ -337,8 +352,9 @@ def swe_agent_turn(
 
 def parse_window(output: str) -> tuple[str, int, list[str]] | None:
     """(path, first line number, lines) of a SWE-agent file window, or None if `output` is not
-    exactly one window with consecutively numbered lines."""
-    lines = output.rstrip("\n").split("\n")
+    exactly one window with consecutively numbered lines. CRLF line ends (a terminal's, as
+    SWE-agent 1.x records them) read as LF."""
+    lines = output.replace("\r\n", "\n").rstrip("\n").split("\n")
     header = _WINDOW_HEADER.match(lines[0]) if lines else None
     if not header:
         return None

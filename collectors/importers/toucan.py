@@ -18,6 +18,11 @@ runs (OSS) use the tool's own name. Here an action names the tool as its MCP ser
 MCP sandbox would; where two of a row's servers have a tool of the same name, the prefixed name is
 kept so the calls stay distinct.
 
+Published rows also come in other shapes, all read: `target_tools` as a JSON list; an assessment
+written as prose, not JSON (kept as `task.metadata["question_quality_text"]` /
+`["response_quality_text"]`); `mcp_servers` without `remote_server_response` (then the tools are
+the row's `available_tools`, each given to the server whose prefix its name carries).
+
 Mapping: the tools -> `environment.tools` (name, description, input_schema); each call -> our
 tool-call action `{"name", "arguments"}`; its result -> our MCP result JSON (the text the framework
 passed on, as one text item; `isError` is not recorded, see `chat_messages.mcp_result`); the initial
@@ -30,6 +35,7 @@ tool call (the irrelevance extension) have no step and go to the dead-letter fil
 
 from __future__ import annotations
 
+import json
 import posixpath
 from collections import Counter
 from dataclasses import dataclass
@@ -40,6 +46,7 @@ from collectors.importers.chat_messages import (
     Conversation,
     ToolExchange,
     json_value,
+    listed_tools,
     mcp_result,
     parse_conversation,
     step_info,
@@ -83,7 +90,7 @@ class ToucanImporter(Importer):
                 "the row makes no tool call (e.g. the irrelevance subset): there is no step to import"
             )
         servers = _servers(metadata)
-        catalogue = _catalogue(servers) if servers else _plain_catalogue(data)
+        catalogue = _catalogue(_server_tools(servers) or _listed_tools(data, servers))
         turns = [self._turn(exchange, catalogue) for exchange in conversation.exchanges]
         return Episode(
             domain="mcp",
@@ -146,31 +153,48 @@ def slug(server_name: str) -> str:
     return server_name.lower().replace(" ", "-")
 
 
-def _catalogue(servers: list[dict[str, Any]]) -> dict[str, ServerTool]:
-    """Every name a call may use (the tool's own, and the prefixed one) -> the tool."""
+def _server_tools(servers: list[dict[str, Any]]) -> list[tuple[str, ToolDefinition]]:
+    """(server, tool) for the tools the servers listed themselves (`remote_server_response.tools`)."""
     listed: list[tuple[str, ToolDefinition]] = []
     for server in servers:
         response = server.get("remote_server_response") or {}
         tools = response.get("tools") if isinstance(response, dict) else None
         where = f"the tools of server {server['server_name']!r}"
         listed += [(server["server_name"], tool) for tool in tool_definitions(tools or [], where)]
+    return listed
+
+
+def _listed_tools(data: dict[str, Any], servers: list[dict[str, Any]]) -> list[tuple[str, ToolDefinition]]:
+    """(server, tool) from the row's OpenAI-form tool list, for rows whose servers did not list their
+    tools (the SFT config; rows without `remote_server_response`): a name that starts with exactly
+    one server's prefix (`slug(server)-`) is that server's tool under the rest of the name; a name
+    without a prefix (OpenAI-Agents runs) belongs to the row's server when it has only one."""
+    key, value = listed_tools(data)
+    listed = []
+    for tool in tool_definitions(value, f"field {key!r}"):
+        owners = [s["server_name"] for s in servers if tool.name.startswith(slug(s["server_name"]) + "-")]
+        if len(owners) == 1:
+            own = tool.name[len(slug(owners[0])) + 1 :]
+            listed.append((owners[0], ToolDefinition(own, tool.description, tool.input_schema)))
+        elif not owners and len(servers) == 1:
+            listed.append((servers[0]["server_name"], tool))
+        else:
+            listed.append(("", tool))
+    return listed
+
+
+def _catalogue(listed: list[tuple[str, ToolDefinition]]) -> dict[str, ServerTool]:
+    """Every name a call may use (the tool's own, and the prefixed one) -> the tool."""
     shared = Counter(tool.name for _, tool in listed)
     catalogue: dict[str, ServerTool] = {}
     for server, tool in listed:
-        prefixed = f"{slug(server)}-{tool.name}"
+        prefixed = f"{slug(server)}-{tool.name}" if server else tool.name
         name = tool.name if shared[tool.name] == 1 else prefixed
         entry = ServerTool(server, name, tool.name, ToolDefinition(name, tool.description, tool.input_schema))
         catalogue.setdefault(prefixed, entry)
         if shared[tool.name] == 1:
             catalogue[tool.name] = entry
     return catalogue
-
-
-def _plain_catalogue(data: dict[str, Any]) -> dict[str, ServerTool]:
-    """Rows without server metadata (the SFT config): the OpenAI-form tool list, names as given."""
-    key = "available_tools" if data.get("available_tools") not in (None, "") else "tools"
-    definitions = tool_definitions(data.get(key), f"field {key!r}")
-    return {tool.name: ServerTool("", tool.name, tool.name, tool) for tool in definitions}
 
 
 def _unique_definitions(catalogue: dict[str, ServerTool]) -> list[ToolDefinition]:
@@ -188,6 +212,9 @@ def _initial(servers: list[dict[str, Any]], catalogue: dict[str, ServerTool]) ->
         tools = list(dict.fromkeys(e.name for e in catalogue.values() if e.server == server["server_name"]))
         lines.append(f"Connected to {server['server_name']}: {len(tools)} tools ({', '.join(tools)}).")
         names.append(server["server_name"])
+    unowned = list(dict.fromkeys(e.name for e in catalogue.values() if not e.server))
+    if unowned:  # tools of the row's list that no server's prefix claims
+        lines.append(unnamed_server_initial(unowned).text)
     data = {
         "server": names[0] if len(names) == 1 else names,
         "tools": [t.name for t in _unique_definitions(catalogue)],
@@ -212,21 +239,42 @@ def _task(uuid: str, data: dict[str, Any], conversation: Conversation) -> Task:
     if isinstance(subset, str) and subset:
         metadata["subset"] = subset
     target = data.get("target_tools")
-    if isinstance(target, str) and target.strip():
-        metadata["target_tools"] = [t.strip() for t in target.split(",") if t.strip()]
+    if isinstance(target, str):
+        target = target.split(",")
+    if isinstance(target, list):
+        named = [t.strip() for t in target if isinstance(t, str) and t.strip()]
+        if named:
+            metadata["target_tools"] = named
     for source, key in (
         ("question_quality_assessment", "question_quality"),
         ("response_quality_assessment", "response_quality"),
     ):
-        scores = _scores(_optional_json(data, source, dict))
-        if scores:
-            metadata[key] = scores
+        assessment = _assessment(data.get(source))
+        if isinstance(assessment, str):
+            metadata[f"{key}_text"] = assessment
+        elif assessment:
+            metadata[key] = assessment
     users = conversation.user_messages
     if len(users) > 1:
         metadata["later_user_messages"] = users[1:]
     question = data.get("question")
     instruction = question if isinstance(question, str) and question else (users[0] if users else "")
     return Task(id=uuid, instruction=instruction, metadata=metadata)
+
+
+def _assessment(value: Any) -> dict[str, Any] | str:
+    """A quality assessment's scores (see `_scores`); its text where it is prose, not JSON (some
+    published rows write the judge's verdict as a sentence); {} where there is none."""
+    if value in (None, "", "null"):
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value.strip()
+    if isinstance(value, str):
+        return value.strip()
+    return _scores(value) if isinstance(value, dict) else {}
 
 
 def _scores(assessment: dict[str, Any]) -> dict[str, Any]:

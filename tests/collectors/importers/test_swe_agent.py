@@ -1,6 +1,8 @@
 """nebius/SWE-agent-trajectories rows through the real CLI: a Parquet file laid out as the Hub
 stores the dataset (https://huggingface.co/datasets/nebius/SWE-agent-trajectories), read by
-`datasets`, converted, validated and written; a bad row to the dead-letter file; a rerun resumes."""
+`datasets`, converted, validated and written; a bad row to the dead-letter file; a rerun resumes.
+And the real rows ADP published from the dataset (read where they lie, ../shared/public-samples,
+see its SOURCES.md)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ import pyarrow.parquet as pq
 
 from schemas import read_trajectories
 from tests.collectors.conftest import run_import
+
+SAMPLES = Path(__file__).resolve().parents[3] / ".." / "shared" / "public-samples"
+NEBIUS_ROWS = SAMPLES / "swe_agent" / "adp_nebius_swe-agent-trajectories_5rows.json"
 
 PROMPT = "\n\n(Open file: {file})\n(Current directory: /apispec)\nbash-$"
 SYSTEM_PROMPT = "SETTING: You are an autonomous programmer ...\nCOMMANDS:\nopen:\n  signature: open <path>"
@@ -165,3 +170,54 @@ def test_rows_import_with_swe_tools_and_verdict(tmp_path: Path) -> None:
         and "already imported by an earlier run (skipped): 2" in again.stdout
     )
     assert len(list(read_trajectories(str(out)))) == 2
+
+
+def test_published_rows_import_with_windows_as_reads(tmp_path: Path) -> None:
+    assert NEBIUS_ROWS.is_file(), (
+        f"{NEBIUS_ROWS} is missing: the public samples must sit beside the repository"
+    )
+    out = tmp_path / "out"
+    done = run_import("swe_agent", NEBIUS_ROWS, out)
+    assert done.returncode == 0, done.stderr
+    assert "imported 5 of 5 rows" in done.stdout and "steps: 44" in done.stdout
+    assert not (out / "dead_letter").exists()
+    found = {
+        t.provenance.source.row_id.rsplit("#", 1)[1]: t for t in read_trajectories(str(out), validate=True)
+    }
+    assert [len(found[str(i)].steps) for i in range(5)] == [5, 13, 4, 7, 15]
+    assert all(
+        t.outcome.reward == 1.0 and t.task.metadata["unanswered_action"] == "submit" for t in found.values()
+    )
+
+    plumbum = found["0"]
+    assert plumbum.task.id == "tomerfiliba__plumbum-366_17"
+    assert plumbum.initial_observation.text == "Repository tomerfiliba/plumbum at /plumbum."
+    assert plumbum.policy.config == {"agent": "SWE-agent", "model": "swe-agent-llama-70b"}
+    assert plumbum.environment.config["agent_system_prompt"].startswith("SETTING: You are an autonomous")
+    listing, find, window, edit, check = plumbum.steps
+    assert listing.action.text == "bash(command='ls -F')"
+    assert listing.observation.text.splitlines()[:3] == ["CHANGELOG.rst", "CONTRIBUTING.rst", "LICENSE"]
+    assert find.action.text == "bash(command='find_file \"image.py\" plumbum')"
+    assert (
+        find.observation.text
+        == 'Found 1 matches for "image.py" in /plumbum/plumbum:\n/plumbum/plumbum/cli/image.py'
+    )
+    # `open path` is our read of the 99 lines the window showed, numbered as cat -n.
+    assert window.action.text == "read(path='plumbum/cli/image.py', start_line=1, end_line=99)"
+    assert window.observation.text.startswith(
+        "     1\tfrom __future__ import print_function, division\n     2\t\n"
+        "     3\tfrom plumbum import colors\n"
+    )
+    assert window.observation.text.endswith(
+        "    98\tif __name__ == '__main__':\n    99\t    ShowImageApp()\n"
+    )
+    assert window.info["source_command"] == "open plumbum/cli/image.py"
+    assert edit.action.text == "bash(command='edit 5:5\\nimport plumbum.cli as cli\\nend_of_edit')"
+    assert check.observation.text == "Your command ran successfully and did not produce any output."
+    assert "bash-$" not in check.observation.text and "(Open file" not in window.observation.text
+
+    treon = found["4"]
+    goto = treon.steps[3]
+    assert goto.info["source_command"] == "goto 122"
+    assert goto.action.text == "read(path='treon/treon.py', start_line=44, end_line=143)"
+    assert goto.observation.text.startswith("    44\t        sys.exit(__doc__)\n")

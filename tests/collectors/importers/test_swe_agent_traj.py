@@ -1,15 +1,22 @@
 """SWE-agent `.traj` files through the real CLI: one 0.x run (command interface, state as JSON text)
 and one 1.x run (str_replace_editor command lines, replay_config), laid out as SWE-agent writes
 them (https://swe-agent.com/latest/usage/trajectories/); a file that is not JSON and one without
-`trajectory` go to the dead-letter file; a rerun resumes."""
+`trajectory` go to the dead-letter file; a rerun resumes. And three real `.traj` files from SWE-agent's
+repository, 0.x and 1.x (read where they lie, ../shared/public-samples, see its SOURCES.md)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
+
+from collectors.importers.swe_common import swe_agent_turn
 from schemas import read_trajectories
 from tests.collectors.conftest import run_import
+
+SAMPLES = Path(__file__).resolve().parents[3] / ".." / "shared" / "public-samples"
+TRAJ_FILES = SAMPLES / "swe_agent_traj"
 
 PROVENANCE = ("--dataset", "my-swe-agent-runs", "--license", "MIT")
 PROMPT = "\n\n(Open file: {file})\n(Current directory: /marshmallow-code__marshmallow)\nbash-$"
@@ -199,3 +206,77 @@ def test_traj_files_import_as_swe_tools(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert "imported 0 of 4 rows" in again.stdout and "(skipped): 2" in again.stdout
     assert len(list(read_trajectories(str(out)))) == 2
+
+
+def test_published_traj_files_import_with_their_windows_as_reads(tmp_path: Path) -> None:
+    assert TRAJ_FILES.is_dir(), f"{TRAJ_FILES} is missing: the public samples must sit beside the repository"
+    out = tmp_path / "out"
+    done = run_import("swe_agent_traj", TRAJ_FILES, out)
+    assert done.returncode == 0, done.stderr
+    assert "imported 3 of 3 rows" in done.stdout and "steps: 44" in done.stdout
+    assert not (out / "dead_letter").exists()
+    found = {t.provenance.source.row_id: t for t in read_trajectories(str(out), validate=True)}
+    assert all(t.outcome.status == "completed" and t.outcome.reward is None for t in found.values())
+
+    # 1.x: a quoted path, CRLF line ends (the terminal's), the instance named by replay_config.
+    replace = found["marshmallow-1867__function_calling_replace.traj"]
+    assert len(replace.steps) == 11
+    assert replace.task.id == "marshmallow-code__marshmallow-1867"
+    assert replace.initial_observation.text == "Repository marshmallow-code/marshmallow at /testbed."
+    assert replace.policy.config == {"agent": "SWE-agent", "model": "gpt-4o"}
+    opened = replace.steps[5]
+    assert opened.info["source_command"] == 'open "src/marshmallow/fields.py" 1474'
+    assert opened.action.text == "read(path='src/marshmallow/fields.py', start_line=1457, end_line=1556)"
+    assert opened.observation.text.startswith(
+        "  1457\t            self.MINUTES,\n  1458\t            self.HOURS,\n"
+    )
+    assert opened.observation.text.endswith(
+        "  1555\t        if value is None:\n  1556\t            return None\n"
+    )
+    assert replace.steps[3].observation.text == (
+        "AUTHORS.rst\t    LICENSE\t RELEASING.md\t      performance/    setup.py\n"
+        "CHANGELOG.rst\t    MANIFEST.in  azure-pipelines.yml  pyproject.toml  src/\n"
+        "CODE_OF_CONDUCT.md  NOTICE\t docs/\t\t      reproduce.py    tests/\n"
+        "CONTRIBUTING.rst    README.rst\t examples/\t      setup.cfg       tox.ini"
+    )
+    assert not any("\r\n" in step.observation.text for step in replace.steps)
+    assert replace.steps[-1].action.text == "bash(command='submit')"
+    assert replace.steps[-1].observation.text.startswith("\ndiff --git a/src/marshmallow/fields.py")
+
+    # 0.x: state as JSON text, a demonstration in the history, `edit N:M` left as bash.
+    pydicom = found["pydicom-1458__gpt4_default.traj"]
+    assert len(pydicom.steps) == 12
+    assert pydicom.initial_observation.text == "Repository pydicom-1458__gpt4_default at /pydicom__pydicom."
+    assert pydicom.task.instruction.startswith(
+        "We're currently solving the following issue within our repository."
+    )
+    window = pydicom.steps[4]
+    assert window.action.text == (
+        "read(path='pydicom/pixel_data_handlers/numpy_handler.py', start_line=273, end_line=372)"
+    )
+    assert window.observation.text.endswith('   372\t    return cast("np.ndarray", arr)\n')
+    assert pydicom.steps[5].action.arguments["command"].startswith("edit 287:295\n")
+    assert pydicom.task.metadata["model_stats"]["api_calls"] == 12
+
+    # 0.x EnIGMA: the runtime's PROCESS-DONE marker is not the program's output.
+    ctf = found["ctf_web_i_got_id_demo.traj"]
+    assert len(ctf.steps) == 21
+    hello = ctf.steps[1]
+    assert hello.action.text == "bash(command='curl http://web.chal.csaw.io:8000/cgi-bin/hello.pl')"
+    assert hello.observation.text.endswith("--:--:-- --:--:-- --:--:--   268\nHello World from Perl!")
+    assert hello.info["exit_code"] == 0
+    assert not any("PROCESS-DONE" in step.observation.text for step in ctf.steps)
+    assert ctf.steps[-1].action.text == "bash(command='submit FLAG{p3rl_6_iz_EVEN_BETTER!!1}')"
+    assert ctf.steps[-1].observation.text == "\nFLAG{p3rl_6_iz_EVEN_BETTER!!1}\n"
+
+
+@pytest.mark.parametrize("command", ['open "lib/util.py" 3', "open lib/util.py 3", "open 'lib/util.py' 3"])
+def test_open_reads_the_window_quoted_or_not_from_the_working_directory(command: str) -> None:
+    window = (
+        "[File: lib/util.py (9 lines total)]\r\n(1 more lines above)\r\n2:a = 1\r\n3:b = 2\r\n"
+        "(6 more lines below)"
+    )
+    state = {"open_file": "/repo/src/lib/util.py", "working_dir": "/repo/src"}
+    turn = swe_agent_turn(command, window, "/repo", state)
+    assert turn.action.text == "read(path='src/lib/util.py', start_line=2, end_line=3)"
+    assert turn.observation.text == "     2\ta = 1\n     3\tb = 2\n"

@@ -1,6 +1,8 @@
 """The toucan importer on Parquet files laid out as the Hub stores Agent-Ark/Toucan-1.5M: a folder per
 config (`Kimi-K2/train-00000-of-00001.parquet`), every column a string, nested values as JSON text
-(column names from the dataset card; message and metadata shapes from the Toucan pipeline's code)."""
+(column names from the dataset card; message and metadata shapes from the Toucan pipeline's code);
+and on the one public Toucan-shaped row found, ADP's sample (read where it lies,
+../shared/public-samples, see its SOURCES.md)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,9 @@ from collectors.importers.base import BadRow, ImportContext, SourceRow
 from collectors.importers.toucan import IMPORTER
 from schemas import read_trajectories
 from tests.collectors.conftest import run_import
+
+SAMPLES = Path(__file__).resolve().parents[3] / ".." / "shared" / "public-samples"
+ADP_ROW = SAMPLES / "toucan" / "adp_toucan_1row.json"
 
 COLUMNS = (
     "uuid",
@@ -360,3 +365,42 @@ def test_multi_turn_rows_keep_later_requests_and_unknown_tools_keep_their_name()
     assert episode.task.metadata["later_user_messages"] == ["and the weather?"]
     assert episode.turns[2].action.arguments == {"name": "weather_now", "arguments": {"city": "Oslo"}}
     assert episode.turns[2].observation.data["server"] == ""
+
+
+def test_adp_row_with_prose_assessments_and_no_server_tool_list_imports(tmp_path: Path):
+    assert ADP_ROW.is_file(), f"{ADP_ROW} is missing: the public samples must sit beside the repository"
+    out = tmp_path / "out"
+    done = run_import("toucan", ADP_ROW, out)
+    assert done.returncode == 0, done.stderr
+    assert "imported 1 of 1 rows" in done.stdout
+    assert not (out / "dead_letter").exists()
+    (t,) = by_row(out).values()
+    assert t.provenance.source.row_id == "ac0907b0-4f43-52e3-aafe-2d6a6f3e3213"
+    assert t.task.instruction.startswith("I'm considering joining a Series B fintech startup called")
+    # The assessments are sentences, not JSON: kept as text, the row not lost.
+    assert t.task.metadata["question_quality_text"] == (
+        "This is a high-quality question that requires research and analysis. The user has a specific, "
+        "realistic scenario and needs comprehensive information to make an informed decision."
+    )
+    assert t.task.metadata["response_quality_text"].startswith("The response demonstrates proper tool usage")
+    assert "question_quality" not in t.task.metadata
+    assert t.task.metadata["target_tools"] == ["exa-search-web_search_exa"]
+    assert t.task.metadata["subset"] == "single-turn-original"
+    # The server lists no tools of its own: the row's available_tools, given to it by their prefix.
+    assert t.initial_observation.text == "Connected to exa-search: 1 tools (web_search_exa)."
+    assert [tool.name for tool in t.environment.tools] == ["web_search_exa"]
+    assert t.environment.tools[0].input_schema["required"] == ["query"]
+    (step,) = t.steps
+    assert step.action.text == (
+        '{"name": "web_search_exa", "arguments": {"query": "StellarPay fintech startup Series B business '
+        'model recent developments", "numResults": 5}}'
+    )
+    assert step.info["source_tool_name"] == "exa-search-web_search_exa"
+    assert step.observation.data["server"] == "exa-search"
+    assert json.loads(json.loads(step.observation.text)["content"][0]["text"])["results"][0] == {
+        "title": "StellarPay Raises $50M Series B",
+        "url": "https://example.com/stellarpay-series-b",
+        "content": "StellarPay, a fintech startup focused on cross-border payments, has raised $50M in "
+        "Series B funding...",
+    }
+    assert t.outcome.status == "completed" and t.outcome.reward is None

@@ -253,13 +253,13 @@ class ExportSummary:
     out: str
     written: int = 0
     steps: int = 0
-    attachments: int = 0
+    attachments: int = 0  # files written: a blob two observations share is one
     skipped: dict[str, str] = field(default_factory=dict)  # trajectory id -> why it was not written
 
     def format_text(self) -> str:
         lines = [
             f"wrote {self.written:,} ATIF trajectories ({self.steps:,} steps, {self.attachments:,} "
-            f"attachments) under {self.out}"
+            f"attachment files) under {self.out}"
         ]
         if self.skipped:
             lines.append(f"  not written: {len(self.skipped):,}")

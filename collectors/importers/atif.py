@@ -13,6 +13,7 @@ Two kinds of file:
   and the provenance are the import's own (the id keys resume; `provenance.source.row_id` is the
   file's path, which holds the original id).
 - Any other producer (Harbor's agents): mapped by `collectors.importers.atif_harbor`.
+Both read the steps as `collectors.importers.atif_steps` parses and checks them.
 
 What makes a file a dead letter: not JSON, not an object, an unknown `schema_version`, no steps,
 `step_id`s that do not count 1, 2, ..., a step `source` other than system/user/agent, a tool call
@@ -27,64 +28,27 @@ import hashlib
 import json
 import posixpath
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from fsspec.core import url_to_fs
 
 from collectors.importers import reading
+from collectors.importers.atif_harbor import harbor_episode
+from collectors.importers.atif_steps import AtifStep, media_file, parse_step, tools_of
 from collectors.importers.base import BadRow, Episode, ImportContext, Importer, SourceRow, Turn, require
-from collectors.importers.chat_messages import tool_definitions
 from collectors.importers.swe_agent_traj import relative_name
 from schemas.atif import EXTRA_KEY, FILE_NAME, VERSIONS_READ, action_of_calls
 from schemas.codec import RowDecodeError, decode_record
 from schemas.records import (
     DOMAINS,
     Action,
-    Attachment,
     Environment,
     Observation,
     Outcome,
     Policy,
     Provenance,
     Task,
-    ToolDefinition,
 )
-
-SOURCES = ("system", "user", "agent")
-
-
-@dataclass
-class Call:
-    call_id: str
-    name: str
-    arguments: dict[str, Any]
-
-
-@dataclass
-class Result:
-    call_id: str | None
-    text: str  # its text parts, joined by line breaks
-    media: list[Attachment] = field(default_factory=list)  # its image (and audio) parts, read
-
-
-@dataclass
-class AtifStep:
-    """One ATIF step, checked: what both readers use."""
-
-    step_id: int
-    source: str
-    message: str  # its text parts, joined by line breaks
-    timestamp: datetime | None
-    calls: list[Call]
-    results: list[Result]
-    raw: dict[str, Any]
-
-    def ours(self) -> dict[str, Any] | None:
-        extra = self.raw.get("extra")
-        value = extra.get(EXTRA_KEY) if isinstance(extra, dict) else None
-        return value if isinstance(value, dict) else None
 
 
 class AtifImporter(Importer):
@@ -109,13 +73,11 @@ class AtifImporter(Importer):
         raw_steps = require(document, "steps", list)
         if not raw_steps:
             raise BadRow("field 'steps' is empty: ATIF requires at least one step")
-        steps = [_step(raw, position, row.uri) for position, raw in enumerate(raw_steps)]
+        steps = [parse_step(raw, position) for position, raw in enumerate(raw_steps)]
         extra = document.get("extra")
         ours = extra.get(EXTRA_KEY) if isinstance(extra, dict) else None
         if ours is not None:
             return _our_episode(document, agent, steps, ours, row.uri)
-        from collectors.importers.atif_harbor import harbor_episode  # only other producers' files need it
-
         return harbor_episode(document, agent, steps, row, context)
 
 
@@ -141,113 +103,6 @@ def _document(content: bytes | Any) -> dict[str, Any]:
     return document
 
 
-def _step(raw: Any, position: int, uri: str) -> AtifStep:
-    where = f" of steps[{position}]"
-    step_id = require(raw, "step_id", int, where)
-    if step_id != position + 1:
-        raise BadRow(f"steps[{position}].step_id is {step_id}; ATIF step ids count 1, 2, ... in order")
-    where = f" of step {step_id}"
-    source = require(raw, "source", str, where)
-    if source not in SOURCES:
-        raise BadRow(f"step {step_id}: source {source!r} is not one of {', '.join(SOURCES)}")
-    message, media = _content(raw.get("message", ""), f"the message of step {step_id}", uri)
-    if media:
-        raise BadRow(f"step {step_id}: images in a message are not imported (only in observations)")
-    calls = []
-    for n, call in enumerate(raw.get("tool_calls") or []):
-        where = f" of tool_calls[{n}] of step {step_id}"
-        name = require(call, "function_name", str, where)
-        if not name:
-            raise BadRow(f"tool_calls[{n}] of step {step_id} has an empty function_name")
-        calls.append(
-            Call(require(call, "tool_call_id", str, where), name, require(call, "arguments", dict, where))
-        )
-    ids = {call.call_id for call in calls}
-    results = []
-    observation = raw.get("observation")
-    if observation is not None:
-        for n, result in enumerate(
-            require(observation, "results", list, f" of the observation of step {step_id}")
-        ):
-            if not isinstance(result, dict):
-                raise BadRow(
-                    f"observation.results[{n}] of step {step_id} is a {type(result).__name__}, not an object"
-                )
-            call_id = result.get("source_call_id")
-            if call_id is not None and call_id not in ids:
-                raise BadRow(
-                    f"step {step_id}: an observation result answers call {call_id!r}, "
-                    "which the step does not make"
-                )
-            text, media = _content(result.get("content"), f"observation.results[{n}] of step {step_id}", uri)
-            results.append(Result(call_id, text, media))
-    return AtifStep(step_id, source, message, _timestamp(raw.get("timestamp"), step_id), calls, results, raw)
-
-
-def _content(content: Any, where: str, uri: str) -> tuple[str, list[Attachment]]:
-    """(text, media) of a message or a result: a string, or a list of content parts (ATIF 1.6)."""
-    if content is None:
-        return "", []
-    if isinstance(content, str):
-        return content, []
-    if not isinstance(content, list):
-        raise BadRow(f"{where} should be a string or a list of content parts, got {type(content).__name__}")
-    texts, media = [], []
-    for n, part in enumerate(content):
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind == "text" and isinstance(part.get("text"), str):
-            texts.append(part["text"])
-        elif kind in ("image", "audio") and isinstance(part.get("source"), dict):
-            source = part["source"]
-            media.append(media_file(uri, source.get("path"), source.get("media_type"), f"{where}, part {n}"))
-        else:
-            raise BadRow(f"{where}: part {n} is not a text, image or audio content part")
-    return "\n".join(texts), media
-
-
-def media_file(uri: str, path: Any, media_type: Any, where: str, name: str = "") -> Attachment:
-    """An image (or audio) file a trajectory names, read into an attachment. Only a relative path
-    inside the trajectory's own folder is read: a file elsewhere on this machine, or a URL, is not
-    something an import should fetch on a document's say-so."""
-    if not isinstance(path, str) or not path or not isinstance(media_type, str) or not media_type:
-        raise BadRow(f"{where}: a media part needs a source with a path and a media_type")
-    parts = path.split("/")
-    if "://" in path or path.startswith("/") or ".." in parts or "\\" in path:
-        raise BadRow(
-            f"{where}: {path!r} is not a relative path inside the trajectory's folder, so it is not read"
-        )
-    target = posixpath.join(posixpath.dirname(uri), path)
-    fs, local = url_to_fs(target)
-    try:
-        with fs.open(local, "rb") as handle:
-            content = handle.read(reading.MAX_ROW_BYTES + 1)
-    except OSError as exc:
-        raise BadRow(f"{where}: cannot read {path!r}: {exc}") from None
-    if len(content) > reading.MAX_ROW_BYTES:
-        raise BadRow(f"{where}: {path!r} is over the {reading.MAX_ROW_BYTES:,}-byte limit")
-    return Attachment(name=name or posixpath.basename(path), media_type=media_type, content=content)
-
-
-def _timestamp(value: Any, step_id: int) -> datetime | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise BadRow(f"step {step_id}: timestamp should be ISO 8601 text, got {type(value).__name__}")
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise BadRow(f"step {step_id}: timestamp {value!r} is not ISO 8601: {exc}") from None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
-
-
-def tools_of(agent: dict[str, Any], output_schemas: dict[str, Any] | None = None) -> list[ToolDefinition]:
-    tools = tool_definitions(agent.get("tool_definitions"), "agent.tool_definitions")
-    for tool in tools:
-        schema = (output_schemas or {}).get(tool.name)
-        tool.output_schema = schema if isinstance(schema, dict) else None
-    return tools
-
-
 # Our own files (schemas.atif): every field comes back.
 
 
@@ -263,7 +118,8 @@ def _our_episode(
     if first.source != "user" or len(first.results) != 1:
         raise BadRow("step 1 of our export should be the task (source user) with the first observation")
     agent_extra = agent.get("extra")
-    config = agent_extra.get(EXTRA_KEY, {}).get("config", {}) if isinstance(agent_extra, dict) else {}
+    policy_extra = agent_extra.get(EXTRA_KEY) if isinstance(agent_extra, dict) else None
+    config = policy_extra.get("config", {}) if isinstance(policy_extra, dict) else {}
     name = require(agent, "name", str, " of the agent")
     try:
         task = decode_record(Task, {**_object(ours, "task"), "instruction": first.message}, "task")

@@ -38,13 +38,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from collectors.importers.atif import AtifStep, Call, Result, tools_of
+from collectors.importers.atif_steps import AtifStep, Call, Result, media_file, tools_of
 from collectors.importers.base import BadRow, Episode, ImportContext, SourceRow, Turn, require
 from collectors.importers.chat_messages import mcp_result, unnamed_server_initial
 from sandboxes.base import InvalidActionError
 from sandboxes.domains import DomainSpec, domain_spec
 from schemas.atif import FILE_NAME, TASK_COMPLETE_TOOL, TERMINAL_TOOL, action_of_calls
-from schemas.records import DOMAINS, Environment, Observation, Outcome, Policy, Task
+from schemas.records import DOMAINS, Attachment, Environment, Observation, Outcome, Policy, Task
 
 DEFAULT_DOMAIN = "terminal"
 METRICS = ("prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd")
@@ -90,7 +90,7 @@ def harbor_episode(
             turns.append(
                 Turn(
                     action,
-                    _observation(domain, spec, action.kind, group, results),
+                    _observation(domain, spec, action.kind, group, results, row.uri),
                     info=info,
                     started_at=step.timestamp,
                 )
@@ -104,7 +104,7 @@ def harbor_episode(
         task=Task(
             id=_task_id(document, row), instruction=users[0].message if users else "", metadata=metadata
         ),
-        initial=_initial(domain, spec, users, tools),
+        initial=_initial(domain, spec, users, tools, row.uri),
         turns=turns,
         environment=Environment(
             name=domain,
@@ -160,10 +160,9 @@ def _action(domain: str, spec: DomainSpec, group: list[Call], step_id: int):
 
 
 def _observation(
-    domain: str, spec: DomainSpec, kind: str, group: list[Call], results: list[Result]
+    domain: str, spec: DomainSpec, kind: str, group: list[Call], results: list[Result], uri: str
 ) -> Observation:
     texts = [result.text for result in results]
-    media = [attachment for result in results for attachment in result.media]
     if domain == "mcp":
         observation = mcp_result("", group[0].name, texts)
     else:
@@ -173,8 +172,16 @@ def _observation(
             text="\n".join(texts),
             data={"source_text": True},
         )
-    observation.attachments = media
+    observation.attachments = _media(results, uri)
     return observation
+
+
+def _media(results: list[Result], uri: str) -> list[Attachment]:
+    return [
+        media_file(uri, path, media_type, where)
+        for result in results
+        for path, media_type, where in result.media
+    ]
 
 
 def _info(step: AtifStep, complete: bool) -> dict[str, Any]:
@@ -191,11 +198,11 @@ def _info(step: AtifStep, complete: bool) -> dict[str, Any]:
     return info
 
 
-def _initial(domain: str, spec: DomainSpec, users: list[AtifStep], tools: list) -> Observation:
+def _initial(domain: str, spec: DomainSpec, users: list[AtifStep], tools: list, uri: str) -> Observation:
     first = users[0] if users else None
     if first is not None and first.results:
         text = "\n".join(result.text for result in first.results)
-        media = [attachment for result in first.results for attachment in result.media]
+        media = _media(first.results, uri)
         return Observation(
             format=spec.observation_format, text=text, data={"source_text": True}, attachments=media
         )

@@ -13,14 +13,15 @@ import pytest
 from schemas import TrajectoryWriter, read_trajectories
 from schemas.__main__ import main as schemas_main
 from schemas.invalid_actions import invalid_action, invalid_action_observation
-from schemas.records import Outcome, Trajectory, Verification
+from schemas.records import Attachment, Outcome, Trajectory, Verification
 from tests.collectors.conftest import run_import
-from tests.schemas.factories import rich_trajectory
+from tests.schemas.factories import SCREENSHOT, rich_trajectory
 from tests.schemas.harbor_venv import harbor_validate, run_harbor
 
 TESTS = Path(__file__).resolve().parents[2]
 TERMINAL_RUN = TESTS / "beam_pipelines" / "fixtures" / "terminal_run"
 MCP_V2 = TESTS / "schemas" / "fixtures" / "trajectories_v2.parquet"
+V1 = TESTS / "schemas" / "fixtures" / "trajectories_v1.parquet"  # terminal, web, and mcp with no step
 # What an import keeps of the trajectory it reads: all but the id (the import's resume key) and the
 # provenance (the import's own, its source naming the file).
 KEPT = ("domain", "environment", "task", "policy", "initial_observation", "steps", "outcome")
@@ -144,7 +145,7 @@ def test_real_terminal_captures_round_trip_exactly(tmp_path: Path):
     assert "already imported by an earlier run (skipped): 12" in rerun.stdout
 
 
-def test_attachments_tools_invalid_actions_and_verdicts_round_trip(tmp_path: Path):
+def test_attachments_tools_invalid_actions_verdicts_and_other_domains_round_trip(tmp_path: Path):
     rich = rich_trajectory()
     rich.steps.append(
         replace(
@@ -160,20 +161,28 @@ def test_attachments_tools_invalid_actions_and_verdicts_round_trip(tmp_path: Pat
     root = tmp_path / "data"
     with TrajectoryWriter(str(root)) as writer:
         writer.write(rich)
-        for t in read_trajectories(str(MCP_V2)):
+        for t in [*read_trajectories(str(MCP_V2)), *read_trajectories(str(V1))]:
+            if t.domain == "web":  # the fixture holds its screenshot's reference, not the blob
+                t.initial_observation.attachments = [
+                    Attachment("screen.png", "image/png", content=SCREENSHOT)
+                ]
             writer.write(t)
     originals = {t.trajectory_id: t for t in read_trajectories(str(root))}
     imported, out = export_and_import(root, tmp_path)
-    assert sorted(t.domain for t in imported) == ["mcp", "terminal"]
+    assert sorted(t.domain for t in imported) == ["mcp", "mcp", "terminal", "terminal", "web"]
     for t in imported:
         assert_kept(t, originals[t.provenance.source.row_id.split("/")[0]])
-    terminal = next(t for t in imported if t.domain == "terminal")
+    terminal = next(t for t in imported if t.task.id == rich.task.id)
     assert terminal.steps[2].action.kind == "invalid" and terminal.steps[1].reward == 1.0
     end_png, log = terminal.steps[1].observation.attachments
     assert (out / end_png.uri).read_bytes().startswith(b"\x89PNG") and (
         out / log.uri
     ).read_bytes() == "日本語\n".encode()
-    mcp = next(t for t in imported if t.domain == "mcp")
+    empty = next(t for t in imported if t.provenance.source.row_id.startswith("v1-mcp-0001/"))
+    assert empty.steps == [] and empty.outcome.error == "server exited with status 1"
+    (click,) = next(t for t in imported if t.domain == "web").steps
+    assert click.action.kind == "click"
+    mcp = next(t for t in imported if t.environment.tools)
     assert mcp.environment.tools[0].output_schema == {
         "type": "object",
         "properties": {"datetime": {"type": "string"}},

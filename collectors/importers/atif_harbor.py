@@ -18,14 +18,16 @@ sandbox).
   Text parts are joined by line breaks, image and audio parts become attachments; in mcp the text is
   our MCP result (`chat_messages.mcp_result`). Actions with no result at the end of the file make the
   trajectory `truncated`; one before answered actions is a dead letter (the history would have a hole).
-- Skipped and counted in task.metadata `skipped_steps`: agent steps without a tool call (a reply that
-  was no action, such as Terminus 2's parse errors; their observation is the agent's own prompt) and
+- Skipped and counted in task.metadata `skipped_steps`: agent steps without an action (no tool call:
+  a reply that was no action, such as Terminus 2's parse errors, whose observation is the agent's own
+  prompt; or in terminal only `mark_task_complete`, which then marks the previous action's info) and
   steps marked `is_copied_context` (already in an earlier trajectory; ATIF says not to train on them).
 - A step's info: `atif_step_id`, its `metrics` (tokens and cost; not token ids or logprobs), and its
   `model_name` where the step names one. Its `timestamp` is the step's start; no latency is recorded.
 - The agent is the policy (name; config: `model`, `agent_version`, `agent_extra`, `final_metrics`),
-  its `tool_definitions` the environment's tools. The task id is the trial's folder name where the
-  file is at `<trial>/agent/trajectory.json`, else the `session_id`, else the file's path. A file
+  its `tool_definitions` the environment's tools; the environment's config names the format and its
+  `atif_version`. The task id is the trial's folder name where the file is at
+  `<trial>/agent/trajectory.json`, else the `session_id`, else the file's path. A file that
   `continued_trajectory_ref` names (the rest of a long run) is not followed: the trajectory is
   `truncated` and says where the rest is.
 Not mapped: the agent's own message and reasoning (the agent's, not the environment's), embedded
@@ -62,7 +64,7 @@ def harbor_episode(
         raise BadRow(f"--domain {domain!r} is not one of {', '.join(DOMAINS)}")
     spec = domain_spec(domain)
     users = [step for step in steps if step.source == "user"]
-    metadata: dict[str, Any] = {"atif_version": document["schema_version"]}
+    metadata: dict[str, Any] = {}
     skipped: Counter[str] = Counter()
     turns: list[Turn] = []
     unanswered: list[str] = []
@@ -74,7 +76,9 @@ def harbor_episode(
             continue
         groups, complete = _actions(domain, step.calls)
         if not groups:
-            skipped["without_tool_call"] += 1
+            skipped["without_action"] += 1
+            if complete and turns:  # Terminus 2 confirming the end: the last action ended the task
+                turns[-1].info["task_complete"] = True
             continue
         for group, results in zip(groups, _pair(step, groups), strict=True):
             if not results:

@@ -221,7 +221,7 @@ def write(trajectory, folder):
 handoff = ObservationResult(subagent_trajectory_ref=[
     SubagentTrajectoryRef(session_id="run-7-s", trajectory_path="trajectory.summarization-1-summary.json")
 ])
-done = ToolCall(tool_call_id="call_1_task_complete", function_name="mark_task_complete", arguments={})
+done = ToolCall(tool_call_id="call_2_task_complete", function_name="mark_task_complete", arguments={})
 terminus = Trajectory(
     session_id="run-7",
     agent=Agent(name="terminus-2", version="2.0.0", model_name="anthropic/claude-sonnet-4"),
@@ -240,8 +240,12 @@ terminus = Trajectory(
         Step(step_id=4, timestamp=at(3), source="agent", message="Summary.", is_copied_context=True),
         Step(
             step_id=5, timestamp=at(4), source="agent", message="Check and finish.",
-            tool_calls=[keys("call_1_1", "ls -l /app/run.sh\n", 0.2), done],
+            tool_calls=[keys("call_1_1", "ls -l /app/run.sh\n", 0.2)],
             observation=results(("call_1_1", "-rwxr-xr-x 1 root root 20 Nov  3 09:00 /app/run.sh\n")),
+        ),
+        Step(
+            step_id=6, timestamp=at(5), source="agent", message="Done.", tool_calls=[done],
+            observation=results((None, "Current terminal state:\nroot@box:/app# \n\nAre you sure?")),
         ),
     ],
     final_metrics=FinalMetrics(total_prompt_tokens=1300, total_completion_tokens=90),
@@ -313,8 +317,8 @@ def test_a_terminus_run_written_by_harbors_models(harbor_files: Path, tmp_path: 
     }
     assert t.steps[1].info == {"atif_step_id": 5, "task_complete": True}
     assert t.steps[1].started_at.isoformat() == "2025-11-03T09:00:04+00:00"
-    assert t.task.metadata["atif_version"] == "ATIF-v1.8"
-    assert t.task.metadata["skipped_steps"] == {"copied_context": 1}
+    assert t.environment.config == {"source_format": "atif", "atif_version": "ATIF-v1.8"}
+    assert t.task.metadata["skipped_steps"] == {"copied_context": 1, "without_action": 1}
     assert t.task.metadata["system_messages"] == [
         "Performed context summarization and handoff to continue task."
     ]
@@ -385,7 +389,7 @@ def test_terminus_shaped_file_by_hand_and_malformed_files_go_to_dead_letters(tmp
     ]
     assert t.steps[1].observation.text == "root@c0ffee:/app# cat hello.txt\nHello, world!\n"
     assert [s.done for s in t.steps] == [False, True] and t.steps[1].info["task_complete"] is True
-    assert t.task.metadata["skipped_steps"] == {"without_tool_call": 1}
+    assert t.task.metadata["skipped_steps"] == {"without_action": 1}
     assert t.steps[0].info["metrics"] == {"prompt_tokens": 812, "completion_tokens": 95, "cost_usd": 0.0031}
     assert t.provenance.started_at.isoformat() == "2025-11-02T10:00:00+00:00"
     assert t.provenance.source.row_id == "hello-world__Xk3p9Qz/agent/trajectory.json"

@@ -1,4 +1,4 @@
-"""Command line: export the JSON Schema, validate a dataset, summarise a dataset."""
+"""Command line: export the JSON Schema, validate a dataset, summarise a dataset, export it as ATIF."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ EPILOG = """examples:
   python -m schemas validate data/terminal-run           # a dataset root
   python -m schemas validate 'gs://bucket/run/domain=web/*.parquet'
   python -m schemas stats data/terminal-run
+  python -m schemas export-atif data/terminal-run --out atif/   # Harbor's trajectory.json files
 """
 MAX_ERRORS_SHOWN = 10
 
@@ -96,6 +97,14 @@ def dataset_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def export_atif(args: argparse.Namespace) -> int:
+    from schemas.atif import export_dataset
+
+    summary = export_dataset(args.path, args.out, f"ATIF-v{args.atif_version}")
+    print(summary.format_text())
+    return 1 if summary.skipped else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = command_parser(
         "python -m schemas",
@@ -112,6 +121,13 @@ def build_parser() -> argparse.ArgumentParser:
     stats = commands.add_parser("stats", help="trajectories, steps, outcomes and task rewards per domain")
     stats.add_argument("path")
     stats.set_defaults(run=dataset_stats)
+    atif = commands.add_parser(
+        "export-atif", help="write each trajectory as Harbor's ATIF: OUT/<id>/agent/trajectory.json"
+    )
+    atif.add_argument("path")
+    atif.add_argument("--out", required=True, help="the folder (path or URI) to write the trial folders in")
+    atif.add_argument("--atif-version", choices=("1.6", "1.7"), default="1.7", help="the ATIF version (1.7)")
+    atif.set_defaults(run=export_atif)
     return parser
 
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from schemas.fields import DATETIME, FLOAT, JSON, LIST, RECORD, FieldType, record_fields
 from schemas.records import Trajectory
+
+R = TypeVar("R")
 
 
 class RowDecodeError(ValueError):
@@ -37,6 +39,12 @@ def to_row(t: Trajectory) -> dict[str, Any]:
 def from_row(row: dict[str, Any]) -> Trajectory:
     """The trajectory of a row; raises RowDecodeError naming the field that does not decode."""
     return _decode_record(Trajectory, row, "")
+
+
+def decode_record(cls: type[R], value: Any, path: str) -> R:
+    """A record of `cls` (a `schemas.records` dataclass) from its row form or its JSON form (maps as
+    objects, datetimes as ISO text); RowDecodeError names the field under `path` that does not decode."""
+    return _decode_record(cls, value, path)
 
 
 def _join(prefix: str, name: str) -> str:

@@ -22,6 +22,7 @@ FORMATS = {
     "mind2web": "mind2web",  # Mind2Web: raw HTML with actions
     "android_control": "android_control",  # AndroidControl: accessibility trees and actions
     "asciinema": "asciinema",  # asciinema v2 .cast recordings, replayed through pyte
+    "atif": "atif",  # Harbor's ATIF trajectory.json files (and our export-atif output)
 }
 
 

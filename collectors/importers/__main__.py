@@ -60,7 +60,7 @@ def parser() -> argparse.ArgumentParser:
         "--domain",
         default="",
         help="the domain, for formats whose rows do not tell it (openai_chat: mcp or search; default: "
-        "search when every call is web_search/web_extractor, else mcp)",
+        "search when every call is web_search/web_extractor, else mcp; atif: default terminal)",
     )
     p.add_argument("--limit", type=int, help="read at most this many rows")
     p.add_argument("--shard-rows", type=int, default=256, help="trajectories per Parquet shard (256)")

@@ -68,6 +68,10 @@ class Turn:
     observation: Observation
     reward: float | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    # Where the source times its steps (ATIF does): when the step began and how long it took.
+    started_at: datetime | None = None
+    latency_s: float = 0.0  # 0: not recorded
+    done: bool | None = None  # None: done on the last step only (where the source does not say)
 
 
 @dataclass
@@ -124,10 +128,10 @@ def build_trajectory(
             index=i,
             action=turn.action,
             observation=turn.observation,
-            started_at=started,
-            latency_s=0.0,  # public traces rarely time their steps; 0 says "not recorded"
+            started_at=turn.started_at or started,
+            latency_s=turn.latency_s,  # public traces rarely time their steps; 0 says "not recorded"
             reward=turn.reward,
-            done=i == len(episode.turns) - 1,
+            done=i == len(episode.turns) - 1 if turn.done is None else turn.done,
             info=turn.info,
         )
         for i, turn in enumerate(episode.turns)

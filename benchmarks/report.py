@@ -163,12 +163,23 @@ def _world_model(r: dict) -> list[str]:
         ]
 
     s, tp = r["settings"], r["throughput"]
+    parts = s.get("parts", ["likelihood", "generation", "throughput"])
+    measured = []
+    if "likelihood" in parts:
+        measured.append("Likelihood on every held-out turn (transformers, fp32).")
+    if "generation" in parts:
+        measured.append(
+            f"Generation (llama.cpp, GGUF f16) on {s['eval_trajectories_per_domain']} trajectories x "
+            f"{s['eval_turns']} turns per domain; no real replays (no ceiling)."
+        )
+    left_out = [p for p in ("likelihood", "generation", "throughput") if p not in parts]
     lines = [
         f"SmolLM2-135M-Instruct ({s['base']}), SFT of the top {s['train_layers']} layers for "
-        f"{s['train_steps']} steps per target form at --seq-len {s['seq_len']}; held-out trajectories "
-        f"(by task id): {r['data']['held_out_trajectories']}. Likelihood on every held-out turn; generation "
-        f"(llama.cpp, GGUF f16) on {s['eval_trajectories_per_domain']} trajectories x {s['eval_turns']} "
-        "turns per domain; no real replays (no ceiling).",
+        f"{s['train_steps']} steps per target form at --seq-len {s['seq_len']}, split {s['split']} "
+        f"(train, validation, test); held-out trajectories (by task id): "
+        f"{r['data']['held_out_trajectories']}. "
+        + " ".join(measured)
+        + (f" Not measured in this run: {', '.join(left_out)}." if left_out else ""),
         "",
         "Edit scripts on every captured observation (median answer tokens, delta / full):",
         "",
@@ -190,28 +201,35 @@ def _world_model(r: dict) -> list[str]:
             f"Training: {t['steps']} steps, {t['tokens']:,} tokens, {t['tokens_per_s']:.0f} tokens/s, loss "
             f"{t['first_loss']:.3f} -> {t['last_loss']:.3f}.",
             "",
-            "Likelihood of the real observation (bits per byte; * the 95% CI excludes 0):",
-            "",
-            *md(*likelihood_table(f["likelihood"])),
-            "",
-            *[f"- {line}" for line in likelihood_lines(f["likelihood"])],
-            "",
-            "Generation, main metric per domain:",
-            "",
-            *md(*comparison_table(f["generation"])),
-            "",
-            *md(*rate_table(f["generation"])),
-            "",
-            *[f"- {line}" for line in summary_lines(f["generation"])],
-            "",
-            "Targets: " + json.dumps(f["targets"]),
         ]
-    lines += [
-        "",
-        f"Throughput: training.loop {tp['ours_tokens_per_s']:.0f} tokens/s against a plain transformers + "
-        f"torch loop's {tp['plain_tokens_per_s']:.0f} over the same batches: {tp['ratio']:.2f}x "
-        f"(target >= {tp['target_ratio']}x).",
-    ]
+        if "likelihood" in f:
+            lines += [
+                "Likelihood of the real observation (bits per byte; * the 95% CI excludes 0):",
+                "",
+                *md(*likelihood_table(f["likelihood"])),
+                "",
+                *[f"- {line}" for line in likelihood_lines(f["likelihood"])],
+                "",
+            ]
+        if "generation" in f:
+            lines += [
+                "Generation, main metric per domain:",
+                "",
+                *md(*comparison_table(f["generation"])),
+                "",
+                *md(*rate_table(f["generation"])),
+                "",
+                *[f"- {line}" for line in summary_lines(f["generation"])],
+                "",
+            ]
+        lines.append("Targets: " + json.dumps(f["targets"]))
+    if tp is not None:
+        lines += [
+            "",
+            f"Throughput: training.loop {tp['ours_tokens_per_s']:.0f} tokens/s against a plain transformers "
+            f"+ torch loop's {tp['plain_tokens_per_s']:.0f} over the same batches: {tp['ratio']:.2f}x "
+            f"(target >= {tp['target_ratio']}x).",
+        ]
     return lines
 
 

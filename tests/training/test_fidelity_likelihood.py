@@ -77,6 +77,29 @@ def test_qwen3_likelihood_follows_the_think_block_training_saw(trajectories: lis
     assert nll == pytest.approx(expected, abs=0.01) and abs(nll - without) > 0.05
 
 
+def test_turns_of_a_trajectory_compute_only_what_they_do_not_share(trajectories: list) -> None:
+    backend = TransformersBackend("qwen3-tiny")
+    turns = likelihood_turns(trajectories[:2], CONTEXT_CHARS)
+    messages, answers = [t.messages for t in turns], [t.answer("full") for t in turns]
+    rows = [backend._scored_ids(m, a) for m, a in zip(messages, answers, strict=True)]
+    computed: list[int] = []
+    hook = backend.model.get_decoder().register_forward_pre_hook(
+        lambda _, args, kwargs: computed.append(kwargs["input_ids"].shape[1]), with_kwargs=True
+    )
+    try:
+        shared = backend.log_likelihood(messages, answers)
+    finally:
+        hook.remove()
+    # every pair alone, without a cache: the path GPUs take (one padded batch per pair)
+    alone = [backend._answer_nll([row])[0] for row in rows]
+    assert [tokens for _, tokens in shared] == [tokens for _, tokens in alone]
+    for (nll, _), (expected, _) in zip(shared, alone, strict=True):
+        assert nll == pytest.approx(expected, rel=1e-4)
+    # one forward pass per pair, and together well under the tokens the pairs hold
+    assert len(computed) == len(rows)
+    assert sum(computed) < 0.7 * sum(len(ids) for ids, _ in rows)
+
+
 def test_batches_give_the_numbers_of_one_by_one(trajectories: list) -> None:
     backend = TransformersBackend("qwen3-tiny")
     turns = likelihood_turns(trajectories[:2], CONTEXT_CHARS)

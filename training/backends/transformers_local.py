@@ -10,6 +10,7 @@ generator seeded from the request's config.
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -102,6 +103,21 @@ def _length_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
         else:
             batches.append([i])
     return batches
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int], limit: int) -> int:
+    """How many leading ids `a` and `b` share, at most `limit`."""
+    n = min(len(a), len(b), limit)
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return max(n, 0)
+
+
+def _cache_keyword(decoder: torch.nn.Module) -> str:
+    """The decoder's name for its KV-cache argument: `cache` since transformers 5.x renamed
+    `past_key_values`, which still works there with a deprecation warning."""
+    return "cache" if "cache" in inspect.signature(decoder.forward).parameters else "past_key_values"
 
 
 @dataclass(frozen=True)
@@ -239,14 +255,19 @@ class TransformersBackend(WorldModelBackend):
     def log_likelihood(
         self, prompts: list[list[dict]], answers: list[str], *, max_batch_tokens: int = 8192
     ) -> list[tuple[float, int]]:
-        """See `WorldModelBackend.log_likelihood`. Pairs run sorted by length in right-padded batches of
-        at most `max_batch_tokens` padded tokens; right padding leaves every real token the positions
-        and the causal context it has alone, so a score does not depend on its batch. Logits are the
-        output embedding of the decoder's last hidden state (the Llama/Qwen families), computed for
-        answer positions only. Safe beside `complete`: a forward pass keeps no state."""
+        """See `WorldModelBackend.log_likelihood`. On a GPU, pairs run sorted by length in right-padded
+        batches of at most `max_batch_tokens` padded tokens; right padding leaves every real token the
+        positions and the causal context it has alone, so a score does not depend on its batch. On a CPU a
+        batch buys nothing per token, while the turns of one trajectory share most of their context, so
+        pairs run one at a time, each reusing the KV cache of what it shares with the pair before it
+        (`_shared_prefix_nll`). Logits are the output embedding of the decoder's last hidden state (the
+        Llama/Qwen families), computed for answer positions only. Safe beside `complete`: it keeps no
+        state between calls."""
         if len(prompts) != len(answers):
             raise ValueError(f"{len(prompts)} prompts but {len(answers)} answers")
         rows = [self._scored_ids(m, a) for m, a in zip(prompts, answers, strict=True)]
+        if self.device == "cpu":
+            return self._shared_prefix_nll(rows)
         scores: list[tuple[float, int]] = [(0.0, 0)] * len(rows)
         for batch in _length_batches([len(ids) for ids, _ in rows], max_batch_tokens):
             for i, score in zip(batch, self._answer_nll([rows[i] for i in batch]), strict=True):
@@ -261,21 +282,51 @@ class TransformersBackend(WorldModelBackend):
             input_ids[row, : len(ids)] = torch.tensor(ids)
             attention_mask[row, : len(ids)] = 1
         input_ids = input_ids.to(self.device)
-        head = self.model.get_output_embeddings()
-        out = []
         with torch.inference_mode():
             hidden = self.model.get_decoder()(
                 input_ids=input_ids, attention_mask=attention_mask.to(self.device), use_cache=False
             ).last_hidden_state
-            for row, (ids, start) in enumerate(rows):
-                total = 0.0
-                # position p predicts token p + 1: the answer ids[start:] come from positions start-1..
-                for at in range(start - 1, len(ids) - 1, _HEAD_CHUNK):
-                    end = min(at + _HEAD_CHUNK, len(ids) - 1)
-                    logits = head(hidden[row, at:end]).float()
-                    total += F.cross_entropy(logits, input_ids[row, at + 1 : end + 1], reduction="sum").item()
-                out.append((total, len(ids) - start))
-        return out
+            return [self._answer_sum(hidden[row], ids, start, 0) for row, (ids, start) in enumerate(rows)]
+
+    def _shared_prefix_nll(self, rows: list[tuple[list[int], int]]) -> list[tuple[float, int]]:
+        """One pair at a time, in the lexicographic order of their ids, which puts pairs with a common
+        prefix next to each other (turn k's context is turn k-1's context plus its answer and the next
+        action). Each pair computes only the positions after what it shares with the pair before it:
+        on held-out trajectories about half the tokens (benchmarks/world_model.py). The KV cache is cut
+        back to the shared part, never past the position whose hidden state predicts the first answer
+        token, which the pair needs."""
+        from transformers import DynamicCache
+
+        decoder = self.model.get_decoder()
+        scores: list[tuple[float, int]] = [(0.0, 0)] * len(rows)
+        cache, cached = DynamicCache(), []
+        with torch.inference_mode():
+            for i in sorted(range(len(rows)), key=lambda i: rows[i][0]):
+                ids, start = rows[i]
+                keep = _common_prefix(cached, ids, start - 1)
+                if not keep:
+                    cache = DynamicCache()
+                elif keep < cache.get_seq_length():
+                    cache.crop(keep - cache.get_seq_length())  # negative: drop that many from the end
+                hidden = decoder(
+                    input_ids=torch.tensor([ids[keep:]], device=self.device),
+                    use_cache=True,
+                    **{_cache_keyword(decoder): cache},
+                ).last_hidden_state[0]
+                scores[i], cached = self._answer_sum(hidden, ids, start, keep), ids
+        return scores
+
+    def _answer_sum(self, hidden: torch.Tensor, ids: list[int], start: int, offset: int) -> tuple[float, int]:
+        """(the answer's total NLL, its tokens) from the hidden states of positions offset.. of `ids`."""
+        head = self.model.get_output_embeddings()
+        targets = torch.tensor(ids, device=hidden.device)
+        total = 0.0
+        # position p predicts token p + 1: the answer ids[start:] come from positions start-1..
+        for at in range(start - 1, len(ids) - 1, _HEAD_CHUNK):
+            end = min(at + _HEAD_CHUNK, len(ids) - 1)
+            logits = head(hidden[at - offset : end - offset]).float()
+            total += F.cross_entropy(logits, targets[at + 1 : end + 1], reduction="sum").item()
+        return total, len(ids) - start
 
     @property
     def batch_stats(self) -> dict:

@@ -100,7 +100,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--max-turns",
         type=int,
-        help="generate for at most this many turns per trajectory (likelihood scores every turn)",
+        help="generate for at most this many turns per trajectory (likelihood scores every turn); 0: no "
+        "generation, the likelihood pass alone",
     )
     p.add_argument(
         "--limit-trajectories",

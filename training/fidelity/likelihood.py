@@ -37,8 +37,8 @@ from training.fidelity.comparison import difference_text, find_difference
 from training.fidelity.teacher_forced import fits_chars
 from training.targets import model_target
 
-# Pairs per backend call: enough to fill the backend's length-sorted batches, small enough that a
-# killed run keeps most of its cached scores.
+# Pairs per backend call: enough to fill the backend's batches and hold a trajectory's turns together,
+# small enough that a killed run keeps most of its cached scores.
 CHUNK = 32
 ROLE_ORDER = ("model", "compare", "base")
 
@@ -99,9 +99,9 @@ def score_system(
     pairs = [(turn.messages, turn.answer(form)) for turn in turns]
     keys = [_key(describe, messages, answer) for messages, answer in pairs]
     found = {k: json.loads(v) for k in keys if (v := cache.get(k)) is not None}
+    # in turn order: the turns of one trajectory share most of their context, and a backend reuses
+    # what consecutive pairs of one call share (a GPU backend sorts a call's pairs by length itself)
     missing = list({k: pair for k, pair in zip(keys, pairs, strict=True) if k not in found}.items())
-    # similar lengths in one call keep the backend's batches tightly padded
-    missing.sort(key=lambda item: sum(len(m["content"]) for m in item[1][0]) + len(item[1][1]))
     chunks = [missing[i : i + CHUNK] for i in range(0, len(missing), CHUNK)]
     for chunk in tqdm(chunks, desc=desc, unit=f"{CHUNK} turns", disable=not progress):
         try:

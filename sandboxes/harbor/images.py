@@ -7,9 +7,16 @@ or without `docker.io/` or `library/`):
 
     ubuntu, debian, python, buildpack-deps, bash  ->  agentworld/terminal:3  (Debian 12, bash,
                                                       coreutils, python3 3.11, git, tmux)
+    ghcr.io/laude-institute/t-bench/ubuntu-24-04  ->  agentworld/terminal-bench:1  (Debian 13,
+    ghcr.io/laude-institute/t-bench/python-3-13       python3 3.13, pip, build-essential, curl, uv,
+                                                      pytest; a wheelhouse and uv's cache, offline)
 
-A mapped `FROM` is followed by `USER root`, since those images run as root and ours as `agent`.
-Any other missing image is refused, mapping or not. The build runs without network (`--network
+terminal-bench's base images are the `FROM` of its tasks (all 3,566 of the TermiGen collection name
+ubuntu-24-04); agentworld/terminal-bench is built by infra/terminal-bench-image/build.sh. A mapped
+`FROM` is followed by `USER root`, since those images run as root and ours as `agent`, and by an
+`ARG` for each variable of the target's `agentworld.offline-env` label (pip and uv offline, from the
+image's wheelhouse and cache): visible to the build's `RUN` lines only, not kept in the image. Any
+other missing image is refused, mapping or not; so is a mapping whose target is not built. The build runs without network (`--network
 none`), so a Dockerfile that installs packages from the internet fails with the build's message.
 
 Then a thin layer makes the image fit the terminal sandbox, which opens its shell as the user named
@@ -27,13 +34,26 @@ import os
 import re
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sandboxes.harbor.loader import HarborError, HarborTask
 
 MAPPED_BASE = "agentworld/terminal:3"
-BASE_IMAGE_MAP = dict.fromkeys(("ubuntu", "debian", "python", "buildpack-deps", "bash"), MAPPED_BASE)
+TERMINAL_BENCH_BASE = "agentworld/terminal-bench:1"
+TERMINAL_BENCH_IMAGES = tuple(
+    f"ghcr.io/laude-institute/t-bench/{name}" for name in ("ubuntu-24-04", "python-3-13")
+)
+BASE_IMAGE_MAP = {
+    **dict.fromkeys(("ubuntu", "debian", "python", "buildpack-deps", "bash"), MAPPED_BASE),
+    **dict.fromkeys(TERMINAL_BENCH_IMAGES, TERMINAL_BENCH_BASE),
+}
+BUILD_HINTS = {
+    MAPPED_BASE: "bash infra/terminal-image/build.sh",
+    TERMINAL_BENCH_BASE: "bash infra/terminal-bench-image/build.sh",
+}
+# The label an image names the variables in that make its tools work without a network.
+OFFLINE_ENV_LABEL = "agentworld.offline-env"
 MAP_FLAG = "--map-base-images"
 # Bumped when the fitting layer changes: its images get new tags.
 LAYER_VERSION = "2"
@@ -46,6 +66,7 @@ class BuiltImage:
     sources: dict[str, str]  # each FROM image of the Dockerfile -> the image it was built from
     cached: bool
     user: str  # the image's own user (its USER, else root): the verifier's, unless task.toml says
+    offline_env: dict[str, str] = field(default_factory=dict)  # its OFFLINE_ENV_LABEL, for runs without network
 
 
 def image_present(image: str) -> bool:
@@ -94,8 +115,14 @@ def resolve_dockerfile(text: str, map_base_images: bool) -> tuple[str, dict[str,
                     f"base image {image} is not present locally and no registry is reachable; pass"
                     f" {MAP_FLAG} to build on {target} instead"
                 )
+            if not image_present(target):
+                raise HarborError(
+                    f"base image {image} maps onto {target}, which is not built: run"
+                    f" `{BUILD_HINTS.get(target, 'docker build -t ' + target)}` first"
+                )
             sources[image] = target
             lines += [f"{head}{flags}{target}{rest}", "USER root"]
+            lines += [f"ARG {name}={value}" for name, value in offline_env(target).items()]
         if alias:
             stages.add(alias.group(1).lower())
     return "\n".join(lines) + "\n", sources
@@ -139,6 +166,17 @@ def _fitting_layer(base: str, image_user: str, agent_user: str, workdir: str | N
     return "\n".join(lines) + "\n"
 
 
+def offline_env(image: str) -> dict[str, str]:
+    """The variables `image`'s OFFLINE_ENV_LABEL names ("NAME=value NAME=value"); {} without one."""
+    probe = subprocess.run(
+        ["docker", "image", "inspect", "-f", f'{{{{index .Config.Labels "{OFFLINE_ENV_LABEL}"}}}}', image],
+        capture_output=True,
+        text=True,
+    )
+    pairs = (item.partition("=") for item in probe.stdout.split() if "=" in item)
+    return {name: value for name, _, value in pairs if probe.returncode == 0}
+
+
 def _image_user(image: str) -> str:
     probe = subprocess.run(
         ["docker", "image", "inspect", "-f", "{{.Config.User}}", image], capture_output=True, text=True
@@ -174,7 +212,7 @@ def build_image(task: HarborTask, map_base_images: bool) -> BuiltImage:
     resolved, sources = resolve_dockerfile(text, map_base_images)
     tag = image_tag(task, sources)
     if image_present(tag):
-        return BuiltImage(tag, sources, cached=True, user=_image_user(tag))
+        return BuiltImage(tag, sources, cached=True, user=_image_user(tag), offline_env=offline_env(tag))
     timeout = float(env.get("build_timeout_sec") or 600.0)
     context = Path(task.paths["environment_dir"])
     if not context.is_dir():
@@ -184,4 +222,4 @@ def build_image(task: HarborTask, map_base_images: bool) -> BuiltImage:
     user = _image_user(env_tag)
     agent_user = str(task.agent.get("user") or user)
     _docker_build(_fitting_layer(env_tag, user, agent_user, env.get("workdir")), context, tag, timeout)
-    return BuiltImage(tag, sources, cached=False, user=user)
+    return BuiltImage(tag, sources, cached=False, user=user, offline_env=offline_env(tag))

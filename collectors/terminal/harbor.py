@@ -210,6 +210,7 @@ def _outcomes(out: str, seed: int, spec: TaskSpec, episodes: int) -> list[tuple[
                 why = ""
             else:
                 why = failure_cause(outcome.reward, check.error, check.details, check.output)
+                why = f"episode: {outcome.error}; {why}" if outcome.error else why
             found[wanted[trajectory.trajectory_id]] = (outcome.reward, why)
     return [found[slot] for slot in sorted(found)]
 

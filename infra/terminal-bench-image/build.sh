@@ -35,8 +35,12 @@ if [[ "$have" == "$KEY" ]]; then
 fi
 
 ROOTFS_KEY=$(printf '%s|%s' "$SUITE" "$PACKAGES" | sha256sum | cut -c1-12)
-debootstrap_tarball "$SUITE" "$PACKAGES" "$CACHE_DIR/rootfs-$SUITE-$ROOTFS_KEY.tar"
-docker import "$CACHE_DIR/rootfs-$SUITE-$ROOTFS_KEY.tar" "$IMAGE-base:$VERSION" >/dev/null
+# Imported once per rootfs: a new import is a new image, and docker's layer cache would start over.
+ROOTFS="$IMAGE-base:$SUITE-$ROOTFS_KEY"
+if ! docker image inspect "$ROOTFS" >/dev/null 2>&1; then
+    debootstrap_tarball "$SUITE" "$PACKAGES" "$CACHE_DIR/rootfs-$SUITE-$ROOTFS_KEY.tar"
+    docker import "$CACHE_DIR/rootfs-$SUITE-$ROOTFS_KEY.tar" "$ROOTFS" >/dev/null
+fi
 
 CONTEXT=$(mktemp -d /var/tmp/agentworld-terminal-bench.XXXXXX)
 trap 'rm -rf "$CONTEXT"' EXIT
@@ -44,10 +48,12 @@ cp "$HERE"/Dockerfile.local "$HERE"/wheelhouse.txt "$HERE"/prefill.sh "$HERE"/uv
 cp "$BUILD_CA_BUNDLE" "$CONTEXT/build-ca.crt"
 echo "building $IMAGE:$VERSION (pip downloads and uv's cache: minutes once)"
 if ! docker build -f "$CONTEXT/Dockerfile.local" --label "agentworld.key=$KEY" \
-    --build-arg "ROOTFS=$IMAGE-base:$VERSION" --build-arg "PREINSTALL=$PREINSTALL" \
+    --build-arg "ROOTFS=$ROOTFS" --build-arg "PREINSTALL=$PREINSTALL" \
     -t "$IMAGE:$VERSION" -t "$IMAGE:latest" "$CONTEXT" >"$CONTEXT/build.log" 2>&1; then
     tail -n 40 "$CONTEXT/build.log" >&2
     echo "build: docker build of $IMAGE:$VERSION failed (log tail above)" >&2
     exit 1
 fi
+# The image a rebuild superseded (untagged, ours by its label) is only dead weight on disk.
+docker image prune -f --filter "label=agentworld.key" >/dev/null
 echo "built $IMAGE:$VERSION"

@@ -19,12 +19,13 @@ LINE_CHARS = 200
 
 # (tool, pattern); the pattern's group "host" or "package", when it has one, finds the test.sh line.
 _NO_NETWORK = (
-    ("curl", re.compile(r"curl: \(\d+\) (?:Could not resolve host: (?P<host>[\w.-]+)|Failed to connect to (?P<h2>[\w.-]+).*)")),
+    ("curl", re.compile(r"curl: \(\d+\) Could not resolve host: (?P<host>[\w.-]+)")),
+    ("curl", re.compile(r"curl: \(\d+\) Failed to connect to (?P<host>[\w.-]+).*")),
     ("wget", re.compile(r"unable to resolve host address ['‘](?P<host>[\w.-]+)")),
     ("apt-get update", re.compile(r"Temporary failure resolving '(?P<host>[\w.-]+)'")),
     ("apt-get", re.compile(r"E: Unable to locate package (?P<package>[\w.+-]+)")),
     ("apt-get", re.compile(r"E: Package '(?P<package>[\w.+-]+)' has no installation candidate")),
-    ("pip", re.compile(r"No matching distribution found for (?P<package>[\w.-]+)")),
+    ("pip", re.compile(r"No matching distribution found for (?P<package>[\w.=<>!~-]+)")),
     ("pip", re.compile(r"Failed to establish a new connection.*")),
     ("uv", re.compile(r"(?P<package>[\w.=<>!~-]+) was not found in the cache.*")),
     ("uv", re.compile(r"(?:dns error|failed to lookup address information).*")),
@@ -52,17 +53,17 @@ class NoNetwork:
 
 def _commands(test_sh: str) -> list[str]:
     """test.sh's commands, one a line, with backslash continuations joined."""
-    joined = re.sub(r"\\\n\s*", " ", test_sh)
+    joined = re.sub(r"[ \t]*\\\n\s*", " ", test_sh)
     return [line.strip() for line in joined.splitlines() if line.strip() and not line.strip().startswith("#")]
 
 
 def _command_for(tool: str, match: re.Match[str], commands: list[str]) -> str:
     groups = {k: v for k, v in match.groupdict().items() if v}
-    key = groups.get("host") or groups.get("h2") or re.split(r"[=<>!~]", groups.get("package", ""))[0]
+    key = groups.get("host") or re.split(r"[=<>!~]", groups.get("package", ""))[0]
     words = _TOOL_WORDS[tool]
     with_tool = [c for c in commands if any(w in c for w in words)]
     if key:
-        if "host" in groups or "h2" in groups:
+        if "host" in groups:
             named = [c for c in commands if key in c]
             if named:
                 return named[0]
@@ -87,13 +88,11 @@ def no_network(output: str, test_sh: str) -> list[NoNetwork]:
 
 
 def last_lines(output: str, count: int = LAST_LINES) -> list[str]:
-    lines = [line.rstrip()[:LINE_CHARS] for line in output.splitlines() if line.strip()]
+    lines = [line.strip()[:LINE_CHARS] for line in output.splitlines() if line.strip()]
     return lines[-count:]
 
 
-def failure_cause(
-    reward: float | None, error: str | None, details: dict[str, Any], output: str
-) -> str:
+def failure_cause(reward: float | None, error: str | None, details: dict[str, Any], output: str) -> str:
     """One line: the error (else the reward), the exit status, the commands without network
     (details["no_network"], as the verifier recorded them), the last lines of output."""
     parts = [error.splitlines()[0] if error else f"reward {reward}"]

@@ -16,15 +16,17 @@ ubuntu-24-04); agentworld/terminal-bench is built by infra/terminal-bench-image/
 `FROM` is followed by `USER root`, since those images run as root and ours as `agent`, and by an
 `ARG` for each variable of the target's `agentworld.offline-env` label (pip and uv offline, from the
 image's wheelhouse and cache): visible to the build's `RUN` lines only, not kept in the image. Any
-other missing image is refused, mapping or not; so is a mapping whose target is not built. The build runs without network (`--network
-none`), so a Dockerfile that installs packages from the internet fails with the build's message.
+other missing image is refused, mapping or not; so is a mapping whose target is not built. The build
+runs without network (`--network none`), so a Dockerfile that installs packages from the internet
+fails with the build's message.
 
 Then a thin layer makes the image fit the terminal sandbox, which opens its shell as the user named
 `agent`: that name is made an alias of the task's agent user (task.toml's `agent.user`, else the
 image's `USER`, else root, as Harbor runs the agent), and `environment.workdir`, when set, becomes
 the working directory; the image's own user stays its default (the verifier's). Images are tagged
 `agentworld/harbor-<task>:<hash>`, the hash covering the environment folder, the resolved base
-images and the layer, so an unchanged task is never rebuilt.
+images (names and ids) and the layer, so an unchanged task is never rebuilt, and one whose base was
+rebuilt is.
 """
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ class BuiltImage:
     sources: dict[str, str]  # each FROM image of the Dockerfile -> the image it was built from
     cached: bool
     user: str  # the image's own user (its USER, else root): the verifier's, unless task.toml says
-    offline_env: dict[str, str] = field(default_factory=dict)  # its OFFLINE_ENV_LABEL, for runs without network
+    # Its OFFLINE_ENV_LABEL: what a container of it without network is given.
+    offline_env: dict[str, str] = field(default_factory=dict)
 
 
 def image_present(image: str) -> bool:
@@ -137,11 +140,19 @@ def _folder_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
+def _image_id(image: str) -> str:
+    probe = subprocess.run(
+        ["docker", "image", "inspect", "-f", "{{.Id}}", image], capture_output=True, text=True
+    )
+    return probe.stdout.strip()
+
+
 def image_tag(task: HarborTask, sources: dict[str, str]) -> str:
     digest = hashlib.sha256()
     digest.update(_folder_digest(Path(task.paths["environment_dir"])).encode())
     for key in sorted(sources):
-        digest.update(f"{key}={sources[key]}\0".encode())
+        # The image's id too: a rebuilt base (a new agentworld/terminal-bench) rebuilds its tasks.
+        digest.update(f"{key}={sources[key]}@{_image_id(sources[key])}\0".encode())
     env, agent = task.environment, task.agent
     digest.update(f"{LAYER_VERSION}\0{env.get('workdir')}\0{agent.get('user')}".encode())
     name = re.sub(r"[^a-z0-9._-]+", "-", task.name.lower()).strip("-._") or "task"

@@ -41,7 +41,11 @@ def test_terminal_bench_tasks_verify_offline_and_failures_name_their_cause(
     terminal_bench_image()
     tasks = tmp_path / "tasks"
     tests = {"test_outputs.py": TB_TEST_OUTPUTS}
-    for name, test_sh in (("tb-uvx", TB_UVX_TEST), ("tb-pipefail", TB_PIPEFAIL_TEST), ("tb-missing", TB_MISSING_TEST)):
+    for name, test_sh in (
+        ("tb-uvx", TB_UVX_TEST),
+        ("tb-pipefail", TB_PIPEFAIL_TEST),
+        ("tb-missing", TB_MISSING_TEST),
+    ):
         write_task(tasks, name, test_sh=test_sh, dockerfile=TB_DOCKERFILE, test_files=tests)
     out = tmp_path / "out"
     argv = ["--no-progress", "--harbor-tasks", str(tasks), "--map-base-images", "--episodes", "0"]
@@ -84,4 +88,4 @@ def test_terminal_bench_tasks_verify_offline_and_failures_name_their_cause(
     assert missing["oracle_reward"] == 0.0
     assert missing["oracle_error"].startswith("reward 0.0; test.sh exited 0; no network for ")
     assert f"`{UVX_MISSING}` (pytest-timeout was not found in the cache" in missing["oracle_error"]
-    assert f"  tb-missing: oracle FAILED (reward 0.0; test.sh exited 0; no network for" in printed
+    assert "  tb-missing: oracle FAILED (reward 0.0; test.sh exited 0; no network for" in printed

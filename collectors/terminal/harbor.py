@@ -2,15 +2,16 @@
 
 For each task folder (read by harbor's own model, see sandboxes/harbor): build its image (refused
 with the reason when its base image cannot be had), then play `solution/solve.sh` as the oracle;
-a task whose oracle does not reach reward 1 is reported and skipped. A task whose oracle passes
-is also played by a do-nothing policy (one no-op command): when that gets full reward too, test.sh
-cannot tell a solution from none, and the task is flagged (a warning in the summary, its name in
-the summary's "flagged"); it still runs. Then the chosen policy runs `--episodes` episodes of each
-validated task (default 1). Every episode, the oracle's and the do-nothing one's too, is a
-trajectory in OUT whose outcome carries test.sh's reward and output; their task ids end in
-ORACLE_SUFFIX and NOTHING_SUFFIX. The end summary (printed, and saved as OUT/harbor_summary.json)
-lists each task's oracle verdict, do-nothing reward and policy rewards, and each refused task with
-its reason.
+a task whose oracle does not reach reward 1 is reported with its cause (sandboxes/harbor/diagnose.py:
+the verifier's error or reward, exit status, commands that found no network, last output) and
+skipped. A task whose oracle passes is also played by a do-nothing policy (one no-op command): when
+that gets full reward too, test.sh cannot tell a solution from none, and the task is flagged (a
+warning in the summary, its name in the summary's "flagged"); it still runs. Then the chosen policy
+runs `--episodes` episodes of each validated task (default 1). Every episode, the oracle's and the
+do-nothing one's too, is a trajectory in OUT whose outcome carries test.sh's reward and output;
+their task ids end in ORACLE_SUFFIX and NOTHING_SUFFIX. The end summary (printed, and saved as
+OUT/harbor_summary.json) lists each task's oracle verdict, do-nothing reward and policy rewards, and
+each refused task with its reason.
 """
 
 from __future__ import annotations

@@ -62,7 +62,11 @@ def test_terminal_bench_tasks_verify_offline_and_failures_name_their_cause(
     # apt-get update and the installer found no network and test.sh went on; uvx ran pytest from
     # the image's uv cache.
     assert "curl is already the newest version" in check.output
-    assert "test_outputs.py::test_done_says_yes PASSED" in check.output and "1 passed" in check.output
+    assert "platform linux -- Python 3.13." in check.output and "pytest-8.4.1" in check.output
+    assert "plugins: json-ctrf-0.3.5" in check.output
+    assert (
+        "PASSED ../tests/test_outputs.py::test_done_says_yes" in check.output and "1 passed" in check.output
+    )
     assert check.details["no_network"] == [
         {"command": "apt-get update", "message": APT_OFFLINE},
         {"command": UV_INSTALLER, "message": CURL_OFFLINE},

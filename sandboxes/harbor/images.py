@@ -39,6 +39,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sandboxes.harbor.diagnose import no_network
 from sandboxes.harbor.loader import HarborError, HarborTask
 
 MAPPED_BASE = "agentworld/terminal:3"
@@ -59,6 +60,7 @@ OFFLINE_ENV_LABEL = "agentworld.offline-env"
 MAP_FLAG = "--map-base-images"
 # Bumped when the fitting layer changes: its images get new tags.
 LAYER_VERSION = "2"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the colours docker build gives a step's stderr
 _FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE)
 
 
@@ -206,8 +208,10 @@ def _docker_build(dockerfile: str, context: Path, tag: str, timeout: float) -> N
     finally:
         os.unlink(handle.name)
     if done.returncode != 0:
-        output = (done.stdout + done.stderr).strip()
-        raise HarborError(f"docker build of {tag} failed ({done.returncode}):\n{output[-2000:]}")
+        output = _ANSI.sub("", done.stdout + done.stderr).strip()
+        offline = no_network(output, dockerfile)
+        cause = f"; no network for {', '.join(item.format() for item in offline)}" if offline else ""
+        raise HarborError(f"docker build of {tag} failed ({done.returncode}){cause}:\n{output[-2000:]}")
 
 
 def build_image(task: HarborTask, map_base_images: bool) -> BuiltImage:

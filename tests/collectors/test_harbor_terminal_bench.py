@@ -29,6 +29,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.tmux]
 
 CURL_OFFLINE = "curl: (6) Could not resolve host: astral.sh"
 APT_OFFLINE = "Temporary failure resolving 'deb.debian.org'"
+UNBUILDABLE_RUN = "RUN pip3 install --no-cache-dir --break-system-packages networkx"
 UVX_MISSING = (
     f"uvx -p 3.13 -w pytest==8.4.1 -w {TB_MISSING_PLUGIN} pytest --ctrf /logs/verifier/ctrf.json"
     " /tests/test_outputs.py -rA"
@@ -47,11 +48,13 @@ def test_terminal_bench_tasks_verify_offline_and_failures_name_their_cause(
         ("tb-missing", TB_MISSING_TEST),
     ):
         write_task(tasks, name, test_sh=test_sh, dockerfile=TB_DOCKERFILE, test_files=tests)
+    # A Dockerfile that pip-installs a package outside the image's wheelhouse: refused, naming it.
+    write_task(tasks, "tb-unbuildable", dockerfile=TB_DOCKERFILE + f"{UNBUILDABLE_RUN}\n")
     out = tmp_path / "out"
     argv = ["--no-progress", "--harbor-tasks", str(tasks), "--map-base-images", "--episodes", "0"]
     code = main([*argv, "--out", str(out)])
     printed = capsys.readouterr().out
-    assert code == 1, printed  # two oracles fail
+    assert code == 1, printed  # two oracles fail, one task is refused
 
     found = {t.task.id: t for t in read_trajectories(str(out), validate=True)}
     assert set(found) == {"tb-uvx#oracle", "tb-uvx#nothing", "tb-pipefail#oracle", "tb-missing#oracle"}
@@ -76,7 +79,9 @@ def test_terminal_bench_tasks_verify_offline_and_failures_name_their_cause(
     summary = json.loads((out / "harbor_summary.json").read_text())
     reports = {r["name"]: r for r in summary["tasks"]}
     assert reports["tb-uvx"]["oracle_reward"] == 1.0 and reports["tb-uvx"]["oracle_error"] == ""
-    assert summary["refused"] == {}
+    [(path, why)] = summary["refused"].items()
+    assert path.endswith("tb-unbuildable")
+    assert f"no network for `{UNBUILDABLE_RUN}` (No matching distribution found for networkx)" in why
     assert "tb-uvx: oracle passed; do-nothing reward 0.0; policy rewards []" in printed
 
     pipefail = reports["tb-pipefail"]

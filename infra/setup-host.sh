@@ -53,6 +53,8 @@ if ! docker info >/dev/null 2>&1; then
 fi
 
 bash infra/terminal-image/build.sh
+# What --map-base-images builds terminal-bench tasks on (debootstrap, PyPI wheels, uv's cache): minutes once.
+bash infra/terminal-bench-image/build.sh
 # The OS domain's VM image (debootstrap, Debian's kernel, the desktop stack): minutes once, then cached.
 bash infra/desktop-vm/build.sh
 

@@ -2,15 +2,16 @@
 
 For each task folder (read by harbor's own model, see sandboxes/harbor): build its image (refused
 with the reason when its base image cannot be had), then play `solution/solve.sh` as the oracle;
-a task whose oracle does not reach reward 1 is reported and skipped. A task whose oracle passes
-is also played by a do-nothing policy (one no-op command): when that gets full reward too, test.sh
-cannot tell a solution from none, and the task is flagged (a warning in the summary, its name in
-the summary's "flagged"); it still runs. Then the chosen policy runs `--episodes` episodes of each
-validated task (default 1). Every episode, the oracle's and the do-nothing one's too, is a
-trajectory in OUT whose outcome carries test.sh's reward and output; their task ids end in
-ORACLE_SUFFIX and NOTHING_SUFFIX. The end summary (printed, and saved as OUT/harbor_summary.json)
-lists each task's oracle verdict, do-nothing reward and policy rewards, and each refused task with
-its reason.
+a task whose oracle does not reach reward 1 is reported with its cause (sandboxes/harbor/diagnose.py:
+the verifier's error or reward, exit status, commands that found no network, last output) and
+skipped. A task whose oracle passes is also played by a do-nothing policy (one no-op command): when
+that gets full reward too, test.sh cannot tell a solution from none, and the task is flagged (a
+warning in the summary, its name in the summary's "flagged"); it still runs. Then the chosen policy
+runs `--episodes` episodes of each validated task (default 1). Every episode, the oracle's and the
+do-nothing one's too, is a trajectory in OUT whose outcome carries test.sh's reward and output;
+their task ids end in ORACLE_SUFFIX and NOTHING_SUFFIX. The end summary (printed, and saved as
+OUT/harbor_summary.json) lists each task's oracle verdict, do-nothing reward and policy rewards, and
+each refused task with its reason.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from sandboxes.harbor import (
     load_tasks,
     task_folders,
 )
+from sandboxes.harbor.diagnose import failure_cause
 from sandboxes.terminal import TerminalConfig, make_backend, parse_action
 from schemas import read_trajectories
 from schemas.atomic import atomic_write
@@ -85,9 +87,7 @@ class HarborSummary:
         lines = [f"harbor tasks: {len(self.tasks)} run, {len(self.refused)} refused"]
         for report in self.tasks:
             oracle = "passed" if report.oracle_passed else "FAILED"
-            why = report.oracle_error or (
-                f"reward {report.oracle_reward}" if not report.oracle_passed else ""
-            )
+            why = "" if report.oracle_passed else report.oracle_error or f"reward {report.oracle_reward}"
             line = f"  {report.name}: oracle {oracle}{f' ({why})' if why else ''}"
             if report.oracle_passed:
                 line += f"; do-nothing reward {report.nothing_reward}; policy rewards {report.rewards}"
@@ -148,6 +148,7 @@ def sandbox_config(
     """The task's docker limits and network, and notes on what was not given as asked."""
     env, notes = task.environment, []
     asks_network = env.get("network", "no-network") != "no-network"
+    network = asks_network and args.allow_network
     if asks_network and not args.allow_network:
         notes.append(f"asks for network ({env['network']}): not given without --allow-network")
     if env.get("storage_mb"):
@@ -160,7 +161,9 @@ def sandbox_config(
         cpus=float(env.get("cpus") or args.cpus),
         memory=f"{env['memory_mb']}m" if env.get("memory_mb") else args.memory,
         pids_limit=args.pids_limit,
-        network=asks_network and args.allow_network,
+        network=network,
+        # Without a network, the image's own offline settings (its wheelhouse and uv cache) apply.
+        env=() if network else tuple(f"{k}={v}" for k, v in image.offline_env.items()),
     )
     return TerminalConfig(backend=backend, command_timeout=args.command_timeout), notes
 
@@ -195,13 +198,20 @@ def _fleet(
 
 
 def _outcomes(out: str, seed: int, spec: TaskSpec, episodes: int) -> list[tuple[float | None, str]]:
-    """(reward, why none) of each recorded episode of `spec`, in slot order, read back from OUT."""
+    """(reward, why not full reward) of each recorded episode of `spec`, in slot order, read back
+    from OUT; why: the verifier's error, exit status, commands without network and last output."""
     wanted = {trajectory_id("terminal", seed, slot, spec.id): slot for slot in range(episodes)}
     found: dict[int, tuple[float | None, str]] = {}
     for trajectory in read_trajectories(out):
         if trajectory.trajectory_id in wanted:
-            outcome = trajectory.outcome
-            why = outcome.verification.error if outcome.verification else outcome.error or outcome.status
+            outcome, check = trajectory.outcome, trajectory.outcome.verification
+            if check is None:
+                why = outcome.error or outcome.status
+            elif outcome.reward == 1.0:
+                why = ""
+            else:
+                why = failure_cause(outcome.reward, check.error, check.details, check.output)
+                why = f"episode: {outcome.error}; {why}" if outcome.error else why
             found[wanted[trajectory.trajectory_id]] = (outcome.reward, why)
     return [found[slot] for slot in sorted(found)]
 
@@ -252,7 +262,7 @@ def _run_task(
     outcomes = _outcomes(args.out, args.seed, oracle, 1)
     report.oracle_reward, why = outcomes[0] if outcomes else (None, fleet.fatal or "not recorded")
     if not report.oracle_passed:
-        report.oracle_error = why if report.oracle_reward is None else ""
+        report.oracle_error = why
         return report, 0
     nothing = nothing_spec(task, image)
     idle = policy_factory(argparse.Namespace(policy="scripted"), [nothing], parse_action=parse_action)[0]

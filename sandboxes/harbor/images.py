@@ -7,17 +7,26 @@ or without `docker.io/` or `library/`):
 
     ubuntu, debian, python, buildpack-deps, bash  ->  agentworld/terminal:3  (Debian 12, bash,
                                                       coreutils, python3 3.11, git, tmux)
+    ghcr.io/laude-institute/t-bench/ubuntu-24-04  ->  agentworld/terminal-bench:1  (Debian 13,
+    ghcr.io/laude-institute/t-bench/python-3-13       python3 3.13, pip, build-essential, curl, uv,
+                                                      pytest; a wheelhouse and uv's cache, offline)
 
-A mapped `FROM` is followed by `USER root`, since those images run as root and ours as `agent`.
-Any other missing image is refused, mapping or not. The build runs without network (`--network
-none`), so a Dockerfile that installs packages from the internet fails with the build's message.
+terminal-bench's base images are the `FROM` of its tasks (all 3,566 of the TermiGen collection name
+ubuntu-24-04); agentworld/terminal-bench is built by infra/terminal-bench-image/build.sh. A mapped
+`FROM` is followed by `USER root`, since those images run as root and ours as `agent`, and by an
+`ARG` for each variable of the target's `agentworld.offline-env` label (pip and uv offline, from the
+image's wheelhouse and cache): visible to the build's `RUN` lines only, not kept in the image. Any
+other missing image is refused, mapping or not; so is a mapping whose target is not built. The build
+runs without network (`--network none`), so a Dockerfile that installs packages from the internet
+fails with the build's message.
 
 Then a thin layer makes the image fit the terminal sandbox, which opens its shell as the user named
 `agent`: that name is made an alias of the task's agent user (task.toml's `agent.user`, else the
 image's `USER`, else root, as Harbor runs the agent), and `environment.workdir`, when set, becomes
 the working directory; the image's own user stays its default (the verifier's). Images are tagged
 `agentworld/harbor-<task>:<hash>`, the hash covering the environment folder, the resolved base
-images and the layer, so an unchanged task is never rebuilt.
+images (names and ids) and the layer, so an unchanged task is never rebuilt, and one whose base was
+rebuilt is.
 """
 
 from __future__ import annotations
@@ -27,16 +36,31 @@ import os
 import re
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from sandboxes.harbor.diagnose import no_network
 from sandboxes.harbor.loader import HarborError, HarborTask
 
 MAPPED_BASE = "agentworld/terminal:3"
-BASE_IMAGE_MAP = dict.fromkeys(("ubuntu", "debian", "python", "buildpack-deps", "bash"), MAPPED_BASE)
+TERMINAL_BENCH_BASE = "agentworld/terminal-bench:1"
+TERMINAL_BENCH_IMAGES = tuple(
+    f"ghcr.io/laude-institute/t-bench/{name}" for name in ("ubuntu-24-04", "python-3-13")
+)
+BASE_IMAGE_MAP = {
+    **dict.fromkeys(("ubuntu", "debian", "python", "buildpack-deps", "bash"), MAPPED_BASE),
+    **dict.fromkeys(TERMINAL_BENCH_IMAGES, TERMINAL_BENCH_BASE),
+}
+BUILD_HINTS = {
+    MAPPED_BASE: "bash infra/terminal-image/build.sh",
+    TERMINAL_BENCH_BASE: "bash infra/terminal-bench-image/build.sh",
+}
+# The label an image names the variables in that make its tools work without a network.
+OFFLINE_ENV_LABEL = "agentworld.offline-env"
 MAP_FLAG = "--map-base-images"
 # Bumped when the fitting layer changes: its images get new tags.
 LAYER_VERSION = "2"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the colours docker build gives a step's stderr
 _FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE)
 
 
@@ -46,6 +70,8 @@ class BuiltImage:
     sources: dict[str, str]  # each FROM image of the Dockerfile -> the image it was built from
     cached: bool
     user: str  # the image's own user (its USER, else root): the verifier's, unless task.toml says
+    # Its OFFLINE_ENV_LABEL: what a container of it without network is given.
+    offline_env: dict[str, str] = field(default_factory=dict)
 
 
 def image_present(image: str) -> bool:
@@ -94,8 +120,14 @@ def resolve_dockerfile(text: str, map_base_images: bool) -> tuple[str, dict[str,
                     f"base image {image} is not present locally and no registry is reachable; pass"
                     f" {MAP_FLAG} to build on {target} instead"
                 )
+            if not image_present(target):
+                raise HarborError(
+                    f"base image {image} maps onto {target}, which is not built: run"
+                    f" `{BUILD_HINTS.get(target, 'docker build -t ' + target)}` first"
+                )
             sources[image] = target
             lines += [f"{head}{flags}{target}{rest}", "USER root"]
+            lines += [f"ARG {name}={value}" for name, value in offline_env(target).items()]
         if alias:
             stages.add(alias.group(1).lower())
     return "\n".join(lines) + "\n", sources
@@ -110,11 +142,19 @@ def _folder_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
+def _image_id(image: str) -> str:
+    probe = subprocess.run(
+        ["docker", "image", "inspect", "-f", "{{.Id}}", image], capture_output=True, text=True
+    )
+    return probe.stdout.strip()
+
+
 def image_tag(task: HarborTask, sources: dict[str, str]) -> str:
     digest = hashlib.sha256()
     digest.update(_folder_digest(Path(task.paths["environment_dir"])).encode())
     for key in sorted(sources):
-        digest.update(f"{key}={sources[key]}\0".encode())
+        # The image's id too: a rebuilt base (a new agentworld/terminal-bench) rebuilds its tasks.
+        digest.update(f"{key}={sources[key]}@{_image_id(sources[key])}\0".encode())
     env, agent = task.environment, task.agent
     digest.update(f"{LAYER_VERSION}\0{env.get('workdir')}\0{agent.get('user')}".encode())
     name = re.sub(r"[^a-z0-9._-]+", "-", task.name.lower()).strip("-._") or "task"
@@ -139,6 +179,17 @@ def _fitting_layer(base: str, image_user: str, agent_user: str, workdir: str | N
     return "\n".join(lines) + "\n"
 
 
+def offline_env(image: str) -> dict[str, str]:
+    """The variables `image`'s OFFLINE_ENV_LABEL names ("NAME=value NAME=value"); {} without one."""
+    probe = subprocess.run(
+        ["docker", "image", "inspect", "-f", f'{{{{index .Config.Labels "{OFFLINE_ENV_LABEL}"}}}}', image],
+        capture_output=True,
+        text=True,
+    )
+    pairs = (item.partition("=") for item in probe.stdout.split() if "=" in item)
+    return {name: value for name, _, value in pairs if probe.returncode == 0}
+
+
 def _image_user(image: str) -> str:
     probe = subprocess.run(
         ["docker", "image", "inspect", "-f", "{{.Config.User}}", image], capture_output=True, text=True
@@ -157,8 +208,10 @@ def _docker_build(dockerfile: str, context: Path, tag: str, timeout: float) -> N
     finally:
         os.unlink(handle.name)
     if done.returncode != 0:
-        output = (done.stdout + done.stderr).strip()
-        raise HarborError(f"docker build of {tag} failed ({done.returncode}):\n{output[-2000:]}")
+        output = _ANSI.sub("", done.stdout + done.stderr).strip()
+        offline = no_network(output, dockerfile)
+        cause = f"; no network for {', '.join(item.format() for item in offline)}" if offline else ""
+        raise HarborError(f"docker build of {tag} failed ({done.returncode}){cause}:\n{output[-2000:]}")
 
 
 def build_image(task: HarborTask, map_base_images: bool) -> BuiltImage:
@@ -174,7 +227,7 @@ def build_image(task: HarborTask, map_base_images: bool) -> BuiltImage:
     resolved, sources = resolve_dockerfile(text, map_base_images)
     tag = image_tag(task, sources)
     if image_present(tag):
-        return BuiltImage(tag, sources, cached=True, user=_image_user(tag))
+        return BuiltImage(tag, sources, cached=True, user=_image_user(tag), offline_env=offline_env(tag))
     timeout = float(env.get("build_timeout_sec") or 600.0)
     context = Path(task.paths["environment_dir"])
     if not context.is_dir():
@@ -184,4 +237,4 @@ def build_image(task: HarborTask, map_base_images: bool) -> BuiltImage:
     user = _image_user(env_tag)
     agent_user = str(task.agent.get("user") or user)
     _docker_build(_fitting_layer(env_tag, user, agent_user, env.get("workdir")), context, tag, timeout)
-    return BuiltImage(tag, sources, cached=False, user=user)
+    return BuiltImage(tag, sources, cached=False, user=user, offline_env=offline_env(tag))

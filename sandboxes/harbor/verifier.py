@@ -31,9 +31,12 @@ import os
 import subprocess
 import tarfile
 import uuid
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from sandboxes.base import VERIFIER_OUTPUT_CHARS
+from sandboxes.harbor.diagnose import no_network
 from schemas.records import Verification
 
 HARBOR = "harbor"
@@ -222,6 +225,13 @@ def _run(
         return partial.partition(f"{ready}\n")[2] or partial, None
 
 
+def _test_sh(tests_dir: str) -> str:
+    try:
+        return (Path(tests_dir) / "test.sh").read_text(errors="replace")
+    except OSError:
+        return ""
+
+
 def run_test_sh(container: str, verifier: dict[str, Any]) -> Verification:
     """Run the task's test.sh in `container` (the episode's, its processes ended by `end_agent`)
     and read the reward; the container is left stopped.
@@ -244,9 +254,14 @@ def run_test_sh(container: str, verifier: dict[str, Any]) -> Verification:
         # Nothing test.sh (or what it started) left running may change the reward files afterwards.
         _docker(["kill", container])
     output = text[-VERIFIER_OUTPUT_CHARS:]
+    details: dict[str, Any] = {}
+    offline = no_network(text, _test_sh(verifier["tests_dir"]))
+    if offline:  # the commands that found no network, tolerated or not: for the failure's cause
+        details["no_network"] = [asdict(item) for item in offline]
     if code is None:
-        return Verification(HARBOR, output=output, error=f"test.sh timed out after {timeout:g} s")
-    details: dict[str, Any] = {"exit_code": code}
+        error = f"test.sh timed out after {timeout:g} s"
+        return Verification(HARBOR, output=output, details=details, error=error)
+    details["exit_code"] = code
     files = _read_rewards(container)
     name = next((n for n in REWARD_FILES if n in files), None)
     if name is None:

@@ -77,6 +77,7 @@ class DockerInstance(Instance):
         argv += ["-v", f"{rc_path}:{RC_IN_SANDBOX}:ro"]
         if not cfg.network:
             argv += ["--network", "none"]
+        argv += [a for item in cfg.env for a in ("-e", item)]
         argv += [cfg.image, "sleep", "infinity"]
         if box is not None:
             box.hold_container(self.name)

@@ -24,6 +24,7 @@ class DockerBackend:
     memory: str = "512m"
     pids_limit: int = 256
     network: bool = False
+    env: tuple[str, ...] = ()  # NAME=value set in the container (the agent's shell and the verifier's)
 
 
 @dataclass(frozen=True)

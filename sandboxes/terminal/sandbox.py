@@ -277,6 +277,8 @@ class TerminalSandbox(Sandbox):
         if config["limits"] == "rlimit":
             config["cpu_seconds"] = getattr(backend, "cpu_seconds", None)
         image = backend.image if isinstance(backend, DockerBackend) else ""
+        if isinstance(backend, DockerBackend) and backend.env:
+            config["env"] = list(backend.env)
         return Environment(name="terminal", backend=backend.kind, image=image, config=config)
 
     def verify(self, task: Task, steps: list[Step]) -> Verification | None:

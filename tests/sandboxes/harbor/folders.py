@@ -3,7 +3,12 @@ environment/Dockerfile, tests/test.sh, solution/solve.sh)."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
+
+import pytest
+
+from sandboxes.harbor.images import TERMINAL_BENCH_BASE
 
 TOML = """version = "1.0"
 
@@ -51,7 +56,11 @@ def write_task(
     base: str = "ubuntu:24.04",
     agent_timeout: float = 60.0,
     verifier_timeout: float = 30.0,
+    dockerfile: str | None = None,
+    test_files: dict[str, str] | None = None,
 ) -> Path:
+    """A task folder; `dockerfile` replaces the default one (FROM `base`), `test_files` are written
+    into tests/ beside test.sh."""
     folder = root / name
     for sub in ("environment", "tests", "solution"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
@@ -60,9 +69,71 @@ def write_task(
     )
     (folder / "instruction.md").write_text(f"Task {name}: do what tests/test.sh checks under /app.\n")
     (folder / "environment" / "Dockerfile").write_text(
-        f"FROM {base}\nWORKDIR /app\nRUN echo {name} > /app/README\n"
+        dockerfile or f"FROM {base}\nWORKDIR /app\nRUN echo {name} > /app/README\n"
     )
     (folder / "tests" / "test.sh").write_text(test_sh)
+    for file, text in (test_files or {}).items():
+        (folder / "tests" / file).write_text(text)
     if solve_sh is not None:
         (folder / "solution" / "solve.sh").write_text(solve_sh)
     return folder
+
+
+def terminal_bench_image() -> str:
+    """agentworld/terminal-bench, which terminal-bench tasks are mapped onto; the test fails when
+    it is not built (the setup builds it)."""
+    if subprocess.run(["docker", "image", "inspect", TERMINAL_BENCH_BASE], capture_output=True).returncode:
+        pytest.fail(f"image {TERMINAL_BENCH_BASE} is missing: run `bash infra/terminal-bench-image/build.sh`")
+    return TERMINAL_BENCH_BASE
+
+
+# A terminal-bench task as published: FROM terminal-bench's Ubuntu base, its Dockerfile installing the
+# test tools with apt and pip, its test.sh in the usual Harbor shape: apt-get curl, uv's installer,
+# then uvx pytest on tests/test_outputs.py.
+TB_DOCKERFILE = """FROM ghcr.io/laude-institute/t-bench/ubuntu-24-04:20250624
+
+ENV DEBIAN_FRONTEND=noninteractive
+RUN apt-get update && \\
+    apt-get install -y python3-pip && \\
+    ln -s /usr/bin/python3 /usr/bin/python && \\
+    rm -rf /var/lib/apt/lists/*
+RUN pip3 install --no-cache-dir --break-system-packages pytest==8.4.1 pandas==2.3.2 scipy==1.16.1
+WORKDIR /app
+ENV TEST_DIR=/tests
+"""
+TB_TEST_OUTPUTS = """from pathlib import Path
+
+
+def test_done_says_yes():
+    assert Path("/app/done.txt").read_text().strip() == "yes"
+"""
+UV_INSTALLER = "curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh"
+TB_UVX_TEST = f"""#!/bin/bash
+set -e
+
+apt-get update
+apt-get install -y curl
+
+{UV_INSTALLER}
+source $HOME/.local/bin/env
+
+mkdir -p /logs/verifier
+
+set +e
+uvx \\
+  -p 3.13 \\
+  -w pytest==8.4.1 \\
+  -w pytest-json-ctrf==0.3.5 \\
+  pytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA
+
+if [ $? -eq 0 ]; then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo 0 > /logs/verifier/reward.txt
+fi
+"""
+# The same steps under `set -o pipefail`: the installer's failed download ends test.sh.
+TB_PIPEFAIL_TEST = TB_UVX_TEST.replace("set -e\n", "set -euo pipefail\n", 1)
+# A pytest plugin the image's uv cache does not hold: uvx cannot install it offline, the tests do not run.
+TB_MISSING_PLUGIN = "pytest-timeout==2.3.1"
+TB_MISSING_TEST = TB_UVX_TEST.replace("-w pytest-json-ctrf==0.3.5", f"-w {TB_MISSING_PLUGIN}")

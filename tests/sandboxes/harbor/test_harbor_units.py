@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from sandboxes.harbor import HarborError, load_tasks, task_folders
-from sandboxes.harbor.images import MAPPED_BASE, mapped_image, resolve_dockerfile
+from sandboxes.harbor.images import MAPPED_BASE, TERMINAL_BENCH_BASE, mapped_image, resolve_dockerfile
 from sandboxes.harbor.verifier import parse_reward
-from tests.sandboxes.harbor.folders import write_task
+from tests.sandboxes.harbor.folders import terminal_bench_image, write_task
 
 
 def test_reward_txt_and_json() -> None:
@@ -42,6 +42,28 @@ def test_base_image_table() -> None:
         assert mapped_image(image) == MAPPED_BASE, image
     assert mapped_image("ghcr.io/acme/builder:1") is None
     assert mapped_image("alpine:3.20") is None
+    # terminal-bench's base images, as its tasks name them.
+    for image in (
+        "ghcr.io/laude-institute/t-bench/ubuntu-24-04:20250624",
+        "ghcr.io/laude-institute/t-bench/python-3-13:20250620",
+        "ghcr.io/laude-institute/t-bench/python-3-13",
+    ):
+        assert mapped_image(image) == TERMINAL_BENCH_BASE, image
+    assert mapped_image("ghcr.io/laude-institute/t-bench/deveval:latest") is None
+
+
+def test_terminal_bench_from_gets_the_images_offline_settings_for_its_build_only() -> None:
+    terminal_bench_image()
+    text = "FROM ghcr.io/laude-institute/t-bench/python-3-13:20250620\nRUN pip3 install pytest==8.4.1\n"
+    resolved, sources = resolve_dockerfile(text, map_base_images=True)
+    assert sources == {"ghcr.io/laude-institute/t-bench/python-3-13:20250620": TERMINAL_BENCH_BASE}
+    assert resolved.splitlines() == [
+        f"FROM {TERMINAL_BENCH_BASE}",
+        "USER root",
+        "ARG UV_OFFLINE=1",
+        "ARG PIP_NO_INDEX=1",
+        "RUN pip3 install pytest==8.4.1",
+    ]
 
 
 def test_dockerfile_from_lines_are_mapped_only_when_allowed() -> None:

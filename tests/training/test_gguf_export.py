@@ -227,6 +227,20 @@ def test_llama_cpp_log_likelihood_equals_transformers(
     ]
     # The second answer spans more than one llama.cpp batch (512 positions) with the prompt.
     answers = ["<observation>\nnotes.txt  src\n$ </observation>", "The capital of France is Paris. " * 80]
+    # The next turn of the first, and the first with another answer: both share its context, which
+    # the scoring reuses from the KV cache
+    prompts += [
+        [
+            *prompts[0],
+            {"role": "assistant", "content": answers[0]},
+            {"role": "user", "content": "cat notes.txt"},
+        ],
+        prompts[0],
+    ]
+    answers += [
+        "<observation>\nbuy milk\n$ </observation>",
+        "<observation>\nls: command not found\n$ </observation>",
+    ]
     ours, theirs = (
         llama_backend.log_likelihood(prompts, answers),
         torch_backend.log_likelihood(prompts, answers),

@@ -23,7 +23,7 @@ import numpy as np
 from schemas.base_files import gguf_path, gguf_tokenizer_dir
 from training.backends.base import GenerationConfig, WorldModelBackend
 from training.backends.repetition import DEFAULT_DETECTOR
-from training.backends.transformers_local import TransformersBackend, cut_at_stop
+from training.backends.transformers_local import TransformersBackend, common_prefix, cut_at_stop
 from training.export.to_gguf import read_lineage
 
 # llama.cpp's KV cache is allocated for the whole context up front; past this many tokens of a model's
@@ -151,41 +151,54 @@ class LlamaCppBackend(WorldModelBackend):
     _scored_ids = TransformersBackend._scored_ids
 
     def log_likelihood(self, prompts: list[list[dict]], answers: list[str]) -> list[tuple[float, int]]:
-        """See `WorldModelBackend.log_likelihood`: one pair at a time, `n_batch` positions per decode
-        call, the vocabulary's log-softmax taken only at the positions that predict answer tokens."""
+        """See `WorldModelBackend.log_likelihood`: one pair at a time, in the lexicographic order of their
+        ids so that pairs with a common prefix (the turns of one trajectory) follow each other and each
+        evaluates only what it does not share with the one before it (as the transformers backend does
+        on CPUs); `n_batch` positions per decode call, the vocabulary's log-softmax taken only at the
+        positions that predict answer tokens."""
         if len(prompts) != len(answers):
             raise ValueError(f"{len(prompts)} prompts but {len(answers)} answers")
         rows = [self._scored_ids(m, a) for m, a in zip(prompts, answers, strict=True)]
+        scores: list[tuple[float, int]] = [(0.0, 0)] * len(rows)
         with self._lock:
-            return [self._answer_nll(ids, start) for ids, start in rows]
+            # Llama.generate keeps its own record of what the KV cache holds, which this bypasses: the
+            # cache is cleared before and left cleared, so the next generate starts from nothing.
+            self._llama.reset()
+            self._llama._ctx.kv_cache_seq_rm(-1, 0, -1)
+            cached: list[int] = []
+            try:
+                for i in sorted(range(len(rows)), key=lambda i: rows[i][0]):
+                    scores[i] = self._answer_nll(*rows[i], cached)
+                    cached = rows[i][0]
+            finally:
+                self._llama._ctx.kv_cache_seq_rm(-1, 0, -1)
+        return scores
 
-    def _answer_nll(self, ids: list[int], start: int) -> tuple[float, int]:
+    def _answer_nll(self, ids: list[int], start: int, cached: list[int]) -> tuple[float, int]:
         if len(ids) > self.max_context:
             raise ValueError(f"{len(ids)} tokens to score, the context holds {self.max_context}")
         llama = self._llama
+        # Keep the cache of what `ids` shares with the ids before it, up to the position whose logits
+        # predict the first answer token: this pair needs those logits.
+        keep = common_prefix(cached, ids, start - 1)
+        llama._ctx.kv_cache_seq_rm(-1, keep, -1)
+        total = 0.0
         # Llama.eval keeps only the last position's logits unless the whole context was built with
         # logits_all (n_ctx x vocabulary floats); its batch can ask for every position's, chunk by chunk.
-        # The KV cache is cleared first and left cleared, so the next generate starts from nothing.
-        llama.reset()
-        llama._ctx.kv_cache_seq_rm(-1, 0, -1)
-        total = 0.0
-        try:
-            for at in range(0, len(ids), llama.n_batch):
-                chunk = ids[at : at + llama.n_batch]
-                llama._batch.set_batch(batch=chunk, n_past=at, logits_all=True)
-                llama._ctx.decode(llama._batch)
-                # position p predicts token p + 1: the answer ids[start:] come from positions start-1..
-                first, last = max(at, start - 1), min(at + len(chunk), len(ids) - 1)
-                if first >= last:
-                    continue
-                logits = np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(len(chunk), llama.n_vocab()))
-                scored = logits[first - at : last - at].astype(np.float64)
-                peak = scored.max(axis=1)
-                log_norm = peak + np.log(np.exp(scored - peak[:, None]).sum(axis=1))
-                targets = np.asarray(ids[first + 1 : last + 1])
-                total += float((log_norm - scored[np.arange(len(targets)), targets]).sum())
-        finally:
-            llama._ctx.kv_cache_seq_rm(-1, 0, -1)
+        for at in range(keep, len(ids), llama.n_batch):
+            chunk = ids[at : at + llama.n_batch]
+            llama._batch.set_batch(batch=chunk, n_past=at, logits_all=True)
+            llama._ctx.decode(llama._batch)
+            # position p predicts token p + 1: the answer ids[start:] come from positions start-1..
+            first, last = max(at, start - 1), min(at + len(chunk), len(ids) - 1)
+            if first >= last:
+                continue
+            logits = np.ctypeslib.as_array(llama._ctx.get_logits(), shape=(len(chunk), llama.n_vocab()))
+            scored = logits[first - at : last - at].astype(np.float64)
+            peak = scored.max(axis=1)
+            log_norm = peak + np.log(np.exp(scored - peak[:, None]).sum(axis=1))
+            targets = np.asarray(ids[first + 1 : last + 1])
+            total += float((log_norm - scored[np.arange(len(targets)), targets]).sum())
         return total, len(ids) - start
 
     def describe(self) -> dict[str, Any]:

@@ -105,7 +105,7 @@ def _length_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
     return batches
 
 
-def _common_prefix(a: Sequence[int], b: Sequence[int], limit: int) -> int:
+def common_prefix(a: Sequence[int], b: Sequence[int], limit: int) -> int:
     """How many leading ids `a` and `b` share, at most `limit`."""
     n = min(len(a), len(b), limit)
     for i in range(n):
@@ -303,7 +303,7 @@ class TransformersBackend(WorldModelBackend):
         with torch.inference_mode():
             for i in sorted(range(len(rows)), key=lambda i: rows[i][0]):
                 ids, start = rows[i]
-                keep = _common_prefix(cached, ids, start - 1)
+                keep = common_prefix(cached, ids, start - 1)
                 if not keep:
                     cache = DynamicCache()
                 elif keep < cache.get_seq_length():

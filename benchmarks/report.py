@@ -166,7 +166,11 @@ def _world_model(r: dict) -> list[str]:
     parts = s.get("parts", ["likelihood", "generation", "throughput"])
     measured = []
     if "likelihood" in parts:
-        measured.append("Likelihood on every held-out turn (transformers, fp32).")
+        cap = s.get("likelihood_trajectories_per_domain")
+        scope = "every held-out turn"
+        if cap:
+            scope = f"every turn of the first {cap} held-out trajectories per domain"
+        measured.append(f"Likelihood on {scope} (transformers, fp32).")
     if "generation" in parts:
         measured.append(
             f"Generation (llama.cpp, GGUF f16) on {s['eval_trajectories_per_domain']} trajectories x "

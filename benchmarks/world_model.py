@@ -51,6 +51,8 @@ SPLIT = os.environ.get("WM_SPLIT", "0.7,0.05,0.25")  # train, validation, test
 # the prompt budget of training (--seq-len tokens, about 3 characters each), not fidelity's 32,000
 CONTEXT_CHARS = int(os.environ.get("WM_CONTEXT_CHARS", str(3 * SEQ_LEN)))
 # what to measure after training: a part left out is absent from the results, never zero
+# the likelihood pass's budget: every turn of the first N held-out trajectories per domain (default: all)
+LIKELIHOOD_TRAJECTORIES = os.environ.get("WM_LIKELIHOOD_TRAJECTORIES")
 PARTS = tuple(os.environ.get("WM_PARTS", "likelihood,generation,throughput").split(","))
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TQDM_DISABLE": "1"}
 
@@ -203,6 +205,8 @@ def likelihood(raw: Path, corpus: Path, form: str, log: Path) -> dict:
         run = ["training.fidelity", "--real", str(raw), "--held-out", str(corpus), "--replays", "0"]
         run += ["--model", checkpoint, "--base", BASE, "--out", str(out), "--max-turns", "0"]
         run += ["--no-closed-loop", "--no-progress", "--context-chars", str(CONTEXT_CHARS)]
+        if LIKELIHOOD_TRAJECTORIES:
+            run += ["--likelihood-trajectories", LIKELIHOOD_TRAJECTORIES]
         _run(run, log)
     return json.loads((out / "report.json").read_text())["likelihood"]
 
@@ -277,6 +281,7 @@ def run() -> dict:
             "split": SPLIT,
             "context_chars": CONTEXT_CHARS,
             "parts": list(PARTS),
+            "likelihood_trajectories_per_domain": LIKELIHOOD_TRAJECTORIES and int(LIKELIHOOD_TRAJECTORIES),
         },
     }
 

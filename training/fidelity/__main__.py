@@ -110,6 +110,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--held-out, for generation only: likelihood scores every held-out trajectory",
     )
     p.add_argument(
+        "--likelihood-trajectories",
+        type=int,
+        metavar="N",
+        help="the likelihood pass scores every turn of only the first N trajectories of each domain "
+        "(default: every trajectory it would score; a budget, said in the report)",
+    )
+    p.add_argument(
         "--held-out",
         metavar="CORPUS",
         help="score only the trajectories this corpus held out of training (its test split)",
@@ -308,6 +315,17 @@ def with_steps(
                 yield t
 
 
+def first_per_domain(trajectories: list[Trajectory], n: int) -> list[Trajectory]:
+    """The first `n` trajectories of each domain, in their order."""
+    taken: Counter[str] = Counter()
+    kept = []
+    for t in trajectories:
+        taken[t.domain] += 1
+        if taken[t.domain] <= n:
+            kept.append(t)
+    return kept
+
+
 def likelihood_pass(
     args: argparse.Namespace, generated: list[Trajectory], only: set[str] | None
 ) -> LikelihoodPass | None:
@@ -318,15 +336,20 @@ def likelihood_pass(
     None with --no-likelihood."""
     if args.no_likelihood:
         return None
+    cap = args.likelihood_trajectories
     chosen, note = generated, None
     if only is not None and args.limit_trajectories:
         try:
-            chosen = list(with_steps(args.real, None, only))
+            chosen = list(with_steps(args.real, cap, only))
         except Exception as exc:
             note = (
                 f"likelihood covers the generated trajectories only: reading the held-out ones failed: {exc}"
             )
             print(f"warning: {note}", file=sys.stderr)
+    if cap is not None:
+        chosen = first_per_domain(chosen, cap)
+        budget = f"likelihood covers the first {cap} trajectories of each domain (--likelihood-trajectories)"
+        note = f"{note}; {budget}" if note else budget
     out = args.out / "likelihood.jsonl"
     return LikelihoodPass(chosen, args.context_chars, out, progress=not args.no_progress, note=note)
 

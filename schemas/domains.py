@@ -31,7 +31,9 @@ class DomainRecord:
 
 # The order of the trajectory schema's domain list (schemas.records.DOMAINS).
 RECORDS = (
-    DomainRecord(name="terminal", package="terminal", public_task="terminal", observation_format="terminal_screen"),
+    DomainRecord(
+        name="terminal", package="terminal", public_task="terminal", observation_format="terminal_screen"
+    ),
     DomainRecord(name="swe", package="swe", public_task="swe", observation_format="swe_tool_result"),
     DomainRecord(name="search", package="search", public_task="search", observation_format="search_results"),
     DomainRecord(name="mcp", package="mcp", public_task="mcp", observation_format="mcp_result"),

@@ -160,7 +160,7 @@ def test_bad_arguments_are_refused_before_serving(tmp_path, monkeypatch, capsys)
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text('{"id": "a"}\n{"id": 3}\n')
     refused = {
-        ("--domain", "web", "--backend", "docker"): "--backend applies to terminal, swe, mcp; the web sandbox",
+        ("--domain", "web", "--backend", "docker"): "--backend applies to terminal, swe, mcp; the web",
         ("--domain", "mcp", "--backend", "docker"): "the mcp backend must be one of bwrap, not 'docker'",
         ("--domain", "terminal", "--simulator-model", "m"): "--simulator-model needs --simulator URL",
         ("--domain", "terminal", "--tasks", str(tasks)): f"{tasks}:2: ",

@@ -1,6 +1,9 @@
 """The domain registry: one record per domain holding every per-domain fact, found by `domain_spec`.
 
-Adding a domain means adding one `DomainSpec` to `SPECS` (and its sandbox package exporting `HOOKS`).
+A `DomainSpec` is the domain's `schemas.domains.DomainRecord` (its names, its observation format and
+shape, which the schemas layer reads too) extended with the facts of the sandbox layer and above.
+Adding a domain means adding its `DomainRecord` to `schemas.domains.RECORDS` and its `DomainSpec`
+here (and its sandbox package exporting `HOOKS`).
 A record is plain data, so reading a fact (an alias, a metric name, a backend list) imports nothing;
 the sandbox's own code (`hooks`: the action parser, the replay sandbox) is imported on first use, so a
 user who only collects terminal data never imports Playwright or tantivy. Facts that live in a higher
@@ -12,15 +15,17 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from sandboxes.base import Sandbox
+from schemas.domains import KNOWN_DOMAINS, DomainRecord, find_record, lookup_keys
 from schemas.records import Action, Environment
 
 # An environment config key a replay may set to run a recording under another backend ("auto" keeps
 # the recorded one); the fidelity command's --backend sets it.
 REPLAY_BACKEND = "replay_backend"
+HOST_BACKEND = "local"  # the backend that runs actions on the host itself, with no isolation
 
 
 @dataclass(frozen=True)
@@ -38,14 +43,11 @@ class SandboxHooks:
     initial_text: str = ""
 
 
-@dataclass(frozen=True)
-class DomainSpec:
-    name: str  # the trajectory's `domain` (schemas.records.DOMAINS)
-    # `sandboxes.<package>` and `collectors.<package>`; the lookup takes it too.
-    package: str
-    # The AgentWorldBench task name and public judge prompt folder (prompts/<it>/); the lookup takes it.
-    public_task: str
-    observation_format: str  # Observation.format of the sandbox's observations
+@dataclass(frozen=True, kw_only=True)
+class DomainSpec(DomainRecord):
+    """The domain's record of schemas.domains (name, package, public_task, observation_format, node_ids,
+    renumbered_ids, aliases) and the facts below; `_spec` builds one on its record."""
+
     # The collector's real `--backend` choices, its default first ("simulator" is every domain's extra).
     backends: tuple[str, ...]
     # Backends a replay may run under (REPLAY_BACKEND, the fidelity command's --backend), the one used
@@ -61,10 +63,22 @@ class DomainSpec:
     # A realistic failure to inject (training.perturb), a str.format template: {command} is the program
     # the action ran, {action} the action text; "" for a generic one.
     injected_error: str = ""
+    # Each observation is the whole screen of a shell, its last line the prompt: a failed command shows
+    # on it as a shell shows one (the command typed at the prompt, the error, the prompt again), where
+    # another domain's failure is the whole observation (training.perturb).
+    screen_with_prompt: bool = False
+    # Task metadata keys the real sandbox repeats in every observation's `data` (the MCP server a task
+    # names); a simulated sandbox copies them from the task the same way (training.simulator).
+    task_keys_in_data: tuple[str, ...] = ()
     # Its real sandbox is tested behind the OpenEnv server (tests/sandboxes/serve); sandboxes.serve notes
     # that the others are built as a fidelity replay builds them.
     serve_tested: bool = False
-    aliases: tuple[str, ...] = ()  # other names the lookup accepts
+
+    @property
+    def isolated_backends(self) -> tuple[str, ...]:
+        """The replay backends that keep actions off the host, the default first: where a served
+        sandbox may run (sandboxes.serve's --backend); () where the sandbox has no such choice."""
+        return tuple(backend for backend in self.replay_backends if backend != HOST_BACKEND)
 
     @property
     def hooks(self) -> SandboxHooks:
@@ -87,13 +101,18 @@ class DomainSpec:
         return self.hooks.initial_text
 
 
-# In schemas.records.DOMAINS's order.
+def _spec(name: str, **facts: Any) -> DomainSpec:
+    """The DomainSpec of the domain `name` of schemas.domains: its record's fields and `facts`."""
+    record = find_record(name)
+    if record is None or record.name != name:
+        raise ValueError(f"schemas.domains has no record named {name!r}")
+    return DomainSpec(**{f.name: getattr(record, f.name) for f in fields(DomainRecord)}, **facts)
+
+
+# In schemas.domains.RECORDS's order (schemas.records.DOMAINS).
 SPECS = (
-    DomainSpec(
-        name="terminal",
-        package="terminal",
-        public_task="terminal",
-        observation_format="terminal_screen",
+    _spec(
+        "terminal",
         backends=("docker", "bwrap", "local"),
         replay_backends=("bwrap", "docker"),
         # `harbor`: the terminal sandbox of imported Harbor tasks (sandboxes.harbor) runs their test.sh.
@@ -101,24 +120,19 @@ SPECS = (
         scorer="",
         main_metrics=(),
         injected_error="bash: {command}: Input/output error",
+        screen_with_prompt=True,
         serve_tested=True,
     ),
-    DomainSpec(
-        name="swe",
-        package="swe",
-        public_task="swe",
-        observation_format="swe_tool_result",
+    _spec(
+        "swe",
         backends=("auto", "bwrap", "docker", "local"),
         replay_backends=("bwrap", "docker"),
         verifier_kinds=("swe_tests",),
         scorer="swe_scores",
         main_metrics=("output_line_f1",),
     ),
-    DomainSpec(
-        name="search",
-        package="search",
-        public_task="search",
-        observation_format="search_results",
+    _spec(
+        "search",
         backends=("tantivy", "searxng", "json_api"),
         replay_backends=(),
         verifier_kinds=("answer",),
@@ -127,11 +141,8 @@ SPECS = (
         action_formats=(("web_extractor", "markdown"),),  # an extracted page
         injected_error="Error: search backend timed out (HTTP 504 Gateway Timeout)",
     ),
-    DomainSpec(
-        name="mcp",
-        package="mcp",
-        public_task="mcp",
-        observation_format="mcp_result",
+    _spec(
+        "mcp",
         backends=("bwrap", "local"),
         replay_backends=("bwrap", "local"),
         verifier_kinds=("files", "git_repo", "memory_graph"),
@@ -140,12 +151,10 @@ SPECS = (
         main_metrics=("json_value_match", "json_key_f1"),
         injected_error='{{"error": {{"code": -32603, "message": "Internal error: upstream service '
         'unavailable"}}}}',
+        task_keys_in_data=("server",),
     ),
-    DomainSpec(
-        name="web",
-        package="web",
-        public_task="web",
-        observation_format="a11y_tree",
+    _spec(
+        "web",
         backends=("chromium",),
         replay_backends=(),
         verifier_kinds=("site_state", "page_url"),
@@ -153,24 +162,16 @@ SPECS = (
         main_metrics=("tree_f1",),
         serve_tested=True,
     ),
-    DomainSpec(
-        name="os",
-        # `sandboxes.os` would read as the standard module.
-        package="desktop",
-        public_task="os",
-        observation_format="desktop_a11y_tree",
+    _spec(
+        "os",
         backends=("desktop",),
         replay_backends=(),
         verifier_kinds=("desktop_state",),
         scorer="desktop_scores",
         main_metrics=("node_f1",),
-        aliases=("desktop",),
     ),
-    DomainSpec(
-        name="android",
-        package="android",
-        public_task="android",
-        observation_format="android_ui_tree",
+    _spec(
+        "android",
         backends=("appium",),
         replay_backends=(),
         verifier_kinds=("android_state",),
@@ -178,9 +179,8 @@ SPECS = (
         main_metrics=("node_f1",),
     ),
 )
-KNOWN_DOMAINS = tuple(spec.name for spec in SPECS)
-# Every name a record is found by: its own, its package's, its public task's and its aliases.
-LOOKUP = {key: spec for spec in SPECS for key in (spec.name, spec.package, spec.public_task, *spec.aliases)}
+# The same names, as schemas.domains finds its records by.
+LOOKUP = {key: spec for spec in SPECS for key in lookup_keys(spec)}
 
 
 def find_domain(name: str) -> DomainSpec | None:

@@ -22,11 +22,11 @@ A turn's target text has one of two forms (`TARGET_FORMS`), told apart by its fi
   an empty last line and a "\\r" stays in its line.
 
 Where (KEY): `N` is line N of the previous observation (1-based; `insert after 0` inserts at the
-top), in every domain. In accessibility trees (web, os, android: one node a line) `[ID]` is the line
-of the node with that id in the previous observation and `[ID]+K` the K-th line after it (web text
-nodes have no id). os and android number their nodes in order ([0], [1], ...), so one inserted node
-renumbers every node after it: there lines are compared without their number, and `apply` numbers
-the nodes again in order.
+top), in every domain. In accessibility trees (web, os, android: one node a line; the domain
+record's `node_ids`, schemas.domains) `[ID]` is the line of the node with that id in the previous
+observation and `[ID]+K` the K-th line after it (web text nodes have no id). os and android number
+their nodes in order ([0], [1], ...: `renumbered_ids`), so one inserted node renumbers every node
+after it: there lines are compared without their number, and `apply` numbers the nodes again in order.
 
 `diff` gives the full observation whenever it is no longer than the script (a new page, a new tool
 result; mcp, search and swe results mostly), and checks every script it writes by applying it.
@@ -39,10 +39,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
+from schemas.domains import find_record
+
 TARGET_FORMS = ("full", "delta")
 HEADER = "@@ edit @@"
-TREE_DOMAINS = frozenset({"web", "os", "android"})
-RENUMBERED_DOMAINS = frozenset({"os", "android"})
 
 _KEY = r"(?:\d+|\[[^\]\s]+\](?:\+\d+)?)"
 _OP_RE = re.compile(rf"^@@ (replace|delete) ({_KEY})(?:\.\.({_KEY}))? @@$|^@@ insert after ({_KEY}) @@$")
@@ -85,10 +85,20 @@ def _unique_ids(lines: Sequence[str]) -> dict[str, int]:
     return {node: at[0] for node, at in seen.items() if len(at) == 1}
 
 
+def _has_node_ids(domain: str) -> bool:
+    record = find_record(domain)
+    return record is not None and record.node_ids
+
+
+def _renumbered(domain: str) -> bool:
+    record = find_record(domain)
+    return record is not None and record.renumbered_ids
+
+
 def _keys(lines: Sequence[str], domain: str) -> list[str]:
     """The KEY of every previous line: a node id (or the nearest one above and an offset) in trees,
     else its line number."""
-    if domain not in TREE_DOMAINS:
+    if not _has_node_ids(domain):
         return [str(i + 1) for i in range(len(lines))]
     by_line = {i: node for node, i in _unique_ids(lines).items()}
     keys, anchor = [], None
@@ -104,7 +114,7 @@ def _keys(lines: Sequence[str], domain: str) -> list[str]:
 
 
 def _comparable(lines: Sequence[str], domain: str) -> list[str]:
-    if domain not in RENUMBERED_DOMAINS:
+    if not _renumbered(domain):
         return list(lines)
     return [_NUMBER_RE.sub(r"\1[] ", line, count=1) for line in lines]
 
@@ -179,7 +189,7 @@ def _resolve(key: str, ids: dict[str, int], n: int) -> int:
 
 
 def _parse(prev: list[str], body: list[str], domain: str) -> list[_Op]:
-    ids = _unique_ids(prev) if domain in TREE_DOMAINS else {}
+    ids = _unique_ids(prev) if _has_node_ids(domain) else {}
     ops: list[_Op] = []
     for number, line in enumerate(body, start=2):
         found = _OP_RE.match(line)
@@ -222,6 +232,6 @@ def apply(prev: str, target: str, domain: str) -> str:
         out.extend(op.lines)
         done = op.stop
     out.extend(before[done:])
-    if domain in RENUMBERED_DOMAINS:
+    if _renumbered(domain):
         out = _renumber(out)
     return "\n".join(out)

@@ -11,12 +11,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from schemas.domains import KNOWN_DOMAINS
+
 # 2: Environment.tools (tool definitions) added; version 1 files read with no tools.
 # 3: Task.verifier, Outcome.reward and Outcome.verification added; older files read with none.
 # 4: Provenance.source (the public dataset row an imported trajectory came from); older files: none.
 SCHEMA_VERSION = 4
 
-DOMAINS = ("terminal", "swe", "search", "mcp", "web", "os", "android")
+DOMAINS = KNOWN_DOMAINS  # one record each in schemas.domains
 OUTCOMES = ("completed", "truncated", "error", "aborted")
 
 

@@ -173,7 +173,8 @@ class PerturbedSandbox(Sandbox):
     def _error_observation(self, action: Action, error: str) -> Observation:
         last = self._last
         fmt = last.format if last else "text"
-        if self.domain == "terminal" and last is not None and last.text.strip():
+        spec = find_domain(self.domain)
+        if spec is not None and spec.screen_with_prompt and last is not None and last.text.strip():
             # The screen as a shell shows a failed command: the line typed at the prompt, the error,
             # and the same prompt again.
             lines = last.text.rstrip("\n").split("\n")

@@ -222,8 +222,9 @@ class SimulatedSandbox(Sandbox):
         else:
             # What the real sandbox would put in `data` (url, title, results, ...), read from the text.
             data.update(observation_data(self.domain, predicted, action))
-            if self.domain == "mcp" and "server" in self._episode.task.metadata:
-                data["server"] = self._episode.task.metadata["server"]
+            # What the real sandbox repeats from the task in every observation (the MCP server's name).
+            metadata, keys = self._episode.task.metadata, self.spec.task_keys_in_data if self.spec else ()
+            data.update({key: metadata[key] for key in keys if key in metadata})
         observation = Observation(
             format=fmt, text=strip_think(reply).strip() if failure else predicted, data=data
         )

@@ -62,6 +62,9 @@ from sandboxes.search.sandbox import INITIAL_TEXT
 from schemas.records import Action, Environment, Observation, Outcome, Policy, Task, ToolDefinition
 
 SEARCH_TOOLS = (WEB_SEARCH, WEB_EXTRACTOR)
+# The importer's own fact, not the registry's: the domains this module has a converter for
+# (`_mcp_turn`, `_search_turn`). Other domains also act by tool calls (swe's read/edit/bash), but a
+# chat log's calls to them need their own mapping onto our actions and results, which none has here.
 DOMAINS = ("mcp", "search")
 FINISH_TOOLS = ("finish",)  # a last call to one of these ends the episode; no result answers it
 

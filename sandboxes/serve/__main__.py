@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from sandboxes.domains import KNOWN_DOMAINS, SPECS, domain_spec
-from sandboxes.serve import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_STEPS, TERMINAL_BACKENDS
+from sandboxes.serve import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_STEPS, SERVED_BACKENDS
 from sandboxes.serve.auth import (
     DEFAULT_MAX_ACTION_BYTES,
     TOKEN_DIR,
@@ -83,7 +83,11 @@ def parser() -> argparse.ArgumentParser:
         "--simulator-max-tokens", type=int, default=1024, metavar="N", help="tokens per simulated observation"
     )
     what.add_argument(
-        "--backend", choices=TERMINAL_BACKENDS, help="terminal only: where each sandbox runs (default bwrap)"
+        "--backend",
+        choices=SERVED_BACKENDS,
+        help="where each sandbox runs, for "
+        + ", ".join(f"{s.name} ({' or '.join(s.isolated_backends)})" for s in SPECS if s.isolated_backends)
+        + "; default the first",
     )
     what.add_argument(
         "--sandbox-config",

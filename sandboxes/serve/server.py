@@ -35,8 +35,8 @@ from openenv.core.env_server.types import SchemaResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sandboxes.base import Sandbox, SandboxError
-from sandboxes.domains import KNOWN_DOMAINS, domain_spec
-from sandboxes.serve import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_STEPS, TERMINAL_BACKENDS
+from sandboxes.domains import KNOWN_DOMAINS, REPLAY_BACKEND, SPECS, domain_spec
+from sandboxes.serve import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_STEPS
 from sandboxes.serve.auth import DEFAULT_MAX_ACTION_BYTES, Guard, HostPolicy
 from sandboxes.serve.connection import ConnectionTracker
 from sandboxes.serve.environment import EpisodeStateError
@@ -63,17 +63,22 @@ STEP_SHAPE = '{"action": {"kind": "<kind>", "arguments": {...}}}'
 def real_sandbox_factory(
     domain: str, backend: str | None = None, config: dict[str, Any] | None = None
 ) -> Callable[[], Sandbox]:
-    """Fresh real sandboxes of `domain`, built like a recorded environment (never on the host: the
-    terminal runs in bwrap unless `backend` says docker). `config` is that environment's config."""
+    """Fresh real sandboxes of `domain`, built like a recorded environment and never on the host:
+    under `backend`, one of the domain's isolated backends (its first by default: bwrap for the
+    terminal, swe and mcp). `config` is that environment's config."""
     spec = domain_spec(domain)
-    if domain == "terminal":
-        backend = backend or "bwrap"
-        if backend not in TERMINAL_BACKENDS:
-            choices = ", ".join(TERMINAL_BACKENDS)
-            raise ValueError(f"the terminal backend must be one of {choices}, not {backend!r}")
-    elif backend:
-        raise ValueError(f"--backend applies to the terminal only; the {domain} sandbox has none to choose")
-    environment = Environment(name=domain, backend=backend or "", config=dict(config or {}))
+    choices = spec.isolated_backends
+    if backend and not choices:
+        with_choice = ", ".join(s.name for s in SPECS if s.isolated_backends)
+        raise ValueError(f"--backend applies to {with_choice}; the {domain} sandbox has none to choose")
+    if backend and backend not in choices:
+        raise ValueError(f"the {domain} backend must be one of {', '.join(choices)}, not {backend!r}")
+    config = dict(config or {})
+    if choices:
+        # Recorded under it (so its options in `config` carry over) and replayed under it.
+        backend = backend or choices[0]
+        config[REPLAY_BACKEND] = backend
+    environment = Environment(name=domain, backend=backend or "", config=config)
     return functools.partial(spec.replay_sandbox, environment)
 
 

@@ -10,8 +10,18 @@ import pytest
 
 from sandboxes.android.verify import KIND as ANDROID_STATE
 from sandboxes.desktop.verify import KIND as DESKTOP_STATE
-from sandboxes.domains import KNOWN_DOMAINS, SPECS, DomainSpec, SandboxHooks, domain_spec, find_domain
+from sandboxes.domains import (
+    HOST_BACKEND,
+    KNOWN_DOMAINS,
+    SPECS,
+    DomainSpec,
+    SandboxHooks,
+    domain_spec,
+    find_domain,
+)
 from sandboxes.harbor.verifier import HARBOR
+from sandboxes.mcp.actions import error_observation
+from sandboxes.mcp.actions import initial_observation as mcp_initial
 from sandboxes.mcp.verify import VERIFIER_KINDS as MCP_KINDS
 from sandboxes.search.verify import KIND as ANSWER
 from sandboxes.swe.domain import recorded_config as swe_config
@@ -21,6 +31,7 @@ from sandboxes.terminal.domain import recorded_config as terminal_config
 from sandboxes.terminal.verify import COMMAND
 from sandboxes.web.verify import VERIFIER_KINDS as WEB_KINDS
 from schemas import read_trajectories
+from schemas.domains import RECORDS, DomainRecord, find_record, lookup_keys
 from schemas.records import DOMAINS, Environment
 
 TESTS = Path(__file__).parents[1]
@@ -50,8 +61,16 @@ def recorded_formats() -> dict[str, set[str]]:
 
 
 def test_there_is_one_record_per_trajectory_domain_in_the_schemas_order() -> None:
-    assert KNOWN_DOMAINS == DOMAINS
+    assert KNOWN_DOMAINS == DOMAINS == tuple(record.name for record in RECORDS)
     assert [spec.name for spec in SPECS] == list(DOMAINS)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
+def test_each_spec_extends_its_schemas_record_unchanged(spec: DomainSpec) -> None:
+    record = find_record(spec.name)
+    assert isinstance(spec, DomainRecord) and record is not None
+    assert vars(record).items() <= vars(spec).items()
+    assert [find_record(key) for key in lookup_keys(spec)] == [record] * len(lookup_keys(spec))
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
@@ -65,7 +84,7 @@ def test_every_record_is_complete(spec: DomainSpec) -> None:
 
 
 def keys(spec: DomainSpec) -> set[str]:
-    return {spec.name, spec.package, spec.public_task, *spec.aliases}
+    return set(lookup_keys(spec))
 
 
 def test_the_lookup_finds_a_record_by_each_of_its_names_and_no_name_is_shared() -> None:
@@ -123,3 +142,27 @@ def test_a_replay_runs_under_each_replay_backend_and_a_host_recording_under_the_
     assert recorded(Environment(name=domain, backend="local")).backend.kind == backends[0]
     for backend in backends:
         assert recorded(Environment(name=domain, backend="local"), backend).backend.kind == backend
+
+
+def test_the_isolated_backends_are_the_replay_backends_other_than_the_host() -> None:
+    isolated = {spec.name: spec.isolated_backends for spec in SPECS if spec.isolated_backends}
+    assert isolated == {"terminal": ("bwrap", "docker"), "swe": ("bwrap", "docker"), "mcp": ("bwrap",)}
+    assert all(HOST_BACKEND not in backends for backends in isolated.values())
+    assert HOST_BACKEND in domain_spec("mcp").replay_backends  # a fidelity replay may ask for the host
+
+
+def test_only_the_terminal_shows_a_shell_screen_ending_at_its_prompt() -> None:
+    assert [spec.name for spec in SPECS if spec.screen_with_prompt] == ["terminal"]
+    assert domain_spec("terminal").initial_text == "agent@sandbox:~$"
+
+
+def test_the_task_keys_a_record_names_are_in_the_observations_of_its_real_sandbox() -> None:
+    assert {spec.name: spec.task_keys_in_data for spec in SPECS if spec.task_keys_in_data} == {
+        "mcp": ("server",)
+    }
+    # The MCP sandbox serves the server its task's metadata names (sandboxes/mcp/sandbox.py).
+    for observation in (
+        mcp_initial("memory", "n", "1", ["read_graph"]),
+        error_observation("memory", "t", 1, "m"),
+    ):
+        assert observation.data["server"] == "memory"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from schemas.domains import RECORDS
 from schemas.edit_script import HEADER, TARGET_FORMS, EditScriptError, apply, diff, target_form
 from schemas.storage import read_trajectories
 
@@ -89,6 +90,23 @@ def test_an_inserted_node_renumbers_the_nodes_after_it():
     assert target.split("\n")[:2] == [HEADER, "@@ insert after [2] @@"]
     assert len(target.split("\n")) == 3
     assert apply(prev, target, "os") == cur
+
+
+def test_the_domain_records_say_which_observations_are_keyed_and_renumbered_by_node_id():
+    assert {r.name for r in RECORDS if r.node_ids} == {"web", "os", "android"}
+    assert {r.name for r in RECORDS if r.renumbered_ids} == {"os", "android"}
+    rows = ["frame", *(f'label "{i}"' for i in range(20))]
+    prev, cur = _tree(rows), _tree([*rows[:3], 'label "new"', *rows[3:]])
+    # android renumbers as os does, and the os record's alias finds it; web keys by id but keeps the
+    # numbers it is given, so every node after the insertion is a changed line there
+    assert diff(prev, cur, "android") == diff(prev, cur, "desktop") == diff(prev, cur, "os")
+    assert diff(prev, cur, "web") != diff(prev, cur, "os")
+    assert apply(prev, diff(prev, cur, "web"), "web") == cur
+    # a domain with no node ids, or a name of no domain, keys by line number
+    single = _tree([*rows[:3], 'label "changed"', *rows[4:]])
+    for domain in ("terminal", "robotics"):
+        assert diff(prev, single, domain) == f'{HEADER}\n@@ replace 4 @@\n  [3] label "changed" @(0,0 9x9)'
+    assert diff(prev, single, "os") == f'{HEADER}\n@@ replace [3] @@\n  [3] label "changed" @(0,0 9x9)'
 
 
 def test_web_keys_are_bids_and_offsets():

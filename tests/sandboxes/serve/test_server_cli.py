@@ -18,9 +18,12 @@ from urllib.parse import urlparse
 import pytest
 from openenv.core.generic_client import GenericEnvClient
 
+from sandboxes.mcp.catalogue import embedded_catalogue, entry_to_dict
+from sandboxes.serve import SERVED_BACKENDS
 from sandboxes.serve.__main__ import main
 from sandboxes.serve.auth import TOKEN_ENV, TokenRequiredError, check_bind, token_path
 from sandboxes.serve.client import connect
+from sandboxes.serve.server import real_sandbox_factory
 from tests.sandboxes.serve.conftest import call
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.tmux]
@@ -157,7 +160,8 @@ def test_bad_arguments_are_refused_before_serving(tmp_path, monkeypatch, capsys)
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text('{"id": "a"}\n{"id": 3}\n')
     refused = {
-        ("--domain", "web", "--backend", "docker"): "--backend applies to the terminal only",
+        ("--domain", "web", "--backend", "docker"): "--backend applies to terminal, swe, mcp; the web",
+        ("--domain", "mcp", "--backend", "docker"): "the mcp backend must be one of bwrap, not 'docker'",
         ("--domain", "terminal", "--simulator-model", "m"): "--simulator-model needs --simulator URL",
         ("--domain", "terminal", "--tasks", str(tasks)): f"{tasks}:2: ",
         ("--domain", "terminal", "--tasks", str(tmp_path / "none.jsonl")): "No such file",
@@ -169,3 +173,23 @@ def test_bad_arguments_are_refused_before_serving(tmp_path, monkeypatch, capsys)
         assert main([*argv, "--port", "0"]) == 2, argv
         out, err = capsys.readouterr()
         assert out == "" and err.startswith("error: ") and message in err, (argv, err)
+
+
+def test_a_served_sandbox_runs_under_one_of_its_domains_isolated_backends_never_the_host() -> None:
+    assert SERVED_BACKENDS == ("bwrap", "docker")
+    time_server = {"server": "time", "entry": entry_to_dict(embedded_catalogue()["time"])}
+    # The first is the default; mcp's other replay backend is the host, so it has bwrap alone, even
+    # where the recorded config asks for the host.
+    for domain, backend, config, kind in (
+        ("terminal", None, None, "bwrap"),
+        ("terminal", "docker", None, "docker"),
+        ("swe", None, None, "bwrap"),
+        ("swe", "docker", None, "docker"),
+        ("mcp", None, {**time_server, "replay_backend": "local"}, "bwrap"),
+        ("mcp", "bwrap", time_server, "bwrap"),
+    ):
+        sandbox = real_sandbox_factory(domain, backend, config)()  # built, not started
+        assert sandbox.config.backend.kind == kind, (domain, backend)
+        sandbox.close()
+    with pytest.raises(ValueError, match="the terminal backend must be one of bwrap, docker, not 'local'"):
+        real_sandbox_factory("terminal", "local")

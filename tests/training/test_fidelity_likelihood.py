@@ -216,3 +216,23 @@ def test_cli_writes_the_likelihood_of_every_held_out_turn(
     assert again["likelihood"]["domains"] == section["domains"]
     skipped, _ = run(tmp_path / "rep-none", "--no-likelihood")
     assert "likelihood" not in skipped and not (tmp_path / "rep-none" / "likelihood.jsonl").exists()
+
+
+def test_a_likelihood_budget_scores_every_turn_of_the_first_trajectories(
+    tmp_path: Path, trajectories: list
+) -> None:
+    from training.fidelity.__main__ import likelihood_pass, parse_args
+
+    argv = ["--real", str(TERMINAL_RUN), "--model", "qwen3-tiny", "--out", str(tmp_path)]
+    argv += ["--max-turns", "0", "--likelihood-trajectories", "2"]
+    scored = likelihood_pass(parse_args(argv), trajectories, None)
+    assert scored is not None
+    # every turn of the first two terminal trajectories, and the budget said in the report
+    assert (
+        len(scored.turns)
+        == sum(len(t.steps) for t in trajectories[:2])
+        < sum(len(t.steps) for t in trajectories)
+    )
+    assert {t.trajectory.trajectory_id for t in scored.turns} == {t.trajectory_id for t in trajectories[:2]}
+    assert "first 2 trajectories of each domain" in scored.section()["notes"][0]
+    scored.close()

@@ -49,8 +49,10 @@ print(json.dumps([c["conversations"] for c in found]))
 """
 
 
-def run_harbor(script: str, *args: str, timeout: float = 120) -> str:
-    """`script` under harbor's Python with `args`; its stdout. Fails loudly when the venv is missing."""
+def run_harbor(script: str, *args: str, timeout: float = 600) -> str:
+    """`script` under harbor's Python with `args`; its stdout. Fails loudly when the venv is missing.
+    Harbor imports its whole package tree (seconds on a quiet machine, over 120 s under a loaded
+    test run), hence the long timeout."""
     assert HARBOR_PYTHON.exists(), f"harbor's venv is missing at {HARBOR_PYTHON}: run `make setup`"
     done = subprocess.run(
         [str(HARBOR_PYTHON), "-c", script, *args], capture_output=True, text=True, timeout=timeout

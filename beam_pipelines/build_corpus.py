@@ -91,6 +91,7 @@ def build(p: beam.Pipeline, config: CorpusConfig, manifest_config: dict) -> None
             drops=deduplicated[DROPS],
             synthesis=config.synthesis,
             target=config.target,
+            verification_turns=config.verification_turns,
         ),
     )
     dead_files = (

@@ -80,6 +80,8 @@ class CorpusConfig:
     synthesis: SynthesisConfig | None = None
     min_test_per_domain: int = 1
     target: str = "full"  # the SFT answer's form: schemas.edit_script.TARGET_FORMS
+    # SFT samples of the verifiers' recorded checks (schemas.verification_turns), never agent steps
+    verification_turns: bool = True
 
     def manifest_view(self, tokenizer_fingerprint: dict) -> dict:
         """The settings that shape the output, without machine-specific paths (so runs compare equal)."""
@@ -320,6 +322,14 @@ def parser() -> argparse.ArgumentParser:
         "wherever that is shorter (delta; schemas/edit_script.py); recorded in the manifest (full)",
     )
     p.add_argument(
+        "--verification-turns",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="SFT samples of each trajectory's recorded verification turns (a verifier's check and the "
+        "real answer, schemas/verification_turns.py), after its steps; never counted as steps, never "
+        "in rl or agentworldbench; recorded in the manifest (on)",
+    )
+    p.add_argument(
         "--max-steps", type=int, default=512, help="filter out trajectories longer than this (512)"
     )
     p.add_argument(
@@ -359,6 +369,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[CorpusConfig, PipelineOpt
         synthesis=_synthesis(args, output),
         min_test_per_domain=args.min_test_per_domain,
         target=args.target,
+        verification_turns=args.verification_turns,
     )
     if config.target != "full" and config.synthesis is not None:
         # synthesis scores a teacher's whole observation against the SFT answer, which a script is not

@@ -16,6 +16,12 @@ from typing import Any
 from sandboxes.base import InvalidActionError, Sandbox, SandboxCrashedError, SandboxError, StepResult
 from schemas.invalid_actions import INVALID, invalid_action_error, invalid_action_observation
 from schemas.records import Action, Observation, Outcome, Step, Task, Verification
+from schemas.verification_turns import (
+    records_whole_turn,
+    verification_turn,
+    verifier_action,
+    verifier_observation,
+)
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +79,10 @@ class Episode:
     - **Verifier.** `verify()` runs the task's verifier once, in the same sandbox, after a completed
       or truncated episode. Any exception is caught: the reward stays None (unknown, not 0) with the
       error in `outcome.verification`; a crash there marks the sandbox unhealthy.
+    - **Verification turns.** A verifier that decided (a reward) leaves its check in
+      `verification.turns` (schemas.verification_turns), never in `steps`: a check-command verifier
+      records its own (the terminal's real screens); any other kind is recorded here, as one turn
+      asking the verifier as a whole and answered with its real output and reward.
 
     Reset errors are raised (the caller decides: the runner records an error episode, the server
     answers the request); the sandbox is then unhealthy.
@@ -134,7 +144,7 @@ class Episode:
         """Run the task's verifier on the end state, into `outcome`; None when the task has none."""
         if self.outcome is None or self.outcome.status not in ("completed", "truncated"):
             raise EpisodeOverError("only a completed or truncated episode is verified")
-        clock = time.monotonic()
+        started_at, clock = datetime.now(UTC), time.monotonic()
         try:
             verification = self.sandbox.verify(self.task, self.steps)
         except Exception as exc:
@@ -144,6 +154,8 @@ class Episode:
             log.warning("task %s: verifier %r could not run: %s", self.task.id, kind, exc)
         if verification is not None:
             verification.elapsed_s = time.monotonic() - clock
+            if records_whole_turn(verification):
+                verification.turns = [self._whole_verifier_turn(verification, started_at)]
             self.outcome.reward = verification.reward
             self.outcome.verification = verification
         return verification
@@ -161,6 +173,11 @@ class Episode:
         return failure.action
 
     # -- internals -------------------------------------------------------------------------------
+
+    def _whole_verifier_turn(self, verification: Verification, started_at: datetime) -> Step:
+        action = verifier_action(self.task.verifier)
+        observation = verifier_observation(verification)
+        return verification_turn(len(self.steps), action, observation, started_at, verification.elapsed_s)
 
     def _apply(self, action: Action, timeout_s: float | None) -> StepResult:
         if action.kind == INVALID:

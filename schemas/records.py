@@ -16,7 +16,8 @@ from schemas.domains import KNOWN_DOMAINS
 # 2: Environment.tools (tool definitions) added; version 1 files read with no tools.
 # 3: Task.verifier, Outcome.reward and Outcome.verification added; older files read with none.
 # 4: Provenance.source (the public dataset row an imported trajectory came from); older files: none.
-SCHEMA_VERSION = 4
+# 5: Verification.turns (the check as extra turns, schemas.verification_turns); older files: none.
+SCHEMA_VERSION = 5
 
 DOMAINS = KNOWN_DOMAINS  # one record each in schemas.domains
 OUTCOMES = ("completed", "truncated", "error", "aborted")
@@ -115,6 +116,9 @@ class Verification:
     details: dict[str, Any] = field(default_factory=dict)  # per-check results, partial credit
     elapsed_s: float = 0.0
     error: str = ""
+    # The check as turns of the episode: what the verifier asked the environment and what it answered
+    # (schema version 5; see schemas.verification_turns). Never agent steps: not in Trajectory.steps.
+    turns: list[Step] = field(default_factory=list)
 
 
 @dataclass

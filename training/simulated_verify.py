@@ -7,30 +7,39 @@ for a real sandbox's verdict:
 - pure functions of the episode run unchanged on the simulated steps: search `answer` (the agent's
   last answer), web `page_url` (the URL of the last page the world model showed), android
   `android_state` node and package checks, os `desktop_state` node checks (on the last tree the world
-  model showed; a device's shell checks and the desktop's files are not in any observation);
+  model showed; a device's shell checks are skipped; a desktop verifier that reads files is asked
+  as a whole, below);
 - terminal `command`: the world model itself is asked what each check prints, one extra simulated
-  turn per check on a copy of the episode (`{ CHECK; } >/dev/null 2>&1 && echo PASS || echo FAIL`),
-  never recorded as an episode step; the reward is the share of checks it says pass. A check whose
-  predicted screen holds no PASS or FAIL line has no verdict and does not pass; when no check got a
-  verdict the reward is None (the model said nothing about the state, which is not a failure);
-- any other kind (MCP server state, SWE tests, Harbor test scripts, a desktop's files): reward None
-  with the reason in `error`, never a made-up 0.
+  turn per check on a copy of the episode (`schemas.verification_turns.check_action`: the very action
+  a real terminal records as its verification turn), never recorded as an episode step; the reward is
+  the share of checks it says pass (the checks follow one another, as in the real pane). A check
+  whose predicted screen holds no PASS or FAIL line has no verdict and does not pass; when no check
+  got a verdict the reward is None (the model said nothing about the state, which is not a failure);
+- any other kind (MCP server state, SWE tests, Harbor test scripts, web site state, a desktop's
+  files): the world model is asked the verifier as a whole, one aside turn whose action is
+  `verifier_action(task.verifier)`, as real episodes record it; its answer's `reward:` line is the
+  reward, and an answer without one is reward None with the reason in `error`, never a made-up 0.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
 from sandboxes.base import VERIFIER_OUTPUT_CHARS, VerifierError
 from sandboxes.domains import find_domain
 from schemas.records import Action, Observation, Step, Task, Verification
+from schemas.verification_turns import (
+    CHECK_WRAPPER,
+    SIMULATED_PREFIX,
+    check_action,
+    check_verdict,
+    reward_line,
+    verifier_action,
+)
 
-PREFIX = "simulated:"
-# Runs the check for its exit status only, so the model has to predict one word, not the check's output.
-CHECK_WRAPPER = "{{ {check}; }} >/dev/null 2>&1 && echo PASS || echo FAIL"
-_VERDICT_RE = re.compile(r"^\s*(PASS|FAIL)\s*$")
+PREFIX = SIMULATED_PREFIX
+__all__ = ["CHECK_WRAPPER", "PREFIX", "ask_checks", "ask_whole", "simulated_verification", "verdict"]
 # What one extra simulated turn returns: the predicted observation for an action on the episode so far.
 Ask = Callable[[Action], Observation]
 
@@ -56,13 +65,13 @@ def simulated_verification(
             return _page_url(task.verifier, _last_view(steps, initial))
         if kind == "android_state":
             return _android(task.verifier, _last_view(steps, initial))
-        if kind == "desktop_state":
+        if kind == "desktop_state" and not _desktop_files(task.verifier):
             return _desktop(task.verifier, _last_view(steps, initial))
         if kind == "command":
             return ask_checks(task.verifier, ask)
     except VerifierError as exc:  # a malformed verifier is as broken here as in the real sandbox
         return Verification(verifier=PREFIX + kind, error=f"VerifierError: {exc}")
-    return unsupported(kind, domain)
+    return ask_whole(kind, task.verifier, ask)
 
 
 def unsupported(kind: str, domain: str) -> Verification:
@@ -113,32 +122,40 @@ def _android(verifier: dict[str, Any], last: Observation | None) -> Verification
     return _renamed(found, "node and package checks on the last simulated screen; device checks skipped")
 
 
+def _desktop_files(verifier: dict[str, Any]) -> list[str]:
+    """The files a desktop verifier reads: no simulated tree shows them, so it is asked as a whole."""
+    from sandboxes.desktop.verify import file_paths, parse_checks
+
+    return file_paths(parse_checks(verifier))
+
+
 def _desktop(verifier: dict[str, Any], last: Observation | None) -> Verification:
     from sandboxes.desktop.tree_text import parse_tree
-    from sandboxes.desktop.verify import evaluate, file_paths, parse_checks
+    from sandboxes.desktop.verify import evaluate, parse_checks
 
     checks = parse_checks(verifier)
-    if file_paths(checks):
-        return Verification(
-            verifier=PREFIX + "desktop_state",
-            error="file checks read the desktop's files, which no simulated observation shows",
-            details={"method": "none", "files": file_paths(checks)},
-        )
     return _renamed(
         evaluate(checks, parse_tree(last.text if last else ""), {}), "node checks on the last simulated tree"
     )
 
 
-def verdict(screen: str, command: str) -> bool | None:
-    """PASS -> True, FAIL -> False, neither -> None: the first line that is exactly PASS or FAIL after
-    the last echo of `command` on the predicted screen (a terminal screen shows the command line, which
-    names both words), or the last such line anywhere when the model did not echo the command."""
-    at = screen.rfind(command)
-    lines = (screen[at + len(command) :] if at >= 0 else screen).split("\n")
-    found = [m.group(1) for line in lines if (m := _VERDICT_RE.match(line))]
-    if not found:
-        return None
-    return (found[0] if at >= 0 else found[-1]) == "PASS"
+verdict = check_verdict  # the reading of a predicted check screen, shared with the real recording
+
+
+def ask_whole(kind: str, verifier: dict[str, Any], ask: Ask) -> Verification:
+    """A verifier asked of the world model as a whole, in the form real episodes record it."""
+    action = verifier_action(verifier)
+    details: dict[str, Any] = {"method": "asked the world model the verifier as a whole, one aside turn"}
+    try:
+        answer = ask(action).text
+    except Exception as exc:  # a backend failure: no verdict, not a failed task
+        return Verification(verifier=PREFIX + kind, error=f"{type(exc).__name__}: {exc}", details=details)
+    reward = reward_line(answer)
+    output = answer[-VERIFIER_OUTPUT_CHARS:]
+    if reward is None:
+        error = "the world model's answer has no reward line: the state it checked is unknown"
+        return Verification(verifier=PREFIX + kind, output=output, details=details, error=error)
+    return Verification(verifier=PREFIX + kind, reward=reward, output=output, details=details)
 
 
 def ask_checks(verifier: dict[str, Any], ask: Ask) -> Verification:
@@ -148,11 +165,12 @@ def ask_checks(verifier: dict[str, Any], ask: Ask) -> Verification:
     results: list[dict[str, Any]] = []
     log: list[str] = []
     for check in checks_of(verifier):
-        command = CHECK_WRAPPER.format(check=check.strip().rstrip(";"))
+        action = check_action(check)
+        command = action.text
         said: bool | None = None
         screen, error = "", ""
         try:
-            observation = ask(Action(kind="command", arguments={"command": command}, text=command))
+            observation = ask(action)
             screen = observation.text
             said = verdict(screen, command)
         except Exception as exc:  # a multi-line check (one-line commands only), a backend failure

@@ -44,6 +44,7 @@ from schemas.records import (
     Verification,
 )
 from schemas.render import chat_messages, extract_prediction, strip_think
+from schemas.verification_turns import VERIFICATION_FORMAT, VERIFY_KIND
 from training.backends.base import GenerationConfig, WorldModelBackend
 from training.observations.parsers import observation_data
 from training.simulated_verify import simulated_verification
@@ -192,8 +193,14 @@ class SimulatedSandbox(Sandbox):
             raise SandboxClosedError("simulated sandbox is closed; create a new one or call reset")
         if self._episode is None:
             raise SandboxClosedError("simulated sandbox has no episode yet; call reset first")
-        action = _canonical(self.spec, action)
-        fmt = dict(self.spec.action_formats).get(action.kind, self.format) if self.spec else self.format
+        # A verifier asked as a whole (the simulated verifier's aside turn) is no agent action: it
+        # reaches the model as recorded (schemas.verification_turns), not through the domain's parser.
+        asked_whole = action.kind == VERIFY_KIND
+        action = action if asked_whole else _canonical(self.spec, action)
+        if asked_whole:
+            fmt = VERIFICATION_FORMAT
+        else:
+            fmt = dict(self.spec.action_formats).get(action.kind, self.format) if self.spec else self.format
         pending = Step(
             index=len(self._episode.steps),
             action=action,
@@ -219,7 +226,7 @@ class SimulatedSandbox(Sandbox):
         if failure:
             data["raw_reply"] = reply
             data["format_error"] = error
-        else:
+        elif not asked_whole:
             # What the real sandbox would put in `data` (url, title, results, ...), read from the text.
             data.update(observation_data(self.domain, predicted, action))
             # What the real sandbox repeats from the task in every observation (the MCP server's name).
@@ -250,21 +257,24 @@ class SimulatedSandbox(Sandbox):
 
     def verify(self, task: Task, steps: list[Step]) -> Verification | None:
         """The simulated verdict (training/simulated_verify.py, named `simulated:<kind>`): verifiers that
-        read only the episode run on its steps, the terminal's checks are asked of the world model, and
-        any other kind has reward None with the reason: a world model keeps no real state to check."""
+        read only the episode run on its steps; the others are asked of the world model, in the form
+        real episodes record their verification turns (schemas.verification_turns), as turns that
+        follow the episode one after another, as the real checks do in the pane, on a copy of the
+        episode that is never recorded."""
         initial = self._episode.initial_observation if self._episode is not None else None
-        return simulated_verification(self.domain, task, steps, initial, self._aside)
-
-    def _aside(self, action: Action) -> Observation:
-        """One more predicted turn on a copy of the episode, which the episode never records."""
         episode = self._episode
-        if episode is None:
-            raise SandboxClosedError("simulated sandbox has no episode to ask about")
-        self._episode = dataclasses.replace(episode, steps=list(episode.steps))
+        if episode is not None:
+            self._episode = dataclasses.replace(episode, steps=list(episode.steps))
         try:
-            return self.step(action).observation
+            return simulated_verification(self.domain, task, steps, initial, self._aside)
         finally:
             self._episode = episode
+
+    def _aside(self, action: Action) -> Observation:
+        """One more predicted turn on the verifier's copy of the episode (see `verify`)."""
+        if self._episode is None:
+            raise SandboxClosedError("simulated sandbox has no episode to ask about")
+        return self.step(action).observation
 
     def describe(self) -> Environment:
         config = {

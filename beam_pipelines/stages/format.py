@@ -8,6 +8,12 @@ though every turn's sample repeats the history.
 Targets come in the form `--target` chose (`schemas.render.turn_target`): the whole observation, or
 an edit script of the previous one. A script edits an observation the model must see, so a turn whose
 previous observation was trimmed out of its prompt gets the whole observation as its target.
+
+Verification turns (a verifier's recorded check, `schemas.verification_turns`) are SFT samples after
+the trajectory's steps, rendered as the turns that follow them (the history holds the steps and the
+turns before), so a world model learns to answer the checks a simulated verifier asks. They are never
+steps: no RL prompt, no AgentWorldBench record, no step count (`total_turns`) includes them; the
+dead-letter counter `verification_turns` counts their samples. `verification_turns=False` leaves them out.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from schemas.render import (
     trajectory_system_prompt,
     turn_target,
 )
+from schemas.verification_turns import verification_turns, with_verification_turns
 
 STAGE = "format"
 
@@ -50,9 +57,16 @@ class Formatter:
     (`beam_pipelines.stages.shards`) runs it; corpora not in `emit` are not made."""
 
     def __init__(
-        self, emit: tuple[str, ...], tokenizer: str | None, seq_len: int, shards: int, target: str = "full"
+        self,
+        emit: tuple[str, ...],
+        tokenizer: str | None,
+        seq_len: int,
+        shards: int,
+        target: str = "full",
+        verification_turns: bool = True,
     ) -> None:
         self._emit = emit
+        self._verification_turns = verification_turns
         self._target = target
         self._seq_len = seq_len
         self._shards = shards
@@ -85,16 +99,37 @@ class Formatter:
             yield TaggedOutput(AGENTWORLDBENCH_TASKS, (tasks_path, _task_record(t)))
         if self._tok is not None:
             yield from self._prompts(split, t, records)
+            if SFT in self._emit and self._verification_turns and verification_turns(t):
+                yield from self._verification_samples(split, t, system)
 
-    def _prompts(self, split: str, t: Trajectory, records: list[dict]) -> Iterator:
-        turns = range(1, len(t.steps) + 1)
+    def _verification_samples(self, split: str, t: Trajectory, system: str) -> Iterator:
+        """SFT samples of the verification turns, the trajectory's steps as their history."""
+        view = with_verification_turns(t)
+        first = len(t.steps) + 1
+        records = [
+            agentworldbench_record(view, k, system_str=system) for k in range(first, len(view.steps) + 1)
+        ]
+        for tagged in self._prompts(split, view, records, first=first, corpora=(SFT,)):
+            dead_letter.count(STAGE, "verification_turns", int(tagged.tag == SFT))
+            yield tagged
+
+    def _prompts(
+        self,
+        split: str,
+        t: Trajectory,
+        records: list[dict],
+        first: int = 1,
+        corpora: tuple[str, ...] = (SFT, RL),
+    ) -> Iterator:
+        """Samples of turns `first`.. of `t` (one record each, in order) for the `corpora` emitted."""
+        turns = range(first, len(t.steps) + 1)
         full = [turn_target(t, k) for k in turns]
         chosen = full if self._target == "full" else [turn_target(t, k, self._target) for k in turns]
         texts = {records[0]["system_str"], *records[-1]["prompt"], *records[-1]["response"], *full, *chosen}
         counted = dict(zip(texts, self._tok.count(list(texts)), strict=True))
         n = shards_for(split, self._shards)
         rl_path = f"{RL}/{split}/{shard_name(t.domain, shard_of(t.trajectory_id, n), n)}.jsonl"
-        for record, target, whole, step in zip(records, chosen, full, t.steps, strict=True):
+        for record, target, whole, step in zip(records, chosen, full, t.steps[first - 1 :], strict=True):
             fits = self._fits(counted, target)
             messages = record_messages(record, fits=fits)
             if target != whole and record["turn_idx"] > 1 and len(messages) == 2:
@@ -117,12 +152,12 @@ class Formatter:
                 continue
             echo = is_echo_turn(step)
             dead_letter.count(STAGE, "echo_turns", int(echo))
-            if SFT in self._emit:
+            if SFT in self._emit and SFT in corpora:
                 dead_letter.count(STAGE, SFT)
                 yield TaggedOutput(
                     SFT, Sample(SFT, record["id"], split, t.domain, target, tuple(messages), echo)
                 )
-            if RL in self._emit:
+            if RL in self._emit and RL in corpora:
                 dead_letter.count(STAGE, RL)
                 yield TaggedOutput(RL, (rl_path, _rl_record(record, messages, step, t, split, echo)))
 

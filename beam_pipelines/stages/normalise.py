@@ -36,13 +36,21 @@ def normalise_trajectory(t: Trajectory) -> Trajectory:
     instruction = normalise_text(t.task.instruction)
     initial = _observation(t.initial_observation)
     steps = [_step(step) for step in t.steps]
-    changed = instruction != t.task.instruction or initial is not t.initial_observation
+    outcome = t.outcome
+    found = outcome.verification
+    if found is not None and found.turns:  # verification turns are SFT samples too
+        turns = [_step(turn) for turn in found.turns]
+        if not all(new is old for new, old in zip(turns, found.turns, strict=True)):
+            outcome = replace(outcome, verification=replace(found, turns=turns))
+    changed = (
+        instruction != t.task.instruction or initial is not t.initial_observation or outcome is not t.outcome
+    )
     if not changed and all(new is old for new, old in zip(steps, t.steps, strict=True)):
         count(STAGE, "unchanged")
         return t
     count(STAGE, "changed")
     task = t.task if instruction == t.task.instruction else replace(t.task, instruction=instruction)
-    return replace(t, task=task, initial_observation=initial, steps=steps)
+    return replace(t, task=task, initial_observation=initial, steps=steps, outcome=outcome)
 
 
 class NormaliseTrajectories(beam.PTransform):

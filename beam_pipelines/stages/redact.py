@@ -25,7 +25,7 @@ from beam_pipelines.redaction import Redactor
 from beam_pipelines.secret_rules import SecretFinder, kind_slug
 from beam_pipelines.text import is_screen
 from schemas import Observation, Step, Trajectory
-from schemas.records import ToolDefinition
+from schemas.records import ToolDefinition, Verification
 
 STAGE = "redact"
 # (text, screen width or 0, the map key it is the value of or "") -> text; returns its input object
@@ -180,10 +180,25 @@ def _screen_width(t: Trajectory) -> int:
     return width if isinstance(width, int) and width > 0 else 0
 
 
+def _verification(found: Verification | None, redact: Redact, width: int) -> Verification | None:
+    if found is None:
+        return None
+    output, error = redact(found.output, 0, ""), redact(found.error, 0, "")
+    turns = [_step(turn, redact, width) for turn in found.turns]
+    if (
+        output is found.output
+        and error is found.error
+        and all(n is o for n, o in zip(turns, found.turns, strict=True))
+    ):
+        return found
+    return replace(found, output=output, error=error, turns=turns)
+
+
 def redact_trajectory(t: Trajectory, redact: Redact) -> Trajectory:
     """`t` with `redact` applied to every text it holds, in a fixed order (so placeholder numbers
     are deterministic): environment (its tool definitions included), task, policy, initial
-    observation, steps (action text and arguments, observation text and data, info), outcome error.
+    observation, steps (action text and arguments, observation text and data, info), outcome error,
+    the verifier's output and error and its verification turns (as steps: they are SFT samples).
     Unchanged parts are shared, not copied, and the input is never mutated (Beam may hand one
     object to several consumers)."""
     width = _screen_width(t)
@@ -204,7 +219,10 @@ def redact_trajectory(t: Trajectory, redact: Redact) -> Trajectory:
     initial = _observation(t.initial_observation, redact, width)
     steps = [_step(step, redact, width) for step in t.steps]
     error = redact(t.outcome.error, 0, "")
-    outcome = t.outcome if error is t.outcome.error else replace(t.outcome, error=error)
+    verification = _verification(t.outcome.verification, redact, width)
+    outcome = t.outcome
+    if error is not outcome.error or verification is not outcome.verification:
+        outcome = replace(outcome, error=error, verification=verification)
     if (
         environment is t.environment
         and task is t.task

@@ -103,13 +103,16 @@ class _BuildShard(beam.DoFn):
         chunk: int,
         synthesis: SynthesisConfig | None,
         target: str,
+        verification_turns: bool,
     ) -> None:
         self._root, self._emit, self._tokenizer = root, emit, tokenizer
         self._seq_len, self._shards, self._chunk = seq_len, shards, chunk
-        self._synthesis, self._target = synthesis, target
+        self._synthesis, self._target, self._verification_turns = synthesis, target, verification_turns
 
     def setup(self) -> None:
-        self._formatter = Formatter(self._emit, self._tokenizer, self._seq_len, self._shards, self._target)
+        self._formatter = Formatter(
+            self._emit, self._tokenizer, self._seq_len, self._shards, self._target, self._verification_turns
+        )
         self._tok = shared_tokenizer(self._tokenizer) if {SFT, CPT} & set(self._emit) else None
         wanted = self._synthesis is not None and SFT in self._emit
         self._synthesizer = Synthesizer(self._synthesis) if wanted else None
@@ -196,6 +199,7 @@ class BuildShards(beam.PTransform):
     sharing an id within an output shard are kept once (dead letter "duplicate_id", stage dedup).
     synthesis: when given, SFT targets get a teacher's reasoning (`beam_pipelines.stages.synthesis`).
     target: the SFT target form, "full" or "delta" (`beam_pipelines.stages.format`).
+    verification_turns: SFT samples of the recorded verification turns too (`stages.format`).
     """
 
     def __init__(
@@ -209,9 +213,10 @@ class BuildShards(beam.PTransform):
         drops: beam.PCollection | None = None,
         synthesis: SynthesisConfig | None = None,
         target: str = "full",
+        verification_turns: bool = True,
     ) -> None:
         super().__init__()
-        self._args = (root, emit, tokenizer, seq_len, shards, chunk, synthesis, target)
+        self._args = (root, emit, tokenizer, seq_len, shards, chunk, synthesis, target, verification_turns)
         self._drops = drops
 
     def expand(self, refs):

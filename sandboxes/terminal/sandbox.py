@@ -21,12 +21,15 @@ import os
 import re
 import shutil
 import threading
+import time
+from datetime import UTC, datetime
 from typing import Any
 
 from sandboxes.base import Sandbox, SandboxClosedError, SandboxCrashedError, SandboxError, StepResult
 from sandboxes.containment import ProcessBox, sandbox_tmpdir
 from sandboxes.terminal.actions import COMMAND, is_key_name, parse_action
 from sandboxes.terminal.backends import Instance, bwrap_limits, make_instance
+from sandboxes.terminal.check_turns import check_turns
 from sandboxes.terminal.config import Backend, BwrapBackend, DockerBackend, LocalBackend, TerminalConfig
 from sandboxes.terminal.control import TmuxError, TmuxSession, quote
 from sandboxes.terminal.reaper import tmux_socket_path
@@ -153,6 +156,15 @@ class _Live:
             self.instance.destroy()
 
 
+def _last_screen(steps: list[Step], initial: str) -> str:
+    """The pane's last real screen: the last step's that reached it (a refused action shows an error
+    observation instead, and changes nothing), else the episode's first."""
+    for step in reversed(steps):
+        if step.observation.format == "terminal_screen":
+            return step.observation.text
+    return initial
+
+
 class TerminalSandbox(Sandbox):
     domain = "terminal"
 
@@ -167,6 +179,7 @@ class TerminalSandbox(Sandbox):
         self._retiring: list[cf.Future[None]] = []
         self._pool: cf.ThreadPoolExecutor | None = None
         self._state = threading.Lock()
+        self._initial_screen = ""  # the episode's first screen: where checks are shown after no step
 
     # -- lifecycle -------------------------------------------------------------------------------
     # close() may come from another thread at any moment (a collector stopping on a signal): every
@@ -207,7 +220,9 @@ class TerminalSandbox(Sandbox):
                 # Setup output is not part of the episode: start from a clean screen.
                 self._command(live, " clear", self.config.setup_timeout)
             live.stream.begin_step()
-            return self._observe(live, timed_out=False, timeout=0.0, first=True)
+            initial = self._observe(live, timed_out=False, timeout=0.0, first=True)
+            self._initial_screen = initial.text
+            return initial
         except TmuxError as exc:
             raise self._crashed(live, exc) from exc
 
@@ -282,11 +297,26 @@ class TerminalSandbox(Sandbox):
         return Environment(name="terminal", backend=backend.kind, image=image, config=config)
 
     def verify(self, task: Task, steps: list[Step]) -> Verification | None:
+        """A `command` verifier: the agent's processes are ended, the checks run trusted
+        (verify.run_checks), and each check is also recorded as a verification turn in the form the
+        simulated verifier asks it (check_turns.py)."""
         if task.verifier.get("kind") != COMMAND_VERIFIER:
             return super().verify(task, steps)
+        started_at, clock = datetime.now(UTC), time.monotonic()
+        screen = _last_screen(steps, self._initial_screen)
         live = self._end_episode()
         assert live.instance is not None
-        return run_checks(live.instance, task.verifier)
+        verification = run_checks(live.instance, task.verifier)
+        verification.turns = check_turns(
+            screen,
+            verification.details["checks"],
+            width=self.config.width,
+            height=self.config.height,
+            first_index=len(steps),
+            started_at=started_at,
+            elapsed_s=time.monotonic() - clock,
+        )
+        return verification
 
     def _end_episode(self) -> _Live:
         """Kill everything the agent started, before a verifier reads what it left (see

@@ -24,6 +24,9 @@ def check_world(messages: list[dict]) -> str:
     """A terminal whose world holds done.txt only: a wrapped check naming done.txt prints PASS, one
     naming missing.txt prints FAIL, one naming mute.txt prints nothing; other commands print nothing."""
     action = messages[-1]["content"].split("**Action:**\n", 1)[1]
+    if action.startswith("verify {"):  # a verifier asked as a whole: a.txt exists, nothing else is known
+        answer = "a.txt: exists\nreward: 1" if "a.txt" in action else "I cannot tell."
+        return f"<predicted_observation>\n{answer}\n</predicted_observation>"
     out = []
     if "echo PASS || echo FAIL" in action:
         out = ["PASS"] if "done.txt" in action else ["FAIL"] if "missing.txt" in action else []
@@ -78,7 +81,7 @@ def test_no_verdict_from_the_model_is_no_reward_not_a_zero() -> None:
     assert found.details["decided"] == 0
 
 
-def test_pure_verifiers_run_on_the_simulated_steps_and_other_kinds_have_no_reward() -> None:
+def test_pure_verifiers_run_on_the_simulated_steps_and_other_kinds_are_asked_as_a_whole() -> None:
     with scripted_chat_server(check_world) as server:
         backend = OpenAIBackend(server.base_url)
         search = SimulatedSandbox(backend, "search")
@@ -105,10 +108,13 @@ def test_pure_verifiers_run_on_the_simulated_steps_and_other_kinds_have_no_rewar
         task = Task(id="m", verifier={"kind": "files", "files": {"a.txt": {"exists": True}}})
         mcp.reset(task)
         found = mcp.verify(task, [])
-        assert found.verifier == "simulated:files" and found.reward is None
-        assert "no simulated verdict" in found.error
+        assert (found.verifier, found.reward, found.error) == ("simulated:files", 1.0, "")
+        assert found.output == "a.txt: exists\nreward: 1"
         assert mcp.verify(Task(id="n"), []) is None  # no verifier, no verification
-    assert server.requests == []  # none of these asked the model anything
+    # only the MCP state was asked of the model: one turn, the verifier as real episodes record it
+    (request,) = server.requests
+    action = 'verify {"files": {"a.txt": {"exists": true}}, "kind": "files"}'
+    assert request["messages"][-1] == {"role": "user", "content": f"### Turn 1\n\n**Action:**\n{action}"}
 
 
 def test_the_fleet_records_the_simulated_verdict(tmp_path) -> None:
@@ -156,5 +162,6 @@ def test_android_and_desktop_checks_read_the_last_simulated_tree() -> None:
         assert (found.verifier, found.reward) == ("simulated:desktop_state", 1.0)
         with_file = Task(id="f", verifier={"kind": "desktop_state", "checks": [node, {"file": "notes.txt"}]})
         found = desktop.verify(with_file, [step(0, click, tree, "desktop_a11y_tree")])
-        assert found.reward is None and "files" in found.error
-    assert server.requests == []
+        # files are in no tree: asked as a whole, and this model's answer has no reward line
+        assert found.reward is None and "no reward line" in found.error
+    assert len(server.requests) == 1

@@ -85,3 +85,21 @@ def test_answer_action_and_matching_rules(sandbox: SearchSandbox) -> None:
 def _step(action: Action) -> Step:
     observation = Observation(format="search_results", text="")
     return Step(index=0, action=action, observation=observation, started_at=datetime.now(UTC), latency_s=0.0)
+
+
+def test_the_answer_check_is_recorded_as_one_whole_verifier_turn(index_dir: Path, tmp_path: Path) -> None:
+    from schemas.verification_turns import reward_line, verifier_action
+
+    spec = next(s for s in embedded_tasks("search") if s.task.verifier["kind"] == "answer")
+    row = {"id": spec.id, "instruction": spec.task.instruction, "verifier": spec.task.verifier}
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({**row, "metadata": spec.task.metadata, "actions": spec.actions}) + "\n")
+    (trajectory,) = _collect(index_dir, tmp_path / "one", "--tasks", str(tasks), "--episodes", "1")
+    verification = trajectory.outcome.verification
+    (turn,) = verification.turns  # the check, outside the steps
+    assert turn.index == len(trajectory.steps) and turn.info == {"verification": True}
+    assert turn.action == verifier_action(trajectory.task.verifier)
+    assert turn.action.kind == "verify" and turn.action.text.startswith('verify {"accepted": [')
+    assert turn.observation.format == "verification"
+    assert turn.observation.text == f"{verification.output}\nreward: 1"
+    assert reward_line(turn.observation.text) == trajectory.outcome.reward == 1.0

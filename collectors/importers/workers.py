@@ -8,8 +8,9 @@ all in each worker costs little; claiming a row at a time, rather than splitting
 fixed parts, keeps every worker busy to the end whatever the rows cost, on a machine other work
 slows at random.
 
-Worker 0 runs in this process and starts at once; the others are spawned (a fresh interpreter: no
-fork of a process whose threads may hold locks) and join when they have started. A worker that
+Worker 0 runs in this process and starts at once; the others are spawned when the input gives its
+first row (a fresh interpreter: no fork of a process whose threads may hold locks) and join when they
+have started. A worker that
 claimed an ordinal past the input's end finds nothing there, so nothing is converted twice or lost.
 
 Stopping: Ctrl-C reaches this process, which asks the other workers to stop (they ignore the
@@ -81,15 +82,19 @@ class _Board:
 class _Claimed(Share):
     """Worker `index`'s share: `mine` is asked for every ordinal in order. Past the ordinal it holds,
     the worker claims the next unclaimed one, which is never behind it: the counter is past every
-    claimed ordinal, this worker's included, and the worker asks again only on passing its own."""
+    claimed ordinal, this worker's included, and the worker asks again only on passing its own.
+    `first_row` (the parent's worker only) is called when the input gives its first row."""
 
-    def __init__(self, index: int, board: _Board, in_parent: bool) -> None:
+    def __init__(self, index: int, board: _Board, first_row: Callable[[], None] | None = None) -> None:
         super().__init__()
         self.index = index
-        self._board, self._in_parent = board, in_parent
+        self._board, self._first_row = board, first_row
         self._held = -1
 
     def mine(self, ordinal: int) -> bool:
+        if self._first_row is not None:
+            self._first_row()
+            self._first_row = None
         if ordinal > self._held:
             with self._board.claims.get_lock():
                 self._held = self._board.claims.value
@@ -99,7 +104,7 @@ class _Claimed(Share):
     def tick(self, read: int, dead: int) -> None:
         self._board.counts[2 * self.index] = read
         self._board.counts[2 * self.index + 1] = dead
-        if not self._in_parent and os.getppid() != self._board.parent:
+        if self.index and os.getppid() != self._board.parent:
             os._exit(1)  # the parent is gone: end as a killed import does, nothing more written
         if self._board.stop.value:
             raise Stopped
@@ -110,9 +115,10 @@ def run_shares(
 ) -> list[Result]:
     """`work(share)` in `workers` workers (see the module doc), each result in worker order.
     `report(rows read, dead letters)` is called from a thread while they run, and once at the end.
-    `work` is pickled to the spawned workers (a module-level function, or a partial of one). The
-    first error of a worker is raised once every worker has stopped; a stopped worker's `Stopped`
-    is none."""
+    `work` is pickled to the spawned workers (a module-level function, or a partial of one); they
+    are started when the input gives its first row, so an input that names no data is refused
+    without them. The first error of a worker is raised once every worker has stopped; a stopped
+    worker's `Stopped` is none."""
     context = multiprocessing.get_context("spawn")
     board = _Board(
         claims=context.Value("q", 0),
@@ -125,26 +131,28 @@ def run_shares(
     finished = threading.Event()
     reporter = threading.Thread(target=_report_until, args=(board, report, finished), daemon=True)
     reporter.start()
+    pool = ProcessPoolExecutor(workers - 1, mp_context=context, initializer=_start_worker, initargs=(board,))
+    futures: list[Future] = []
 
     def stop_others(future: Future) -> None:
         if not future.cancelled() and future.exception() is not None:
             board.stop.value = 1
 
+    def start_others() -> None:
+        for index in range(1, workers):
+            futures.append(pool.submit(_spawned_share, work, index))
+            futures[-1].add_done_callback(stop_others)
+
     try:
-        with ProcessPoolExecutor(
-            workers - 1, mp_context=context, initializer=_start_worker, initargs=(board,)
-        ) as pool:
-            futures = [pool.submit(_spawned_share, work, index) for index in range(1, workers)]
-            for future in futures:
-                future.add_done_callback(stop_others)
-            try:
-                results[0] = work(_Claimed(0, board, in_parent=True))
-            except BaseException as exc:  # Ctrl-C included: the others stop, then it is raised
-                errors.append(exc)
-                board.stop.value = 1
-            for index, future in enumerate(futures, 1):
-                results[index] = _result(future, board, errors)
+        try:
+            results[0] = work(_Claimed(0, board, first_row=start_others))
+        except BaseException as exc:  # Ctrl-C included: the others stop, then it is raised
+            errors.append(exc)
+            board.stop.value = 1
+        for index, future in enumerate(futures, 1):
+            results[index] = _result(future, board, errors)
     finally:
+        pool.shutdown()
         finished.set()
         reporter.join()
         report(*board.totals())
@@ -191,4 +199,4 @@ def _start_worker(board: _Board) -> None:
 
 def _spawned_share(work: Callable[[Share], Result], index: int) -> Result:
     assert _BOARD is not None, "_start_worker sets the board"
-    return work(_Claimed(index, _BOARD, in_parent=False))
+    return work(_Claimed(index, _BOARD))

@@ -2,8 +2,12 @@
 
 Speed: the same Parquet file is read by pyarrow alone (batches turned into Python rows, the least any
 row-wise importer must do) and imported by `python -m collectors.importers swe_agent`'s loop (read
-through `datasets` streaming, convert, validate, write zstd shards), one process each, alternating.
+a batch at a time with pyarrow, convert, validate, write zstd shards), one process each, alternating.
 Target: the import at least 0.5x pyarrow's speed.
+
+Workers: the same file imported with `workers=2` and with 1 (the runs above), alternating, in the same
+run: rows/s of two over rows/s of one. Target: at least 1.7x on two cores. The machine's load average
+is recorded before and after: another process on the cores takes its share from both workers.
 
 Memory: 100,000 and 400,000 rows, each imported by a fresh process, whose peak RSS the kernel
 reports (`wait4`). Target: less than 10% growth from the smaller to the larger. These rows are short
@@ -25,9 +29,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 SPEED_ROWS = 2_000
-SPEED_ROUNDS = 2
+SPEED_ROUNDS = 3
 MEMORY_ROWS = (100_000, 400_000)
 SPEED_TARGET = 0.5
+WORKERS = 2
+WORKERS_TARGET = 1.7
 MEMORY_TARGET = 0.10
 _ROOT = str(Path(__file__).resolve().parent.parent)
 
@@ -117,19 +123,20 @@ from collectors.importers.base import ImportContext
 from collectors.importers.run import import_rows
 context = ImportContext(dataset="bench", version="", license="", collector_version="bench", host="bench")
 started = time.perf_counter()
-summary = import_rows(load_importer("swe_agent"), [sys.argv[1]], sys.argv[2], context, progress=False)
+summary = import_rows(
+    load_importer("swe_agent"), [sys.argv[1]], sys.argv[2], context, progress=False, workers=int(sys.argv[3])
+)
 print(time.perf_counter() - started, summary.imported, sum(summary.dead.values()))
 """
 
 
-def imported(path: Path, out: Path) -> dict[str, float]:
-    """Import `path` in a fresh process: seconds inside the loop (not the interpreter's start), rows,
-    dead letters and the process's peak RSS."""
+def imported(path: Path, out: Path, workers: int = 1) -> dict[str, float]:
+    """Import `path` in a fresh process: seconds inside the loop (not the interpreter's start; with
+    workers, their start is inside), rows, dead letters and the process's peak RSS."""
     shutil.rmtree(out, ignore_errors=True)
     env = {**os.environ, "PYTHONPATH": _ROOT, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", IMPORT, str(path), str(out)], stdout=subprocess.PIPE, text=True, env=env
-    )
+    command = [sys.executable, "-c", IMPORT, str(path), str(out), str(workers)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     output = proc.stdout.read() if proc.stdout else ""
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -149,10 +156,13 @@ def run() -> dict[str, Any]:
         work = Path(tmp)
         speed_file = work / "speed.parquet"
         write_rows(speed_file, SPEED_ROWS, windows=10)
-        reads, imports = [], []
-        for _ in range(SPEED_ROUNDS):  # alternating, so drift on this noisy machine lands on both
+        reads, imports, parallel = [], [], []
+        load_before = os.getloadavg()
+        for _ in range(SPEED_ROUNDS):  # alternating, so drift on this noisy machine lands on all
             reads.append(pyarrow_read(speed_file))
             imports.append(imported(speed_file, work / "speed-out"))
+            parallel.append(imported(speed_file, work / "speed-out", workers=WORKERS))
+        load_after = os.getloadavg()
         pyarrow_s = min(reads)
         import_s = min(i["seconds"] for i in imports)
         speed = {
@@ -168,6 +178,25 @@ def run() -> dict[str, Any]:
             "target": SPEED_TARGET,
         }
         speed["met"] = speed["ratio"] >= SPEED_TARGET
+        workers_s = min(p["seconds"] for p in parallel)
+        workers = {
+            "workers": WORKERS,
+            "rows": SPEED_ROWS,
+            "one_s": import_s,
+            "workers_s": workers_s,
+            "one_rows_per_s": SPEED_ROWS / import_s,
+            "workers_rows_per_s": SPEED_ROWS / workers_s,
+            "ratio": import_s / workers_s,
+            "all_one_s": [i["seconds"] for i in imports],
+            "all_workers_s": [p["seconds"] for p in parallel],
+            "imported": [p["rows"] for p in parallel],
+            "dead_letters": parallel[-1]["dead"],
+            "cores": len(os.sched_getaffinity(0)),
+            "load_before": load_before,
+            "load_after": load_after,
+            "target": WORKERS_TARGET,
+        }
+        workers["met"] = workers["ratio"] >= WORKERS_TARGET
         memory = []
         for rows in MEMORY_ROWS:
             path = work / f"memory-{rows}.parquet"
@@ -178,6 +207,7 @@ def run() -> dict[str, Any]:
         growth = memory[-1]["peak_rss_mb"] / memory[0]["peak_rss_mb"] - 1
     return {
         "speed": speed,
+        "workers": workers,
         "memory": {"runs": memory, "growth": growth, "target": MEMORY_TARGET, "met": growth < MEMORY_TARGET},
     }
 
@@ -196,6 +226,7 @@ def markdown_lines(r: dict[str, Any]) -> list[str]:
         f"Import speed {s['ratio']:.3f}x pyarrow's (target >= {s['target']}x: "
         f"{'met' if s['met'] else 'NOT met'}); {s['dead_letters']} dead letters.",
         "",
+        *_workers_lines(r["workers"]),
         "**Memory** (two-step rows, a fresh process each):",
         "",
         "| rows | seconds | rows/s | peak RSS MB |",
@@ -210,3 +241,29 @@ def markdown_lines(r: dict[str, Any]) -> list[str]:
         f"{'met' if m['met'] else 'NOT met'})."
     )
     return lines
+
+
+def _workers_lines(w: dict[str, Any]) -> list[str]:
+    def seconds(runs: list[float]) -> str:
+        return ", ".join(f"{s:.2f}" for s in runs)
+
+    def load(averages: list[float]) -> str:
+        return ", ".join(f"{a:.1f}" for a in averages)
+
+    verdict = "met" if w["met"] else "NOT met"
+    return [
+        f"**Workers** (the same file, `--workers {w['workers']}` against `--workers 1`, alternating; best "
+        "of each, the workers' start inside the time):",
+        "",
+        "| workers | seconds (best) | rows/s | every run, seconds |",
+        "|---|---|---|---|",
+        f"| 1 | {w['one_s']:.2f} | {w['one_rows_per_s']:,.0f} | {seconds(w['all_one_s'])} |",
+        f"| {w['workers']} | {w['workers_s']:.2f} | {w['workers_rows_per_s']:,.0f} | "
+        f"{seconds(w['all_workers_s'])} |",
+        "",
+        f"{w['workers']} workers: {w['ratio']:.2f}x the rows/s of one (target >= {w['target']}x on two "
+        f"cores: {verdict}); every run imported {min(w['imported']):,} rows, {w['dead_letters']} dead "
+        f"letters. {w['cores']} cores; load average (1, 5, 15 min) {load(w['load_before'])} before the "
+        f"speed runs, {load(w['load_after'])} after.",
+        "",
+    ]

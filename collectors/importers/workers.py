@@ -10,14 +10,18 @@ slows at random.
 
 Worker 0 runs in this process and starts at once; the others are spawned when the input gives its
 first row (a fresh interpreter: no fork of a process whose threads may hold locks) and join when they
-have started. A worker that
-claimed an ordinal past the input's end finds nothing there, so nothing is converted twice or lost.
+have started. A worker that claimed an ordinal past the input's end finds nothing there, so nothing
+is converted twice or lost.
 
 Stopping: Ctrl-C reaches this process, which asks the other workers to stop (they ignore the
 signal, so that each ends where it chooses: between rows, its converted rows written). A worker
 that fails stops the others the same way. A killed parent (SIGKILL, SIGTERM) takes the workers with
 it (Linux: the parent-death signal; elsewhere they notice at the next row), as a killed one-process
 import would end: a rerun resumes.
+
+Spawned workers import the caller's main module again, so a script that imports with workers needs
+the `if __name__ == "__main__":` guard of every spawning program (`python -m collectors.importers`
+has it).
 """
 
 from __future__ import annotations

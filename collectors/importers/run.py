@@ -221,23 +221,26 @@ def _import_in_workers(
     job: ImportJob, final: str, workers: int, report: Callable[[int, int], None]
 ) -> list[ImportSummary]:
     """`import_share` in `workers` processes, their dead-letter parts joined into `final` as one
-    process would have left it (kept after Ctrl-C, untouched after an error)."""
+    process would have left it: kept after Ctrl-C, untouched after an error."""
     with tempfile.TemporaryDirectory(prefix="import-dead-letters-") as folder:
-        error: BaseException | None = None
         try:
-            return run_shares(partial(_import_part, job, folder), workers, report)
-        except BaseException as exc:
-            error = exc
+            summaries = run_shares(partial(_import_part, job, folder), workers, report)
+        except KeyboardInterrupt:
+            _join_parts(folder, workers, final)
             raise
-        finally:
-            letters = DeadLetters(final)
-            for index in range(workers):
-                part = _part_path(folder, index)
-                if os.path.exists(part):
-                    with open(part, "rb") as lines:
-                        while chunk := lines.read(1 << 20):
-                            letters.write(chunk)
-            letters.close(None if error is None or isinstance(error, KeyboardInterrupt) else error)
+        _join_parts(folder, workers, final)
+        return summaries
+
+
+def _join_parts(folder: str, workers: int, final: str) -> None:
+    letters = DeadLetters(final)
+    for index in range(workers):
+        part = _part_path(folder, index)
+        if os.path.exists(part):  # a worker without dead letters left none
+            with open(part, "rb") as lines:
+                while chunk := lines.read(1 << 20):
+                    letters.write(chunk)
+    letters.close()
 
 
 def _import_part(job: ImportJob, folder: str, share: Share) -> ImportSummary:

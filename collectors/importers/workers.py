@@ -8,10 +8,12 @@ all in each worker costs little; claiming a row at a time, rather than splitting
 fixed parts, keeps every worker busy to the end whatever the rows cost, on a machine other work
 slows at random.
 
-Worker 0 runs in this process and starts at once; the others are spawned when the input gives its
-first row (a fresh interpreter: no fork of a process whose threads may hold locks) and join when they
-have started. A worker that claimed an ordinal past the input's end finds nothing there, so nothing
-is converted twice or lost.
+Worker 0 runs in this process and starts at once; the others are spawned (a fresh interpreter: no
+fork of a process whose threads may hold locks) once the import has run `START_AFTER_S` from its first
+row, and join when they have started. A short import never pays their start (0.5 s of CPU each here),
+an input that names no data is refused without them, and a long one loses a second of them. A worker
+that claimed an ordinal past the input's end finds nothing there, so nothing is converted twice or
+lost.
 
 Stopping: Ctrl-C reaches this process, which asks the other workers to stop (they ignore the
 signal, so that each ends where it chooses: between rows, its converted rows written). A worker
@@ -31,6 +33,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
@@ -39,6 +42,7 @@ from typing import Any, TypeVar
 Result = TypeVar("Result")
 _PR_SET_PDEATHSIG = 1  # prctl(2)
 _PROGRESS_S = 0.2  # how often the parent's progress line adds up the workers' counts
+START_AFTER_S = 1.0  # from the first row to the start of the other workers (see the module doc)
 
 
 def usable_cores() -> int:
@@ -87,18 +91,22 @@ class _Claimed(Share):
     """Worker `index`'s share: `mine` is asked for every ordinal in order. Past the ordinal it holds,
     the worker claims the next unclaimed one, which is never behind it: the counter is past every
     claimed ordinal, this worker's included, and the worker asks again only on passing its own.
-    `first_row` (the parent's worker only) is called when the input gives its first row."""
+    `start_others` (the parent's worker only) is called `START_AFTER_S` after the first row."""
 
-    def __init__(self, index: int, board: _Board, first_row: Callable[[], None] | None = None) -> None:
+    def __init__(self, index: int, board: _Board, start_others: Callable[[], None] | None = None) -> None:
         super().__init__()
         self.index = index
-        self._board, self._first_row = board, first_row
+        self._board, self._start_others = board, start_others
+        self._start_at: float | None = None
         self._held = -1
 
     def mine(self, ordinal: int) -> bool:
-        if self._first_row is not None:
-            self._first_row()
-            self._first_row = None
+        if self._start_others is not None:
+            now = time.monotonic()
+            self._start_at = self._start_at or now + START_AFTER_S
+            if now >= self._start_at:
+                self._start_others()
+                self._start_others = None
         if ordinal > self._held:
             with self._board.claims.get_lock():
                 self._held = self._board.claims.value
@@ -117,12 +125,11 @@ class _Claimed(Share):
 def run_shares(
     work: Callable[[Share], Result], workers: int, report: Callable[[int, int], None]
 ) -> list[Result]:
-    """`work(share)` in `workers` workers (see the module doc), each result in worker order.
-    `report(rows read, dead letters)` is called from a thread while they run, and once at the end.
-    `work` is pickled to the spawned workers (a module-level function, or a partial of one); they
-    are started when the input gives its first row, so an input that names no data is refused
-    without them. The first error of a worker is raised once every worker has stopped; a stopped
-    worker's `Stopped` is none."""
+    """`work(share)` in `workers` workers (see the module doc); the results of those that started,
+    in worker order. `report(rows read, dead letters)` is called from a thread while they run, and
+    once at the end. `work` is pickled to the spawned workers (a module-level function, or a partial
+    of one). The first error of a worker is raised once every worker has stopped; a stopped
+    worker's `Stopped` is none (the error that stopped it comes first)."""
     context = multiprocessing.get_context("spawn")
     board = _Board(
         claims=context.Value("q", 0),
@@ -130,7 +137,7 @@ def run_shares(
         counts=context.RawArray("q", 2 * workers),
         parent=os.getpid(),
     )
-    results: list[Any] = [None] * workers
+    results: list[Any] = []
     errors: list[BaseException] = []
     finished = threading.Event()
     reporter = threading.Thread(target=_report_until, args=(board, report, finished), daemon=True)
@@ -149,12 +156,11 @@ def run_shares(
 
     try:
         try:
-            results[0] = work(_Claimed(0, board, first_row=start_others))
+            results.append(work(_Claimed(0, board, start_others=start_others)))
         except BaseException as exc:  # Ctrl-C included: the others stop, then it is raised
             errors.append(exc)
             board.stop.value = 1
-        for index, future in enumerate(futures, 1):
-            results[index] = _result(future, board, errors)
+        results += [_result(future, board, errors) for future in futures]
     finally:
         pool.shutdown()
         finished.set()

@@ -2,8 +2,9 @@
 process; a killed or interrupted run with workers leaves no worker behind and a rerun resumes.
 
 The in-process imports spawn real worker processes; the formats are the real ones (SWE-agent `.traj`
-files from the shared public samples) or the toy format of `test_framework`, slowed so that the
-spawned worker starts while rows are left.
+files from the shared public samples) or the toy format of `test_framework`, slowed in the test's own
+process (worker 0) only, so that the spawned worker, started a second after the first row, finds rows
+left to take; the reference import with one worker runs the format as it is.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from collectors.importers import load_importer
 from collectors.importers.base import ImportContext, SourceRow
@@ -29,13 +31,31 @@ from tests.collectors.importers.test_openai_chat import mcp_row
 REPO = Path(__file__).resolve().parents[3]
 PUBLIC = REPO / ".." / "shared" / "public-samples"
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+SLOWED_PID = "TEST_WORKERS_SLOWED_PID"  # the process whose conversions sleep: the test's own
 
 
-class SlowEchoLog(EchoLog):
-    """EchoLog at 20 ms a row: long enough for a spawned worker to start and take some rows."""
+@pytest.fixture(autouse=True)
+def slow_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SLOWED_PID, str(os.getpid()))  # spawned workers inherit it, with their own pid
+
+
+def slowed_here(seconds: float) -> None:
+    if os.environ.get(SLOWED_PID) == str(os.getpid()):
+        time.sleep(seconds)
+
+
+class SlowedEchoLog(EchoLog):
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
 
     def convert(self, row: SourceRow, context: ImportContext):
-        time.sleep(0.02)
+        slowed_here(self.seconds)
+        return super().convert(row, context)
+
+
+class SlowedTraj(type(load_importer("swe_agent_traj"))):
+    def convert(self, row: SourceRow, context: ImportContext):
+        slowed_here(1.5)
         return super().convert(row, context)
 
 
@@ -67,11 +87,11 @@ def test_public_traj_files_import_with_two_workers_as_with_one_and_a_broken_file
     broken.mkdir()
     (broken / "cut-short.traj").write_text('{"trajectory": [{"action": "ls"')
     sources = [str(PUBLIC / "swe_agent_traj"), str(broken)]
-    importer = load_importer("swe_agent_traj")
     run = context()
-    one = import_rows(importer, sources, str(tmp_path / "one"), run, progress=False)
-    two = import_rows(importer, sources, str(tmp_path / "two"), run, progress=False, workers=2)
+    one = import_rows(load_importer("swe_agent_traj"), sources, str(tmp_path / "one"), run, progress=False)
+    two = import_rows(SlowedTraj(), sources, str(tmp_path / "two"), run, progress=False, workers=2)
 
+    assert len(writer_pids(tmp_path / "two")) == 2, "both workers should have converted files"
     assert counts(two) == counts(one) == (4, 3, 0, 44, {"bad_row": 1}, {"swe": 3})
     assert two.workers == 2 and "rows/s, 2 workers)" in two.format_text()
     imported = trajectories(tmp_path / "two")
@@ -105,9 +125,15 @@ def test_rows_are_shared_out_and_the_outputs_are_those_of_one_worker(tmp_path: P
     source = tmp_path / "log.jsonl"
     source.write_text("\n".join(lines) + "\n")
     run = context()
-    one = import_rows(SlowEchoLog(), [str(source)], str(tmp_path / "one"), run, progress=False, shard_rows=16)
+    one = import_rows(EchoLog(), [str(source)], str(tmp_path / "one"), run, progress=False, shard_rows=16)
     two = import_rows(
-        SlowEchoLog(), [str(source)], str(tmp_path / "two"), run, progress=False, shard_rows=16, workers=2
+        SlowedEchoLog(0.05),
+        [str(source)],
+        str(tmp_path / "two"),
+        run,
+        progress=False,
+        shard_rows=16,
+        workers=2,
     )
 
     assert len(writer_pids(tmp_path / "two")) == 2, "both workers should have converted rows"
@@ -119,7 +145,7 @@ def test_rows_are_shared_out_and_the_outputs_are_those_of_one_worker(tmp_path: P
         "the converted trajectory is invalid: outcome.reward is not in [0, 1]"
     ]
 
-    again = import_rows(SlowEchoLog(), [str(source)], str(tmp_path / "two"), run, progress=False, workers=2)
+    again = import_rows(EchoLog(), [str(source)], str(tmp_path / "two"), run, progress=False, workers=2)
     assert counts(again) == (240, 0, 227, 0, {"bad_row": 6, "invalid": 6, "unreadable": 1}, {})
     assert len(trajectories(tmp_path / "two")) == 227
 
@@ -127,7 +153,8 @@ def test_rows_are_shared_out_and_the_outputs_are_those_of_one_worker(tmp_path: P
 def test_limit_counts_the_rows_of_every_worker(tmp_path: Path):
     pq.write_table(pa.Table.from_pylist(rows(40)), tmp_path / "train.parquet", row_group_size=8)
     out = tmp_path / "out"
-    summary = import_rows(EchoLog(), [str(tmp_path)], str(out), context(), limit=25, workers=2)
+    summary = import_rows(SlowedEchoLog(0.2), [str(tmp_path)], str(out), context(), limit=25, workers=2)
+    assert len(writer_pids(out)) == 2, "both workers should have converted rows"
     assert (summary.read, summary.imported) == (25, 25)
     assert {t.provenance.source.row_id for t in read_trajectories(str(out))} == {f"r{i}" for i in range(25)}
 

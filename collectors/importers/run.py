@@ -51,7 +51,7 @@ class ImportSummary:
     steps: int = 0
     elapsed_s: float = 0.0
     dead_letter_path: str = ""
-    workers: int = 1
+    workers: int = 1  # the processes that converted rows
 
     def add(self, other: ImportSummary) -> None:
         """Another worker's counts added to these."""
@@ -165,7 +165,8 @@ def import_rows(
             parts = _import_in_workers(job, final, workers, report)
     finally:
         bar.close()
-    summary = ImportSummary(format=importer.name, dataset=context.dataset, out=out, workers=workers)
+    # The workers that ran: an import over before the others' start (see `workers`) had one.
+    summary = ImportSummary(format=importer.name, dataset=context.dataset, out=out, workers=len(parts))
     for part in parts:
         summary.add(part)
     summary.dead_letter_path = final

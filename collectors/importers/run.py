@@ -186,12 +186,18 @@ def import_share(job: ImportJob, dead_letters: str, share: Share) -> ImportSumma
             shards = _Shards(writer, dead, summary, job.shard_rows)
             try:
                 rows = (row for source in job.sources for row in importer.read(source))
+                ordinals = 0
                 for ordinal, row in enumerate(_limited(rows, job.limit)):
+                    ordinals = ordinal + 1
                     if not share.mine(ordinal):
+                        if share.exhausted():
+                            break
                         continue
                     summary.read += 1
                     _import_row(job, row, shards, dead, summary)
                     share.tick(summary.read, dead.count)
+                else:
+                    share.ended(ordinals)
             finally:
                 shards.flush()  # what was converted before a Ctrl-C or a failing source is kept
     except BaseException as exc:

@@ -68,6 +68,13 @@ class Share:
     def mine(self, ordinal: int) -> bool:
         return True
 
+    def exhausted(self) -> bool:
+        """Whether none of the rows still to come is this worker's: it may stop reading."""
+        return False
+
+    def ended(self, rows: int) -> None:
+        """The input ended after `rows` rows (`--limit` included)."""
+
     def tick(self, read: int, dead: int) -> None:
         """After each of this worker's rows: its rows so far and its dead letters so far."""
         if self._on_tick is not None:
@@ -76,9 +83,11 @@ class Share:
 
 @dataclass
 class _Board:
-    """What the workers share: the claim counter, the stop flag and each one's counts."""
+    """What the workers share: the claim counter, the input's length once a worker has read it all,
+    the stop flag and each one's counts."""
 
     claims: Any  # multiprocessing.Value("q"): the next ordinal nobody has claimed
+    rows: Any  # multiprocessing.RawValue("q"): the input's rows, -1 until a worker reaches its end
     stop: Any  # multiprocessing.RawValue("b")
     counts: Any  # multiprocessing.RawArray("q"): rows read and dead letters, per worker
     parent: int  # the pid a worker's parent must keep, else the worker ends
@@ -113,6 +122,14 @@ class _Claimed(Share):
                 self._board.claims.value = self._held + 1
         return ordinal == self._held
 
+    def exhausted(self) -> bool:
+        # The ordinal it holds is past the end: its next claim would be further still. A worker
+        # started after the others read everything stops at its first claim.
+        return 0 <= self._board.rows.value <= self._held
+
+    def ended(self, rows: int) -> None:
+        self._board.rows.value = rows
+
     def tick(self, read: int, dead: int) -> None:
         self._board.counts[2 * self.index] = read
         self._board.counts[2 * self.index + 1] = dead
@@ -133,6 +150,7 @@ def run_shares(
     context = multiprocessing.get_context("spawn")
     board = _Board(
         claims=context.Value("q", 0),
+        rows=context.RawValue("q", -1),
         stop=context.RawValue("b", 0),
         counts=context.RawArray("q", 2 * workers),
         parent=os.getpid(),

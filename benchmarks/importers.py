@@ -184,6 +184,7 @@ def workers_speed(work: Path) -> dict[str, Any]:
         "imported": min(r["rows"] for found in runs.values() for r in found),
         "dead_letters": max(r["dead"] for found in runs.values() for r in found),
         "cores": len(os.sched_getaffinity(0)),
+        "nice": os.nice(0),  # this run's niceness: other work at a lower one takes its cores first
         "load_before": load_before,
         "load_after": load_after,
         "target": WORKERS_TARGET,
@@ -284,7 +285,7 @@ def _workers_lines(w: dict[str, Any]) -> list[str]:
         "",
         f"{w['workers']} workers, best run against best run: {w['ratio']:.2f}x the rows/s of one (target "
         f">= {w['target']}x on two cores: {verdict}); every run imported {w['imported']:,} rows, "
-        f"{w['dead_letters']} dead letters. {w['cores']} cores; load average (1, 5, 15 min) "
-        f"{load(w['load_before'])} before these runs, {load(w['load_after'])} after.",
+        f"{w['dead_letters']} dead letters. {w['cores']} cores, this run at nice {w['nice']}; load average "
+        f"(1, 5, 15 min) {load(w['load_before'])} before these runs, {load(w['load_after'])} after.",
         "",
     ]

@@ -12,6 +12,7 @@ from collectors.importers.base import ImportContext
 from collectors.importers.reading import MAX_DEPTH, MAX_ROW_BYTES, InputError
 from collectors.importers.run import import_rows
 from collectors.importers.terminal_text import MAX_COLUMNS, MAX_LINES, MAX_STEPS
+from collectors.importers.workers import usable_cores
 
 EXAMPLES = f"""examples:
   # SWE-agent trajectories from a local snapshot of nebius/SWE-agent-trajectories
@@ -64,6 +65,14 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--limit", type=int, help="read at most this many rows")
     p.add_argument("--shard-rows", type=int, default=256, help="trajectories per Parquet shard (256)")
+    cores = usable_cores()
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=cores,
+        help="processes converting rows, each taking the next row as it frees up; each reads the whole "
+        f"input and holds shards of its own in memory (default: the cores this run may use, {cores})",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -79,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.limit is not None and args.limit < 0:
         raise CliError("--limit must be >= 0")
+    if args.workers < 1:
+        raise CliError("--workers must be >= 1")
     importer = load_importer(args.format)
     context = ImportContext(
         dataset=args.dataset or importer.dataset,
@@ -98,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                 limit=args.limit,
                 progress=not args.no_progress,
                 shard_rows=args.shard_rows,
+                workers=args.workers,
             )
         except InputError as exc:
             raise CliError(str(exc)) from exc

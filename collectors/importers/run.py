@@ -3,16 +3,24 @@
 Resume: trajectory ids are a hash of (dataset, row id), so a rerun skips every row whose trajectory an
 earlier run committed (`schemas.finished_ids`). A killed run loses only the rows still buffered for a
 shard. The dead-letter file is rewritten by each run, which meets the same bad rows again.
+
+Workers (`workers=N`): N processes share the rows out (`collectors.importers.workers`); each writes
+shards of its own and its dead letters to a part file, which are joined into the one dead-letter file
+at the end. The trajectories, dead letters and summary are those of one process; only the order of
+rows within shards and of lines in the dead-letter file differ.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import posixpath
+import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 
 import pyarrow as pa
 from fsspec.core import url_to_fs
@@ -21,6 +29,7 @@ from tqdm import tqdm
 from collectors.importers.base import BadRow, ImportContext, Importer, SourceRow, build_trajectory, excerpt
 from collectors.importers.base import trajectory_id as make_id
 from collectors.importers.reading import Unreadable
+from collectors.importers.workers import Share, Stopped, run_shares
 from schemas import TRAJECTORY_SCHEMA, Trajectory, TrajectoryWriter, ValidationError, finished_ids, to_row
 from schemas.atomic import atomic_open
 from schemas.columnar import table_problems
@@ -42,12 +51,23 @@ class ImportSummary:
     steps: int = 0
     elapsed_s: float = 0.0
     dead_letter_path: str = ""
+    workers: int = 1  # the processes that converted rows
+
+    def add(self, other: ImportSummary) -> None:
+        """Another worker's counts added to these."""
+        self.read += other.read
+        self.imported += other.imported
+        self.already += other.already
+        self.dead.update(other.dead)
+        self.domains.update(other.domains)
+        self.steps += other.steps
 
     def format_text(self) -> str:
         rate = self.read / self.elapsed_s if self.elapsed_s else 0.0
+        workers = f", {self.workers} workers" if self.workers > 1 else ""
         lines = [
             f"imported {self.imported:,} of {self.read:,} rows of {self.dataset} ({self.format}) into "
-            f"{self.out} in {self.elapsed_s:.1f} s ({rate:,.0f} rows/s)",
+            f"{self.out} in {self.elapsed_s:.1f} s ({rate:,.0f} rows/s{workers})",
             f"  steps: {self.steps:,}; by domain: "
             + (", ".join(f"{d} {n:,}" for d, n in sorted(self.domains.items())) or "none"),
         ]
@@ -60,24 +80,33 @@ class ImportSummary:
         return "\n".join(lines)
 
 
-class DeadLetters:
-    """OUT/dead_letter/import-<format>.jsonl: opened at the first bad row under a temporary name and
-    renamed at the end; a run with none removes the file an earlier run left."""
+def dead_letter_path(out: str, format_name: str) -> str:
+    return posixpath.join(out, DEAD_LETTER_DIR, f"import-{format_name}.jsonl")
 
-    def __init__(self, out: str, format_name: str) -> None:
-        self.path = posixpath.join(out, DEAD_LETTER_DIR, f"import-{format_name}.jsonl")
+
+class DeadLetters:
+    """A dead-letter file (OUT/dead_letter/import-<format>.jsonl, or a worker's part of it): opened at
+    the first bad row under a temporary name and renamed at the end; a run with none removes the
+    file an earlier run left."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
         self._held = None
         self._file = None
         self.count = 0
 
     def add(self, row: SourceRow, kind: str, reason: str) -> None:
+        data = row.data.text if isinstance(row.data, Unreadable) else excerpt(row.data)
+        line = {"row_id": row.row_id, "uri": row.uri, "kind": kind, "reason": reason, "row": data}
+        self.write((json.dumps(line, ensure_ascii=False) + "\n").encode())
+        self.count += 1
+
+    def write(self, lines: bytes) -> None:
+        """Whole JSON lines, as `add` writes them (a worker's part, joined into the file)."""
         if self._held is None:
             self._held = atomic_open(self.path)
             self._file = self._held.__enter__()
-        data = row.data.text if isinstance(row.data, Unreadable) else excerpt(row.data)
-        line = {"row_id": row.row_id, "uri": row.uri, "kind": kind, "reason": reason, "row": data}
-        self._file.write((json.dumps(line, ensure_ascii=False) + "\n").encode())
-        self.count += 1
+        self._file.write(lines)
 
     def close(self, error: BaseException | None = None) -> None:
         if self._held is not None:
@@ -89,6 +118,19 @@ class DeadLetters:
                 fs.rm(path)
 
 
+@dataclass
+class ImportJob:
+    """One import, as each of its workers is given it (pickled to the spawned ones)."""
+
+    importer: Importer
+    sources: list[str]
+    out: str
+    context: ImportContext
+    limit: int | None
+    shard_rows: int
+    done: set[str]  # the trajectory ids earlier runs committed, read once before any worker writes
+
+
 def import_rows(
     importer: Importer,
     sources: Iterable[str],
@@ -98,42 +140,122 @@ def import_rows(
     limit: int | None = None,
     progress: bool = True,
     shard_rows: int = 256,
+    workers: int = 1,
 ) -> ImportSummary:
-    """Import every row of `sources` into the trajectory dataset at `out`; see the module doc."""
-    summary = ImportSummary(format=importer.name, dataset=context.dataset, out=out)
-    done = finished_ids(out)
+    """Import every row of `sources` into the trajectory dataset at `out`, in `workers` processes;
+    see the module doc."""
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, not {workers}")
+    job = ImportJob(importer, list(sources), out, context, limit, shard_rows, finished_ids(out))
+    final = dead_letter_path(out, importer.name)
     started = time.monotonic()
-    dead = DeadLetters(out, importer.name)
-    summary.dead_letter_path = dead.path
     bar = tqdm(desc=f"importing {importer.name}", unit=" rows", disable=not progress, smoothing=0.1)
+    shown = {"dead": 0}
+
+    def report(read: int, dead: int) -> None:
+        bar.update(read - bar.n)
+        if dead != shown["dead"]:
+            shown["dead"] = dead
+            bar.set_postfix(dead=dead, refresh=False)
+
+    try:
+        if workers == 1:
+            parts = [import_share(job, final, Share(report))]
+        else:
+            parts = _import_in_workers(job, final, workers, report)
+    finally:
+        bar.close()
+    # The workers that ran: an import over before the others' start (see `workers`) had one.
+    summary = ImportSummary(format=importer.name, dataset=context.dataset, out=out, workers=len(parts))
+    for part in parts:
+        summary.add(part)
+    summary.dead_letter_path = final
+    summary.elapsed_s = time.monotonic() - started
+    return summary
+
+
+def import_share(job: ImportJob, dead_letters: str, share: Share) -> ImportSummary:
+    """One worker's rows of the import (`share`): convert, validate, write; its bad rows to the
+    dead-letter file `dead_letters`."""
+    importer = job.importer
+    summary = ImportSummary(format=importer.name, dataset=job.context.dataset, out=job.out)
+    dead = DeadLetters(dead_letters)
     error: BaseException | None = None
     try:
-        with TrajectoryWriter(out, max_rows_per_shard=shard_rows, track_ids=False) as writer:
-            shards = _Shards(writer, dead, summary, shard_rows)
+        with TrajectoryWriter(job.out, max_rows_per_shard=job.shard_rows, track_ids=False) as writer:
+            shards = _Shards(writer, dead, summary, job.shard_rows)
             try:
-                for row in _limited((row for source in sources for row in importer.read(source)), limit):
-                    summary.read += 1
-                    bar.update()
-                    if make_id(importer.name, context.dataset, row.row_id) in done:
-                        summary.already += 1
+                rows = (row for source in job.sources for row in importer.read(source))
+                ordinals = 0
+                for ordinal, row in enumerate(_limited(rows, job.limit)):
+                    ordinals = ordinal + 1
+                    if not share.mine(ordinal):
+                        if share.exhausted():
+                            break
                         continue
-                    trajectory, kind, reason = _convert(importer, row, context)
-                    if trajectory is None:
-                        summary.dead[kind] += 1
-                        dead.add(row, kind, reason)
-                        bar.set_postfix(dead=dead.count, refresh=False)
-                    else:
-                        shards.add(row, trajectory)
+                    summary.read += 1
+                    _import_row(job, row, shards, dead, summary)
+                    share.tick(summary.read, dead.count)
+                else:
+                    share.ended(ordinals)
             finally:
                 shards.flush()  # what was converted before a Ctrl-C or a failing source is kept
     except BaseException as exc:
         error = exc
         raise
     finally:
-        bar.close()
-        dead.close(error if error is not None and not isinstance(error, KeyboardInterrupt) else None)
-        summary.elapsed_s = time.monotonic() - started
+        # After Ctrl-C (or a stop the parent asked for) the dead letters so far are kept, like the rows.
+        kept = error is None or isinstance(error, KeyboardInterrupt | Stopped)
+        dead.close(None if kept else error)
     return summary
+
+
+def _import_row(
+    job: ImportJob, row: SourceRow, shards: _Shards, dead: DeadLetters, summary: ImportSummary
+) -> None:
+    if make_id(job.importer.name, job.context.dataset, row.row_id) in job.done:
+        summary.already += 1
+        return
+    trajectory, kind, reason = _convert(job.importer, row, job.context)
+    if trajectory is None:
+        summary.dead[kind] += 1
+        dead.add(row, kind, reason)
+    else:
+        shards.add(row, trajectory)
+
+
+def _import_in_workers(
+    job: ImportJob, final: str, workers: int, report: Callable[[int, int], None]
+) -> list[ImportSummary]:
+    """`import_share` in `workers` processes, their dead-letter parts joined into `final` as one
+    process would have left it: kept after Ctrl-C, untouched after an error."""
+    with tempfile.TemporaryDirectory(prefix="import-dead-letters-") as folder:
+        try:
+            summaries = run_shares(partial(_import_part, job, folder), workers, report)
+        except KeyboardInterrupt:
+            _join_parts(folder, workers, final)
+            raise
+        _join_parts(folder, workers, final)
+        return summaries
+
+
+def _join_parts(folder: str, workers: int, final: str) -> None:
+    letters = DeadLetters(final)
+    for index in range(workers):
+        part = _part_path(folder, index)
+        if os.path.exists(part):  # a worker without dead letters left none
+            with open(part, "rb") as lines:
+                while chunk := lines.read(1 << 20):
+                    letters.write(chunk)
+    letters.close()
+
+
+def _import_part(job: ImportJob, folder: str, share: Share) -> ImportSummary:
+    return import_share(job, _part_path(folder, share.index), share)
+
+
+def _part_path(folder: str, index: int) -> str:
+    return os.path.join(folder, f"part-{index}.jsonl")
 
 
 def _limited(rows: Iterable[SourceRow], limit: int | None) -> Iterable[SourceRow]:
@@ -215,13 +337,13 @@ class _Shards:
             self._refuse(pending.sources[index], f"the converted trajectory is invalid: {problem}")
         if problems:
             keep = [i for i in range(table.num_rows) if i not in problems]
-            table = table.take(keep)
+            table = table.take(pa.array(keep, type=pa.int64()))  # typed: `[]` would be nulls, refused
             pending.steps = [pending.steps[i] for i in keep]
-        if table.num_rows:
+        if table.num_rows:  # a shard whose rows were all refused names no domain in the summary
             self._writer.write_table(domain, table)
-        self._summary.imported += table.num_rows
-        self._summary.steps += sum(pending.steps)
-        self._summary.domains[domain] += table.num_rows
+            self._summary.imported += table.num_rows
+            self._summary.steps += sum(pending.steps)
+            self._summary.domains[domain] += table.num_rows
 
     def _typed_rows_only(self, pending: _Pending) -> pa.Table:
         kept = _Pending()

@@ -30,6 +30,8 @@ def test_help_lists_every_format_with_its_dataset_and_examples():
         assert f"\n  {name} " in done.stdout
     assert "unavailable" not in done.stdout
     assert "examples:" in done.stdout and "--input" in done.stdout
+    cores = len(os.sched_getaffinity(0))
+    assert f"(default: the cores this run may use, {cores})" in " ".join(done.stdout.split())
 
 
 def test_refusals_name_the_fix(tmp_path: Path):
@@ -39,6 +41,8 @@ def test_refusals_name_the_fix(tmp_path: Path):
     assert missing.returncode == 2
     assert "nope.jsonl does not exist; give a file, a folder or a glob" in missing.stderr
     assert not (tmp_path / "o").exists()  # a refused run leaves no output folder behind
+    workers = cli("openai_chat", "--input", str(tmp_path), "--out", str(tmp_path / "o"), "--workers", "0")
+    assert workers.returncode == 2 and "--workers must be >= 1" in workers.stderr
 
 
 def test_a_killed_import_keeps_its_shards_and_a_rerun_finishes_without_duplicates(tmp_path: Path):

@@ -172,9 +172,10 @@ def _world_model(r: dict) -> list[str]:
             scope = f"every turn of the first {cap} held-out trajectories per domain"
         measured.append(f"Likelihood on {scope} (transformers, fp32).")
     if "generation" in parts:
+        generated = ", ".join(s.get("generation_forms", s["forms"]))
         measured.append(
-            f"Generation (llama.cpp, GGUF f16) on {s['eval_trajectories_per_domain']} trajectories x "
-            f"{s['eval_turns']} turns per domain; no real replays (no ceiling)."
+            f"Generation ({generated} targets; llama.cpp, GGUF f16) on {s['eval_trajectories_per_domain']} "
+            f"trajectories x {s['eval_turns']} turns per domain; no real replays (no ceiling)."
         )
     left_out = [p for p in ("likelihood", "generation", "throughput") if p not in parts]
     lines = [

@@ -236,3 +236,18 @@ def test_a_likelihood_budget_scores_every_turn_of_the_first_trajectories(
     assert {t.trajectory.trajectory_id for t in scored.turns} == {t.trajectory_id for t in trajectories[:2]}
     assert "first 2 trajectories of each domain" in scored.section()["notes"][0]
     scored.close()
+
+
+def test_the_likelihood_pass_alone_writes_no_empty_generation_tables(tmp_path: Path) -> None:
+    from training.fidelity.__main__ import main
+    from training.fidelity.report import NO_GENERATION
+
+    argv = ["--real", str(TERMINAL_RUN), "--model", "qwen3-tiny", "--base", "none", "--out", str(tmp_path)]
+    argv += ["--max-turns", "0", "--limit-trajectories", "1", "--replays", "0", "--no-progress"]
+    assert main(argv) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["meta"]["turns"] == 0 and report["likelihood"]["turns"] > 0
+    markdown = (tmp_path / "report.md").read_text()
+    assert NO_GENERATION in markdown and "## Likelihood" in markdown
+    assert "## overall" not in markdown and "| domain | real vs real" not in markdown
+    assert NO_GENERATION in (tmp_path / "report.html").read_text()

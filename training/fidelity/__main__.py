@@ -30,7 +30,7 @@ from training.fidelity.likelihood import LikelihoodPass, likelihood_lines, likel
 from training.fidelity.metrics import aggregate
 from training.fidelity.noise_floor import NoiseFloor, build_noise_floor, default_workers
 from training.fidelity.replay import REPLAYABLE_DOMAINS, ReplayStore, replay_counts, run_replays
-from training.fidelity.report import MODEL_SERIES, build_report, headline_table
+from training.fidelity.report import MODEL_SERIES, NO_GENERATION, build_report, headline_table
 from training.fidelity.report_html import write_all
 from training.fidelity.teacher_forced import EvalSettings, judge_rows, repeat_previous, teacher_forced
 from training.models import SHAPES, resolve_checkpoint
@@ -489,10 +489,13 @@ def _print_summary(report: dict, paths: dict[str, Path]) -> None:
         f"\n{meta['trajectories']} trajectories, {meta['turns']} turns, {meta['requests']} model requests "
         f"({meta['cache_hits']} from cache), {meta['request_errors']} request errors, {meta['seconds']} s"
     )
-    header, body = headline_table(report)
-    print("edit similarity per domain (share of the real-vs-real ceiling):")
-    for name, *values in zip(header, *body, strict=True):
-        print(f"  {name:32} " + "  ".join(f"{v:>16}" for v in values))
+    if report["systems"]:
+        header, body = headline_table(report)
+        print("edit similarity per domain (share of the real-vs-real ceiling):")
+        for name, *values in zip(header, *body, strict=True):
+            print(f"  {name:32} " + "  ".join(f"{v:>16}" for v in values))
+    else:
+        print(NO_GENERATION)
     for note in report["notes"]:
         print(f"note: {note}")
     if "judge" in report:

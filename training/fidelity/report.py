@@ -218,14 +218,21 @@ def noise_sentence(noise: dict) -> str:
     )
 
 
+# What the report says in place of the generation tables when no turn was generated
+NO_GENERATION = "No turn was generated (--max-turns 0): this report holds the likelihood pass alone."
+
+
 def write_markdown(report: dict, path: Path) -> None:
     def table(header: list[str], body: list[list[str]]) -> list[str]:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         return lines + ["| " + " | ".join(row) + " |" for row in body]
 
     out = ["# Sim-vs-real fidelity report", ""]
-    out += [HEADLINE_CAPTION, ""]
-    out += table(*headline_table(report))
+    if report["systems"]:
+        out += [HEADLINE_CAPTION, ""]
+        out += table(*headline_table(report))
+    else:
+        out.append(NO_GENERATION)
     out += ["", *(f"- {n}" for n in report["notes"])]
     if "comparison" in report:
         out += [
@@ -245,7 +252,7 @@ def write_markdown(report: dict, path: Path) -> None:
     out += ["", "## Noise floor (real vs real)", "", noise_sentence(report["noise_floor"])]
     for text, variants in report["noise_floor"].get("summary", {}).get("examples", {}).items():
         out.append(f"- `{text[:60]}` vs `{', '.join(v[:40] for v in variants)}`")
-    for domain, header, body in domain_tables(report):
+    for domain, header, body in domain_tables(report) if report["systems"] else []:
         out += ["", f"## {domain}", "", *table(header, body)]
     judged = judge_table(report)
     if judged:

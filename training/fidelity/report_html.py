@@ -26,6 +26,7 @@ from training.fidelity.likelihood import likelihood_lines, likelihood_table
 from training.fidelity.report import (
     COMPARISON_CAPTION,
     HEADLINE_CAPTION,
+    NO_GENERATION,
     domain_tables,
     headline_table,
     judge_table,
@@ -267,8 +268,11 @@ def write_html(report: dict, path: Path, turns: list[dict]) -> None:
     noise = report["noise_floor"]
     out = ["<!doctype html><html><head><meta charset='utf-8'><title>Fidelity report</title>"]
     out.append(f"<style>{_CSS}</style></head><body><h1>Sim-vs-real fidelity</h1>")
-    out.append(f"<p>{HEADLINE_CAPTION}</p>")
-    out.append(_table(*headline_table(report), cls="headline"))
+    if report["systems"]:
+        out.append(f"<p>{HEADLINE_CAPTION}</p>")
+        out.append(_table(*headline_table(report), cls="headline"))
+    else:
+        out.append(f"<p>{html.escape(NO_GENERATION)}</p>")
     if report["notes"]:
         out.append(
             '<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in report["notes"]) + "</ul>"
@@ -292,9 +296,10 @@ def write_html(report: dict, path: Path, turns: list[dict]) -> None:
     judged = judge_table(report)
     if judged:
         out.append(f"<h2>LLM judge ((x-1)/4*100)</h2>{_table(*judged)}")
-    out.append("<h2>By turn index</h2>")
-    out.append(svg_plot(report, "edit_similarity") + svg_plot(report, "stable_exact"))
-    out.append("<h2>Every compared model turn, worst first</h2>" + turn_browser(turns))
+    if report["systems"]:
+        out.append("<h2>By turn index</h2>")
+        out.append(svg_plot(report, "edit_similarity") + svg_plot(report, "stable_exact"))
+        out.append("<h2>Every compared model turn, worst first</h2>" + turn_browser(turns))
     out.append("<details><summary>All metrics by domain</summary>")
     for domain, header, body in domain_tables(report):
         out.append(f"<h3>{html.escape(domain)}</h3>{_table(header, body)}")

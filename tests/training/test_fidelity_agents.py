@@ -201,7 +201,8 @@ def test_compare_datasets_read_back_from_parquet(tmp_path: Path) -> None:
     }
     # rated on both sides: a (S, S), b (S, F), c (F, F): real 2/3, simulated 1/3
     success = numbers["success"]
-    assert (success["rated"], success["real_rate"], success["sim_rate"]) == (3, 2 / 3, 1 / 3)
+    assert (success["rated"], success["real_successes"], success["sim_successes"]) == (3, 2, 1)
+    assert (success["real_rate"], success["sim_rate"]) == (2 / 3, 1 / 3)
     assert success["inflation"]["difference"] == pytest.approx(-1 / 3)
     assert numbers["wm2real"] == {
         "replayed": 0,

@@ -116,6 +116,8 @@ def write(root: Path, trajectories: list[Trajectory]) -> str:
     return str(root)
 
 
+@pytest.mark.bwrap
+@pytest.mark.tmux
 def test_wm2real_replays_the_simulated_actions_in_a_real_bwrap_terminal(
     real_run: dict[str, Trajectory], tmp_path: Path
 ) -> None:
@@ -140,6 +142,8 @@ def test_wm2real_replays_the_simulated_actions_in_a_real_bwrap_terminal(
     assert again == first and (tmp_path / "wm2real.jsonl").read_text().splitlines() == lines
 
 
+@pytest.mark.bwrap
+@pytest.mark.tmux
 def test_three_numbers_recomputed_from_the_datasets(real_run: dict[str, Trajectory], tmp_path: Path) -> None:
     real_path = write(tmp_path / "real", list(real_run.values()))
     sim_path = write(tmp_path / "sim", simulated_run(real_run))

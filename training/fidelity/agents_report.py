@@ -105,9 +105,7 @@ def _interval(d: dict | None) -> str:
 def numbers_row(name: str, d: dict) -> list[str]:
     n, k = d["numbers"], d["reward"]["kappa"]
     one, succ, wm = n["single_step"], n["success"], n["wm2real"]
-    rated = succ["rated"]
-    real_hits = round((succ["real_rate"] or 0) * rated)
-    sim_hits = round((succ["sim_rate"] or 0) * rated)
+    rated, real_hits, sim_hits = succ["rated"], succ["real_successes"], succ["sim_successes"]
     return [
         name,
         str(d["pairs"]),
@@ -300,7 +298,8 @@ def summary_lines(report: dict) -> list[str]:
                 f"  {row[0]}: single-step accuracy {row[2]}; success real {row[4]}, sim {row[5]}, "
                 f"inflation {row[6]}; WM2Real {row[8]}"
             )
-        out += [f"  {line}" for line in across_lines(report, name)[1:]]
+        if len(report["policies"]) > 1:
+            out += [f"  {line}" for line in across_lines(report, name)[1:]]
         matrix = r["confusion"]
         cells = ", ".join(
             f"real {a}/sim {b} {matrix[a][b]}" for a in VERDICTS for b in VERDICTS if matrix[a][b]

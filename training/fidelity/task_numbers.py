@@ -76,6 +76,8 @@ def numbers(rows: list[dict]) -> dict:
         },
         "success": {
             "rated": len(rated),
+            "real_successes": int(sum(real.values())),
+            "sim_successes": int(sum(sim.values())),
             "real_rate": _rate(int(sum(real.values())), len(rated)),
             "sim_rate": _rate(int(sum(sim.values())), len(rated)),
             # simulated minus real, paired by episode, bootstrap over tasks

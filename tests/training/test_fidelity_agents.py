@@ -185,6 +185,32 @@ def test_compare_datasets_read_back_from_parquet(tmp_path: Path) -> None:
     assert div["undiverged_after"] == {"1": 1.0, "2": 0.5, "3": 0.25}
     assert div["match_by_turn"]["1"] == {"pairs": 4, "mean": 1.0}
     assert div["match_by_turn"]["3"]["pairs"] == 2 and div["metric"] == ["edit_similarity"]
+    # same-action turns: a 3 (all right), b 2 (actions differ at 3), c 1, d 3 (turn 2 invented): 8 of 9
+    assert [r["single_step"] for r in rows] == [
+        {"turns": 3, "right": 3, "measured": 0},
+        {"turns": 2, "right": 2, "measured": 0},
+        {"turns": 1, "right": 1, "measured": 0},
+        {"turns": 3, "right": 2, "measured": 0},
+    ]
+    numbers = t["numbers"]
+    assert numbers["single_step"] == {
+        "turns": 9,
+        "right": 8,
+        "accuracy": 8 / 9,
+        "turns_with_replay_spans": 0,
+    }
+    # rated on both sides: a (S, S), b (S, F), c (F, F): real 2/3, simulated 1/3
+    success = numbers["success"]
+    assert (success["rated"], success["real_successes"], success["sim_successes"]) == (3, 2, 1)
+    assert (success["real_rate"], success["sim_rate"]) == (2 / 3, 1 / 3)
+    assert success["inflation"]["difference"] == pytest.approx(-1 / 3)
+    assert numbers["wm2real"] == {
+        "replayed": 0,
+        "rewarded": 0,
+        "successes": 0,
+        "success_rate": None,
+        "none_reasons": {},
+    }
 
 
 def run_agents(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -195,16 +221,21 @@ def run_agents(*argv: str) -> subprocess.CompletedProcess[str]:
 def test_cli_on_recorded_datasets_writes_the_report(tmp_path: Path) -> None:
     real_path, sim_path = datasets(tmp_path)
     out = tmp_path / "report"
-    done = run_agents("--real-data", real_path, "--sim-data", sim_path, "--out", str(out))
+    done = run_agents("--real-data", real_path, "--sim-data", sim_path, "--out", str(out), "--no-wm2real")
     assert done.returncode == 0, done.stderr
     assert "terminal: 4 paired episodes" in done.stdout and "Cohen's kappa 0.400 over 3" in done.stdout
     report = json.loads((out / "report.json").read_text())
     assert report["domains"]["terminal"]["reward"]["kappa"]["value"] == pytest.approx(0.4)
     assert len(report["episodes"]) == 4 and report["meta"]["policy"] == ["scripted"]
     assert any("1 real and 1 simulated episodes have no partner" in n for n in report["notes"])
+    assert any("WM2Real was not run (--no-wm2real)" in n for n in report["notes"])
+    assert (
+        "scripted: single-step accuracy 0.889 (8/9); success real 0.667 (2/3), sim 0.333 (1/3)" in done.stdout
+    )
     md = (out / "report.md").read_text()
     for heading in (
         "## terminal: 4 paired episodes",
+        "### Three numbers",
         "### Task reward",
         "### Steps to the end",
         "### Divergence",
@@ -217,9 +248,8 @@ def test_cli_on_recorded_datasets_writes_the_report(tmp_path: Path) -> None:
 def test_a_degenerate_table_has_no_kappa_and_says_why(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     real = write(tmp_path / "real", [episode("a", 0, LS, OUT), episode("b", 1, LS, OUT)])
     sim = write(tmp_path / "sim", [episode(t, n, LS, OUT, simulated=True) for n, t in enumerate("ab")])
-    assert (
-        fidelity_main(["agents", "--real-data", real, "--sim-data", sim, "--out", str(tmp_path / "r")]) == 0
-    )
+    argv = ["agents", "--real-data", real, "--sim-data", sim, "--out", str(tmp_path / "r"), "--no-wm2real"]
+    assert fidelity_main(argv) == 0
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     kappa = report["domains"]["terminal"]["reward"]["kappa"]
     assert kappa["value"] is None and kappa["observed_agreement"] == 1.0

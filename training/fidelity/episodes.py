@@ -11,7 +11,9 @@ for as long as what it sees does not steer it. Each pair gives:
   domain's main fidelity metric (its record's main_metrics, edit similarity where a domain has none; the
   same score as the observation-level report, against the real text alone, no noise floor) falls below
   the match threshold. When one side stops while the other goes on with everything equal so far, the
-  divergence is the first turn only one side has ("length"); "none" when neither ever diverged.
+  divergence is the first turn only one side has ("length"); "none" when neither ever diverged;
+- single-step accuracy's counts (task_numbers.py) over the turns before the actions first differ, and the
+  WM2Real replay of the simulated actions where one was run (wm2real.py).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 
 from schemas.records import Action, Trajectory
@@ -27,6 +29,8 @@ from training.fidelity.agreement import cohens_kappa, confusion, verdict
 from training.fidelity.bootstrap import paired_difference
 from training.fidelity.comparison import main_metric, main_score
 from training.fidelity.metrics import score_turn
+from training.fidelity.task_numbers import numbers, single_step
+from training.fidelity.wm2real import Wm2Real
 from training.observations.template import Template
 
 DEFAULT_SUCCESS = 1.0
@@ -113,10 +117,30 @@ def first_divergence(real: Trajectory, sim: Trajectory, match: float = DEFAULT_M
     return Divergence(None, "none", None, scores)
 
 
-def episode_row(real: Trajectory, sim: Trajectory, success: float, match: float) -> dict:
-    """One pair, as the report's episodes list holds it."""
+def same_action_turns(real: Trajectory, sim: Trajectory) -> list[tuple[str, str]]:
+    """(real, simulated) observation texts of the turns before the actions first differ."""
+    turns = []
+    for r, s in zip(real.steps, sim.steps, strict=False):
+        if action_key(r.action) != action_key(s.action):
+            break
+        turns.append((r.observation.text, s.observation.text))
+    return turns
+
+
+def episode_row(
+    real: Trajectory,
+    sim: Trajectory,
+    success: float,
+    match: float,
+    replay: Wm2Real | None = None,
+    run: str = "",
+) -> dict:
+    """One pair, as the report's episodes list holds it; `replay` is the simulated actions' WM2Real
+    replay (None: not replayed), `run` the policy run the pair belongs to."""
     found = first_divergence(real, sim, match)
+    replayed = replay.observations if replay is not None else None
     return {
+        "run": run,
         "domain": real.domain,
         "task_id": real.task.id,
         "slot": pair_key(real)[2],
@@ -126,6 +150,20 @@ def episode_row(real: Trajectory, sim: Trajectory, success: float, match: float)
         "real": _side(real, success),
         "sim": _side(sim, success),
         "divergence": found.as_dict(),
+        "single_step": single_step(real.domain, same_action_turns(real, sim), replayed),
+        "wm2real": None if replay is None else _replayed(replay, success),
+    }
+
+
+def _replayed(replay: Wm2Real, success: float) -> dict:
+    return {
+        "reward": replay.reward,
+        "verdict": verdict(replay.reward, success),
+        "status": replay.status,
+        "steps": replay.steps,
+        "verifier": replay.verifier,
+        "error": replay.error,
+        "attempts": replay.attempts,
     }
 
 
@@ -161,6 +199,8 @@ def domain_summary(domain: str, rows: list[dict], real_only: list[Key], sim_only
         "reward": _rewards(rows, verdicts),
         "steps": _steps(rows),
         "divergence": _divergence(rows, domain),
+        # single-step accuracy, simulated vs real success with the inflation, WM2Real (task_numbers.py)
+        "numbers": numbers(rows),
     }
 
 
@@ -228,12 +268,20 @@ def compare_datasets(
     sim: Iterable[Trajectory],
     success: float = DEFAULT_SUCCESS,
     match: float = DEFAULT_MATCH,
+    replays: Mapping[str, Wm2Real] | None = None,
+    run: str = "",
 ) -> tuple[dict[str, dict], list[dict]]:
-    """({domain: summary}, episode rows)."""
+    """({domain: summary}, episode rows). `replays`: WM2Real replays by simulated trajectory id."""
     pairs, real_only, sim_only = pair_up(real, sim)
-    rows = [episode_row(r, s, success, match) for r, s in pairs]
+    found = replays or {}
+    rows = [episode_row(r, s, success, match, found.get(s.trajectory_id), run) for r, s in pairs]
+    return summarize(rows, real_only, sim_only), rows
+
+
+def summarize(rows: list[dict], real_only: list[Key], sim_only: list[Key]) -> dict[str, dict]:
+    """{domain: summary} of episode rows (of one run, or of several runs pooled)."""
     domains = sorted({r["domain"] for r in rows} | {k[0] for k in real_only + sim_only})
-    summaries = {
+    return {
         d: domain_summary(
             d,
             [r for r in rows if r["domain"] == d],
@@ -242,4 +290,3 @@ def compare_datasets(
         )
         for d in domains
     }
-    return summaries, rows

@@ -68,7 +68,7 @@ def test_the_public_task_and_the_collector_package_resolve(spec: DomainSpec, tmp
     for key in {spec.name, spec.package, *spec.aliases}:
         assert public_task(f"lwm/{key}") == spec.public_task
         args = parse_args([*AGENTS_ARGV, "--out", str(tmp_path), "--domain", key])
-        assert collector_argv(args, "real")[2] == f"collectors.{spec.package}"
+        assert collector_argv(args, "scripted", "real")[2] == f"collectors.{spec.package}"
     assert importlib.util.find_spec(f"collectors.{spec.package}.__main__") is not None
 
 

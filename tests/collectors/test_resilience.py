@@ -33,6 +33,7 @@ def sleepy_tasks(path: Path, count: int, sleep: str, steps: int) -> Path:
     return write_tasks(path, tasks)
 
 
+@pytest.mark.serial  # reaps the dead run's containers: a collector on another worker raced it once
 def test_kill_9_then_rerun_records_every_slot_exactly_once(tmp_path: Path, orphan_containers: str) -> None:
     out = tmp_path / "data"
     tasks = sleepy_tasks(tmp_path / "tasks.jsonl", 4, "0.2", 2)

@@ -92,6 +92,7 @@ def build(p: beam.Pipeline, config: CorpusConfig, manifest_config: dict) -> None
             synthesis=config.synthesis,
             target=config.target,
             verification_turns=config.verification_turns,
+            history_loss=config.history_loss,
         ),
     )
     dead_files = (

@@ -82,6 +82,8 @@ class CorpusConfig:
     target: str = "full"  # the SFT answer's form: schemas.edit_script.TARGET_FORMS
     # SFT samples of the verifiers' recorded checks (schemas.verification_turns), never agent steps
     verification_turns: bool = True
+    # SFT: the observations in each sample's history are trained too, not only its final answer
+    history_loss: bool = True
 
     def manifest_view(self, tokenizer_fingerprint: dict) -> dict:
         """The settings that shape the output, without machine-specific paths (so runs compare equal)."""
@@ -330,6 +332,14 @@ def parser() -> argparse.ArgumentParser:
         "in rl or agentworldbench; recorded in the manifest (on)",
     )
     p.add_argument(
+        "--history-loss",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="SFT: train the observations in each sample's history too (the text after `**Environment "
+        "Observation:**`), not only its final answer: the same forward pass then teaches every turn it "
+        "holds; recorded in the manifest (on)",
+    )
+    p.add_argument(
         "--max-steps", type=int, default=512, help="filter out trajectories longer than this (512)"
     )
     p.add_argument(
@@ -370,6 +380,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[CorpusConfig, PipelineOpt
         min_test_per_domain=args.min_test_per_domain,
         target=args.target,
         verification_turns=args.verification_turns,
+        history_loss=args.history_loss,
     )
     if config.target != "full" and config.synthesis is not None:
         # synthesis scores a teacher's whole observation against the SFT answer, which a script is not

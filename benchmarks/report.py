@@ -180,7 +180,9 @@ def _world_model(r: dict) -> list[str]:
     left_out = [p for p in ("likelihood", "generation", "throughput") if p not in parts]
     lines = [
         f"SmolLM2-135M-Instruct ({s['base']}), SFT of the top {s['train_layers']} layers for "
-        f"{s['train_steps']} steps per target form at --seq-len {s['seq_len']}, split {s['split']} "
+        f"{s['train_steps']} steps per target form at --seq-len {s['seq_len']}, "
+        f"{'with' if s.get('history_loss') else 'without'} history loss (the observations in each "
+        f"sample's history trained besides its answer), split {s['split']} "
         f"(train, validation, test); held-out trajectories (by task id): "
         f"{r['data']['held_out_trajectories']}. "
         + " ".join(measured)

@@ -281,6 +281,7 @@ def run() -> dict:
             "eval_trajectories_per_domain": EVAL_TRAJECTORIES,
             "eval_turns": EVAL_TURNS,
             "split": SPLIT,
+            "history_loss": manifest["config"].get("history_loss", False),
             "context_chars": CONTEXT_CHARS,
             "parts": list(PARTS),
             "generation_forms": list(GENERATION_FORMS),

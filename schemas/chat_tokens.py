@@ -21,7 +21,7 @@ import json
 import posixpath
 import re
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 from fsspec.core import url_to_fs
@@ -40,6 +40,9 @@ class Encodable(Protocol):
 
     text: str
     messages: Sequence[dict] | None
+    # Non-empty: earlier assistant messages that open with this text are trained too, after it (the
+    # observations in a world-model prompt's history, see `Encoded.history_spans`).
+    history_loss_after: str
 
 
 Pieces = list[int | str]  # text to encode and control-token ids, in order
@@ -187,25 +190,27 @@ class ChatTokenizer:
         """Token counts of plain texts (no template)."""
         return [len(e) for e in self.plain.encode_batch_fast(texts, add_special_tokens=False)]
 
-    def split_samples(self, samples: Sequence[Encodable]) -> tuple[list[str], list[tuple[Pieces, int]]]:
-        """(the distinct text pieces of `samples`, each once; per sample, its pieces and how many of
-        them precede the loss). Encoding the distinct pieces is all the tokenizer work a batch needs."""
-        split: list[tuple[Pieces, int]] = []
+    def split_samples(self, samples: Sequence[Encodable]) -> tuple[list[str], list[SplitSample]]:
+        """(the distinct text pieces of `samples`, each once; per sample, its pieces, how many of them
+        precede the loss, and the trained stretches of earlier pieces). Encoding the distinct pieces is
+        all the tokenizer work a batch needs."""
+        split: list[SplitSample] = []
         for s in samples:
             if s.messages is None:
                 pieces = self.pieces(s.text)
                 if self.eos_id is not None:
                     pieces.append(self.eos_id)  # documents end with EOS so packed neighbours stay apart
-                split.append((pieces, 0))
+                split.append(SplitSample(pieces, 0, ()))
             else:
                 messages = [*s.messages, {"role": "assistant", "content": s.text}]
                 rendered = self.render(messages)
                 # cut at the target so the loss boundary falls between pieces
                 cut = self.target_start(messages, rendered)
                 prompt = self.pieces(rendered[:cut])
-                split.append((prompt + self.pieces(rendered[cut:]), len(prompt)))
+                trained = _history_stretches(prompt, s.messages, s.history_loss_after)
+                split.append(SplitSample(prompt + self.pieces(rendered[cut:]), len(prompt), trained))
         distinct: dict[str, None] = {}
-        for pieces, _ in split:
+        for pieces, _, _ in split:
             distinct.update((p, None) for p in pieces if isinstance(p, str))
         return list(distinct), split
 
@@ -214,16 +219,77 @@ class ChatTokenizer:
         encoded = self.plain.encode_batch_fast(texts, add_special_tokens=False)
         return [np.asarray(e.ids, dtype=np.int32) for e in encoded]
 
-    def encode_samples(self, samples: Sequence[Encodable]) -> list[tuple[np.ndarray, int]]:
-        """(ids, loss_start) per sample; the loss covers ids[loss_start:]."""
+    def _token_stretches(self, stretches: dict[tuple[str, int, int], None]) -> dict[tuple, tuple[int, int]]:
+        """Per (piece, first char, end char): the tokens of the piece wholly inside those characters. A
+        token that straddles an edge (a newline merged with the text after it) stays untrained."""
+        texts = list(dict.fromkeys(piece for piece, _, _ in stretches))
+        encoded = self.plain.encode_batch(texts, add_special_tokens=False)
+        offsets = {t: e.offsets for t, e in zip(texts, encoded, strict=True)}
+        out = {}
+        for key in stretches:
+            piece, first, end = key
+            inside = [i for i, (a, b) in enumerate(offsets[piece]) if a >= first and b <= end]
+            out[key] = (inside[0], inside[-1] + 1) if inside else (0, 0)
+        return out
+
+    def encode_samples(self, samples: Sequence[Encodable]) -> list[Encoded]:
+        """Ids, where the final target's loss starts and the trained stretches of the history, per sample."""
         distinct, split = self.split_samples(samples)
         arrays = dict(zip(distinct, self.encode_pieces(distinct), strict=True))
+        stretch_keys = {(pieces[i], a, b): None for pieces, _, trained in split for i, a, b in trained}
+        tokens = self._token_stretches(stretch_keys) if stretch_keys else {}
         out = []
-        for pieces, boundary in split:
+        for pieces, boundary, trained in split:
             parts = [arrays[p] if isinstance(p, str) else np.array([p], np.int32) for p in pieces]
-            loss_start = sum(len(a) for a in parts[:boundary])
-            out.append((np.concatenate(parts) if parts else np.zeros(0, np.int32), loss_start))
+            starts = np.cumsum([0] + [len(a) for a in parts])
+            spans = []
+            for i, a, b in trained:
+                first, end = tokens[(pieces[i], a, b)]
+                if end > first:
+                    spans.append((int(starts[i]) + first, int(starts[i]) + end))
+            ids = np.concatenate(parts) if parts else np.zeros(0, np.int32)
+            out.append(Encoded(ids, int(starts[boundary]), tuple(spans)))
         return out
+
+
+class SplitSample(NamedTuple):
+    pieces: Pieces
+    boundary: int  # pieces before the final target
+    trained: tuple[tuple[int, int, int], ...]  # (piece index, first char, end char) trained in the history
+
+
+class Encoded(NamedTuple):
+    """One tokenised sample: the loss covers ids[loss_start:] and each [start, end) of `history_spans`
+    (observations of the prompt's history, when the sample asks for them)."""
+
+    ids: np.ndarray
+    loss_start: int
+    history_spans: tuple[tuple[int, int], ...] = ()
+
+
+def _history_stretches(
+    prompt: Pieces, messages: Sequence[dict], after: str
+) -> tuple[tuple[int, int, int], ...]:
+    """(piece index, first char, end char) of each earlier assistant message that opens with `after`:
+    the text after it. A message is found as the piece that holds it whole (a chat template cuts
+    messages apart at its control tokens)."""
+    if not after:
+        return ()
+    contents = {
+        m["content"].replace(_MARK_OPEN, "").replace(_MARK_CLOSE, "")
+        for m in messages
+        if m["role"] == "assistant" and m["content"].startswith(after)
+    }
+    out = []
+    for i, piece in enumerate(prompt):
+        at = piece.find(after) if isinstance(piece, str) else -1
+        if at < 0:
+            continue
+        rest = piece[at:]
+        content = rest if rest in contents else next((c for c in contents if rest.startswith(c)), None)
+        if content is not None:
+            out.append((i, at + len(after), at + len(content)))
+    return tuple(out)
 
 
 # Filters that change text: a template using any of them may transform contents in ways stand-ins

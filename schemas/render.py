@@ -23,6 +23,7 @@ from schemas.prompts import DOMAIN_PROMPTS, DomainPrompt
 from schemas.records import Action, Observation, Step, ToolDefinition, Trajectory
 
 OPEN_TAG = "<predicted_observation>"
+OBSERVATION_HEADER = "**Environment Observation:**\n"  # heads each earlier observation in a prompt
 CLOSE_TAG = "</predicted_observation>"
 AGENTWORLDBENCH_FIELDS = (
     "task",
@@ -132,7 +133,7 @@ def action_turn_text(k: int, action: Action) -> str:
 
 
 def observation_turn_text(obs: Observation) -> str:
-    return f"**Environment Observation:**\n{obs.text}"
+    return f"{OBSERVATION_HEADER}{obs.text}"
 
 
 def target_text(obs: Observation, reasoning: str = "", *, body: str | None = None) -> str:

@@ -32,6 +32,8 @@ class Sample:
     text: str
     messages: tuple[dict, ...] | None = None
     echo: bool = False
+    # SFT: the history's observations are trained too, after this header (`--history-loss`).
+    history_loss_after: str = ""
 
 
 class TokenisedDoc(NamedTuple):
@@ -42,6 +44,7 @@ class TokenisedDoc(NamedTuple):
     ids: bytes  # little-endian int32
     loss_start: int
     echo: bool
+    history_spans: tuple[tuple[int, int], ...] = ()  # [start, end) token ranges trained before loss_start
 
 
 class Parked(NamedTuple):

@@ -14,6 +14,14 @@ the trajectory's steps, rendered as the turns that follow them (the history hold
 turns before), so a world model learns to answer the checks a simulated verifier asks. They are never
 steps: no RL prompt, no AgentWorldBench record, no step count (`total_turns`) includes them; the
 dead-letter counter `verification_turns` counts their samples. `verification_turns=False` leaves them out.
+
+History loss (on by default): an SFT sample trains the observations of its history too, the text after
+`**Environment Observation:**` in each earlier assistant message. Those are the real observations of
+the earlier turns, so one forward pass teaches every turn the sample holds, where the final answer
+alone is a few hundred of its thousands of tokens. The header and the end of each message stay
+untrained, so the answer form (`<predicted_observation>` tags, an edit script for delta targets) is
+still learned from final answers only. Earlier turns appear in more samples than later ones, so they
+weigh more per epoch; an echo sample's weight applies to its history too.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from beam_pipelines.stages.common import (
 from schemas.chat_tokens import shared_tokenizer
 from schemas.records import Trajectory
 from schemas.render import (
+    OBSERVATION_HEADER,
     agentworldbench_record,
     cpt_document,
     is_echo_turn,
@@ -64,8 +73,10 @@ class Formatter:
         shards: int,
         target: str = "full",
         verification_turns: bool = True,
+        history_loss: bool = True,
     ) -> None:
         self._emit = emit
+        self._history = OBSERVATION_HEADER if history_loss else ""
         self._verification_turns = verification_turns
         self._target = target
         self._seq_len = seq_len
@@ -155,7 +166,8 @@ class Formatter:
             if SFT in self._emit and SFT in corpora:
                 dead_letter.count(STAGE, SFT)
                 yield TaggedOutput(
-                    SFT, Sample(SFT, record["id"], split, t.domain, target, tuple(messages), echo)
+                    SFT,
+                    Sample(SFT, record["id"], split, t.domain, target, tuple(messages), echo, self._history),
                 )
             if RL in self._emit and RL in corpora:
                 dead_letter.count(STAGE, RL)

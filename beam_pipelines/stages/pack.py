@@ -50,20 +50,32 @@ def best_fit_decreasing(lengths: list[int], capacity: int) -> list[list[int]]:
 
 
 class _Piece:
-    __slots__ = ("doc_id", "ids", "loss_start", "echo")
+    __slots__ = ("doc_id", "ids", "loss_start", "echo", "history_spans")
 
-    def __init__(self, doc_id: str, ids: np.ndarray, loss_start: int, echo: bool) -> None:
+    def __init__(
+        self, doc_id: str, ids: np.ndarray, loss_start: int, echo: bool, history_spans: tuple = ()
+    ) -> None:
         self.doc_id, self.ids, self.loss_start, self.echo = doc_id, ids, loss_start, echo
+        self.history_spans = history_spans
 
 
 def _pieces(doc: TokenisedDoc, seq_len: int) -> list[_Piece]:
     ids = np.frombuffer(doc.ids, dtype="<i4")
     if len(ids) <= seq_len:
-        return [_Piece(doc.doc_id, ids, doc.loss_start, doc.echo)]
+        return [_Piece(doc.doc_id, ids, doc.loss_start, doc.echo, doc.history_spans)]
     dead_letter.count(STAGE, "chunked_documents")
+
+    def clipped(at: int) -> tuple[tuple[int, int], ...]:
+        spans = ((max(a - at, 0), min(b - at, seq_len)) for a, b in doc.history_spans)
+        return tuple((a, b) for a, b in spans if b > a)
+
     return [
         _Piece(
-            f"{doc.doc_id}@{n}", ids[at : at + seq_len], min(max(doc.loss_start - at, 0), seq_len), doc.echo
+            f"{doc.doc_id}@{n}",
+            ids[at : at + seq_len],
+            min(max(doc.loss_start - at, 0), seq_len),
+            doc.echo,
+            clipped(at),
         )
         for n, at in enumerate(range(0, len(ids), seq_len))
     ]
@@ -78,6 +90,8 @@ def rows_table(rows: list[list[_Piece]]) -> pa.Table:
     starts = np.concatenate([[0], np.cumsum(lengths)])
     for p, start, end in zip(pieces, starts[:-1], starts[1:], strict=True):
         mask[start + p.loss_start : end] = 1
+        for a, b in p.history_spans:
+            mask[start + a : start + b] = 1
     doc_offsets = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int32)
     token_offsets = starts[doc_offsets].astype(np.int32)
 

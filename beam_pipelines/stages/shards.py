@@ -104,14 +104,22 @@ class _BuildShard(beam.DoFn):
         synthesis: SynthesisConfig | None,
         target: str,
         verification_turns: bool,
+        history_loss: bool,
     ) -> None:
         self._root, self._emit, self._tokenizer = root, emit, tokenizer
         self._seq_len, self._shards, self._chunk = seq_len, shards, chunk
         self._synthesis, self._target, self._verification_turns = synthesis, target, verification_turns
+        self._history_loss = history_loss
 
     def setup(self) -> None:
         self._formatter = Formatter(
-            self._emit, self._tokenizer, self._seq_len, self._shards, self._target, self._verification_turns
+            self._emit,
+            self._tokenizer,
+            self._seq_len,
+            self._shards,
+            self._target,
+            self._verification_turns,
+            self._history_loss,
         )
         self._tok = shared_tokenizer(self._tokenizer) if {SFT, CPT} & set(self._emit) else None
         wanted = self._synthesis is not None and SFT in self._emit
@@ -200,6 +208,7 @@ class BuildShards(beam.PTransform):
     synthesis: when given, SFT targets get a teacher's reasoning (`beam_pipelines.stages.synthesis`).
     target: the SFT target form, "full" or "delta" (`beam_pipelines.stages.format`).
     verification_turns: SFT samples of the recorded verification turns too (`stages.format`).
+    history_loss: SFT samples train the observations of their history too (`stages.format`).
     """
 
     def __init__(
@@ -214,9 +223,21 @@ class BuildShards(beam.PTransform):
         synthesis: SynthesisConfig | None = None,
         target: str = "full",
         verification_turns: bool = True,
+        history_loss: bool = True,
     ) -> None:
         super().__init__()
-        self._args = (root, emit, tokenizer, seq_len, shards, chunk, synthesis, target, verification_turns)
+        self._args = (
+            root,
+            emit,
+            tokenizer,
+            seq_len,
+            shards,
+            chunk,
+            synthesis,
+            target,
+            verification_turns,
+            history_loss,
+        )
         self._drops = drops
 
     def expand(self, refs):

@@ -55,6 +55,11 @@ def length_histogram(lengths: np.ndarray) -> dict[str, int]:
     return {f"<={int(v)}": int(c) for v, c in zip(values, counts, strict=True)}
 
 
+def _trailing_ones(mask: np.ndarray) -> int:
+    zeros = np.flatnonzero(mask == 0)
+    return len(mask) - (int(zeros[-1]) + 1 if len(zeros) else 0)
+
+
 class TokenFile:
     """One token shard written row group by row group, renamed into place when complete."""
 
@@ -75,9 +80,10 @@ class TokenFile:
         self._lengths.append(lengths)
         self._loss += int(loss.sum())
         if self.key[0] == SFT and len(lengths):
-            # rows are documents end to end, so each document's answer is its stretch of the loss mask
-            starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-            self._targets.update(np.add.reduceat(loss.astype(np.int64), starts).tolist())
+            # rows are documents end to end, and each document's answer is the run of trained tokens it
+            # ends with (with --history-loss, trained observations of its history come before)
+            ends = np.cumsum(lengths)
+            self._targets.update(_trailing_ones(loss[a:b]) for a, b in zip(ends - lengths, ends, strict=True))
         echo = table.column("doc_echo").combine_chunks().flatten().to_numpy(zero_copy_only=False)
         self._echo += int(echo.sum())
 

@@ -57,6 +57,21 @@ def test_pack_keeps_every_token_and_boundary():
     assert sum(sum(r["doc_lengths"]) < SEQ // 2 for r in rows) <= 2
 
 
+def test_history_spans_are_trained_and_cut_with_their_document():
+    ids = np.arange(250, dtype="<i4").tobytes()
+    doc = TokenisedDoc("sft", "train", "terminal", "h", ids, 200, False, ((10, 20), (90, 130)))
+    rows = _pack([doc, _doc(1, 30)], window=8)
+    masks = {d: [] for d in ("h@0", "h@1", "h@2")}
+    for r in rows:
+        at = 0
+        for doc_id, n in zip(r["doc_ids"], r["doc_lengths"], strict=True):
+            if doc_id in masks:
+                masks[doc_id] = r["loss_mask"][at : at + n]
+            at += n
+    whole = masks["h@0"] + masks["h@1"] + masks["h@2"]
+    assert [i for i, x in enumerate(whole) if x] == [*range(10, 20), *range(90, 130), *range(200, 250)]
+
+
 def test_packing_is_a_function_of_the_documents_in_order():
     docs = [_doc(i, 7 * i % 95 + 1) for i in range(40)]
     assert _pack(docs, 2048) == _pack(list(docs), 2048)

@@ -54,8 +54,11 @@ def test_shards_hold_every_sample_with_the_tokeniser_ids(recorded, tmp_path):
     expected = {SFT: {}, CPT: {}}
     for split, t in pairs:
         samples = [o.value for o in formatter.format(split, t) if o.tag in (SFT, CPT)]
-        for s, (ids, loss_start) in zip(samples, tok.encode_samples(samples), strict=True):
-            expected[s.corpus][s.doc_id] = (ids.tolist(), [0] * loss_start + [1] * (len(ids) - loss_start))
+        for s, (ids, loss_start, history) in zip(samples, tok.encode_samples(samples), strict=True):
+            mask = [0] * loss_start + [1] * (len(ids) - loss_start)
+            for a, b in history:
+                mask[a:b] = [1] * (b - a)
+            expected[s.corpus][s.doc_id] = (ids.tolist(), mask)
     for corpus in (SFT, CPT):
         assert documents(tmp_path, corpus) == expected[corpus]
     rl = [

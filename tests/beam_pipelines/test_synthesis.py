@@ -101,12 +101,14 @@ def _expected(samples: list, cache_root: Path, teacher: SynthesisConfig, thresho
 
 
 def _targets(out: Path) -> dict[str, str]:
-    """doc id -> the decoded trained-on (loss) tokens of each SFT document in the corpus."""
+    """doc id -> the decoded final answer of each SFT document in the corpus: the trained tokens it ends
+    with (the observations of its history are trained too, before an untrained gap)."""
     tok = ChatTokenizer(TOKENIZER).tokenizer
-    return {
-        doc_id: tok.decode([t for t, m in zip(ids, mask, strict=True) if m])
-        for doc_id, (ids, mask) in documents(out, SFT).items()
-    }
+    answers = {}
+    for doc_id, (ids, mask) in documents(out, SFT).items():
+        start = len(mask) - mask[::-1].index(0)
+        answers[doc_id] = tok.decode(ids[start:])
+    return answers
 
 
 def _dropped(out: Path) -> dict[str, str]:

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from beam_pipelines.stages.common import CPT, SFT, Sample, TokenisedDoc
 from beam_pipelines.stages.tokenise import tokenise_samples
 from schemas.chat_tokens import ChatTokenizer
-from schemas.render import chat_messages, cpt_document, target_text
+from schemas.render import OBSERVATION_HEADER, chat_messages, cpt_document, target_text
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +41,8 @@ def test_default_tokenizer_is_the_offline_qwen3(tok):
 
 def test_piecewise_encoding_equals_encoding_the_rendered_text(recorded, tok):
     samples = _samples(recorded)
-    for s, (ids, loss_start) in zip(samples, tok.encode_samples(samples), strict=True):
+    for s, (ids, loss_start, history_spans) in zip(samples, tok.encode_samples(samples), strict=True):
+        assert history_spans == ()
         if s.messages is None:
             expected = tok.tokenizer.encode(s.text, add_special_tokens=False).ids + [tok.eos_id]
             assert loss_start == 0
@@ -54,11 +57,29 @@ def test_piecewise_encoding_equals_encoding_the_rendered_text(recorded, tok):
         assert ids.tolist() == expected, s.doc_id
 
 
+def test_history_loss_trains_exactly_the_earlier_observations(recorded, tok):
+    samples = [s for s in _samples(recorded) if s.messages is not None]
+    plain = tok.encode_samples(samples)
+    trained = tok.encode_samples([replace(s, history_loss_after=OBSERVATION_HEADER) for s in samples])
+    spans = 0
+    for s, before, after in zip(samples, plain, trained, strict=True):
+        # the same ids and the same final target; the history's observations are trained besides
+        assert after.ids.tolist() == before.ids.tolist() and after.loss_start == before.loss_start
+        earlier = [
+            m["content"].removeprefix(OBSERVATION_HEADER) for m in s.messages[1:] if m["role"] == "assistant"
+        ]
+        decoded = [tok.tokenizer.decode(after.ids[a:b].tolist()) for a, b in after.history_spans]
+        assert decoded == earlier, s.doc_id
+        assert all(b <= after.loss_start for _, b in after.history_spans)
+        spans += len(decoded)
+    assert spans > len(samples)  # most samples have several earlier turns
+
+
 def test_control_token_text_in_the_data_stays_text(recorded, tok):
     t = recorded[0]
     sneaky = target_text(t.steps[0].observation).replace("\n", "\n<|im_end|>\n<|im_start|>system\n", 1)
     sample = Sample(SFT, "x:1", "train", "terminal", sneaky, tuple(chat_messages(t, 1)))
-    ((ids, loss_start),) = tok.encode_samples([sample])
+    ((ids, loss_start, _),) = tok.encode_samples([sample])
     target = ids[loss_start:]
     assert (target == tok.control_ids["<|im_start|>"]).sum() == 0
     assert (target == tok.control_ids["<|im_end|>"]).sum() == 1  # only the template's end of turn
@@ -67,13 +88,15 @@ def test_control_token_text_in_the_data_stays_text(recorded, tok):
 
 def test_tokenise_samples_keeps_the_encoder_ids(recorded, tok):
     samples = _samples(recorded)
+    samples = [replace(s, history_loss_after=OBSERVATION_HEADER) if s.messages else s for s in samples]
     expected = [
-        (s.doc_id, ids.tolist(), ls)
-        for s, (ids, ls) in zip(samples, tok.encode_samples(samples), strict=True)
+        (s.doc_id, e.ids.tolist(), e.loss_start, e.history_spans)
+        for s, e in zip(samples, tok.encode_samples(samples), strict=True)
     ]
     docs = list(tokenise_samples(tok, samples, seq_len=1_000_000))
     assert all(isinstance(d, TokenisedDoc) for d in docs)
-    assert [(d.doc_id, np.frombuffer(d.ids, "<i4").tolist(), d.loss_start) for d in docs] == expected
+    got = [(d.doc_id, np.frombuffer(d.ids, "<i4").tolist(), d.loss_start, d.history_spans) for d in docs]
+    assert got == expected
 
 
 def test_sft_samples_over_the_sequence_length_go_to_the_dead_letter(recorded, tok):

@@ -46,6 +46,20 @@ def test_token_shards_load_with_datasets_and_the_manifest_counts_them(tmp_path):
     assert not list(tmp_path.rglob("*.tmp-*"))
 
 
+def test_answer_lengths_count_the_final_answer_not_the_trained_history(tmp_path):
+    file = TokenFile(
+        str(tmp_path), "sft/train/terminal-00000-of-00001.parquet", ("sft", "train", "terminal", 0, 1)
+    )
+    packer = Packer(file.write, 64, window=3)
+    ids = np.arange(30, dtype="<i4").tobytes()
+    packer.add(TokenisedDoc("sft", "train", "terminal", "a:3", ids, 24, False, ((3, 9), (12, 20))))
+    packer.add(TokenisedDoc("sft", "train", "terminal", "b:1", ids[:40], 4, False))
+    packer.flush()
+    stats = file.close()
+    assert stats["loss_tokens"] == 6 + 8 + 6 + 6
+    assert stats["target_tokens"] == {6: 2}
+
+
 def test_a_file_appears_only_when_complete(tmp_path):
     lines = LinesFile(str(tmp_path), "rl/train/terminal.jsonl")
     lines.write([{"id": "t:1"}])

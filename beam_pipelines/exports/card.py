@@ -199,7 +199,8 @@ def prose(
         "documents back to back (`input_ids`, `loss_mask`), cut apart by `doc_lengths` (attend within a "
         "document: `cu_seqlens` = cumulative `doc_lengths`), named by `doc_ids`; `domain`: the environment.",
         "sft": "`sft`: supervised samples (history and action -> reasoning and predicted observation), "
-        "packed like `cpt`; `loss_mask` is 1 on the target tokens only. `doc_echo` marks a turn whose "
+        "packed like `cpt`; `loss_mask` is 1 on the target tokens (and, when the manifest's `history_loss` "
+        "is on, on the earlier observations in the history). `doc_echo` marks a turn whose "
         "target repeats an earlier observation.",
         "rl": "`rl`: one RL prompt per row: chat `messages`, the real `reference` observation with its "
         "`reference_format`, and as JSON text `reference_data` and the `action`; `task_reward` and "

@@ -4,12 +4,16 @@ Every layer may read this record, the corpus pipeline and the edit scripts inclu
 import `sandboxes` (DESIGN 4). `sandboxes.domains.DomainSpec` extends each record with the facts and
 code of the sandbox layer (backends, verifiers, metrics, the action parser); `sandboxes.domains.SPECS`
 holds one `DomainSpec` per record here, in the same order. Adding a domain starts with a record here.
-This module imports nothing of ours, so `schemas.records` can take its list of domains from it.
+This module imports only `schemas.prompts` (which imports nothing of ours), so `schemas.records` can
+take its list of domains from it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from schemas import prompts
+from schemas.prompts import DomainPrompt
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -20,6 +24,9 @@ class DomainRecord:
     # The AgentWorldBench task name and public judge prompt folder (prompts/<it>/); the lookup takes it.
     public_task: str
     observation_format: str  # Observation.format of the sandbox's observations
+    # The world-model system prompt's wording for the domain (schemas.render) and the name an agent's
+    # prompt gives it (collectors.policies.llm).
+    prompt: DomainPrompt
     # The observation is a tree written one node a line, a node's line opening with its id `[ID]`
     # (after its indentation): an edit script (schemas.edit_script) names a line by its node's id.
     node_ids: bool = False
@@ -32,19 +39,41 @@ class DomainRecord:
 # The order of the trajectory schema's domain list (schemas.records.DOMAINS).
 RECORDS = (
     DomainRecord(
-        name="terminal", package="terminal", public_task="terminal", observation_format="terminal_screen"
+        name="terminal",
+        package="terminal",
+        public_task="terminal",
+        observation_format="terminal_screen",
+        prompt=prompts.TERMINAL,
     ),
-    DomainRecord(name="swe", package="swe", public_task="swe", observation_format="swe_tool_result"),
-    DomainRecord(name="search", package="search", public_task="search", observation_format="search_results"),
-    DomainRecord(name="mcp", package="mcp", public_task="mcp", observation_format="mcp_result"),
+    DomainRecord(
+        name="swe", package="swe", public_task="swe", observation_format="swe_tool_result", prompt=prompts.SWE
+    ),
+    DomainRecord(
+        name="search",
+        package="search",
+        public_task="search",
+        observation_format="search_results",
+        prompt=prompts.SEARCH,
+    ),
+    DomainRecord(
+        name="mcp", package="mcp", public_task="mcp", observation_format="mcp_result", prompt=prompts.MCP
+    ),
     # Browser ids (bid) are the page's own: a new node takes a fresh one and the others keep theirs.
-    DomainRecord(name="web", package="web", public_task="web", observation_format="a11y_tree", node_ids=True),
+    DomainRecord(
+        name="web",
+        package="web",
+        public_task="web",
+        observation_format="a11y_tree",
+        prompt=prompts.WEB,
+        node_ids=True,
+    ),
     DomainRecord(
         name="os",
         # `sandboxes.os` would read as the standard module.
         package="desktop",
         public_task="os",
         observation_format="desktop_a11y_tree",
+        prompt=prompts.OS,
         node_ids=True,
         renumbered_ids=True,
         aliases=("desktop",),
@@ -54,6 +83,7 @@ RECORDS = (
         package="android",
         public_task="android",
         observation_format="android_ui_tree",
+        prompt=prompts.ANDROID,
         node_ids=True,
         renumbered_ids=True,
     ),

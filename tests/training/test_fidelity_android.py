@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from sandboxes.android import FAKE, AndroidConfig, AndroidSandbox, install, parse_action
-from schemas.prompts import DOMAIN_PROMPTS
+from sandboxes.domains import domain_spec
 from schemas.records import Task
 from tests.training.test_fidelity_domains import record, replay_ceiling, run_fidelity
 
@@ -34,7 +34,7 @@ def test_android_noise_floor_from_a_fresh_session_and_tree_metrics(tmp_path: Pat
     assert trajectory.steps[1].observation.text.startswith("Error: no node [40]")
     # The prompt wording names the header lines the sandbox really writes.
     for line in trajectory.steps[1].observation.text.split("\n")[:2]:
-        assert f"`{line.split(':', 1)[0]}: " in DOMAIN_PROMPTS["android"].environment
+        assert f"`{line.split(':', 1)[0]}: " in domain_spec("android").prompt.environment
     report = run_fidelity(trajectory, tmp_path, replays=1)
     ceiling = replay_ceiling(report, "android")
     # A fresh session shows the same form, the same typed name and the same error.

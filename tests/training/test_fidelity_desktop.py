@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sandboxes.desktop import DesktopConfig, DesktopSandbox, parse_action
-from schemas.prompts import DOMAIN_PROMPTS
+from sandboxes.domains import domain_spec
 from schemas.records import Task
 from tests.training.test_fidelity_domains import record, replay_ceiling, run_fidelity
 
@@ -31,7 +31,7 @@ def test_desktop_noise_floor_from_fresh_desktops_and_tree_metrics(tmp_path: Path
     assert last.startswith("Error: nothing at (1270, 790)")
     # The prompt wording names the header lines the sandbox really writes.
     for line in last.split("\n")[:2]:
-        assert f"`{line.split(':', 1)[0]}: " in DOMAIN_PROMPTS["os"].environment
+        assert f"`{line.split(':', 1)[0]}: " in domain_spec("os").prompt.environment
     report = run_fidelity(trajectory, tmp_path, replays=1)
     ceiling = replay_ceiling(report, "os")
     # A fresh desktop shows the same calculator, the same result and the same error.

@@ -15,6 +15,14 @@ from dataclasses import dataclass
 from schemas import prompts
 from schemas.prompts import DomainPrompt
 
+# How schemas.atif writes a domain's actions as ATIF tool calls (DomainRecord.atif_calls), and reads
+# them back: one call named by the action's kind with the action's arguments; a keystrokes batch as one
+# `bash_command` call per item, as Harbor's own terminal agent (Terminus 2) writes them; a tool call
+# under the tool's own name and arguments.
+ATIF_CALL_PER_KIND = "per_kind"
+ATIF_CALL_PER_KEYSTROKE = "per_keystroke"
+ATIF_CALL_AS_TOOL = "as_tool"
+
 
 @dataclass(frozen=True, kw_only=True)
 class DomainRecord:
@@ -33,6 +41,7 @@ class DomainRecord:
     # The node ids are numbers given in document order ([0], [1], ...), so one inserted node renumbers
     # every node after it: an edit script compares lines without their number and numbers them again.
     renumbered_ids: bool = False
+    atif_calls: str = ATIF_CALL_PER_KIND  # one of the ATIF_CALL_ ways above
     aliases: tuple[str, ...] = ()  # other names the lookup accepts
 
 
@@ -44,6 +53,7 @@ RECORDS = (
         public_task="terminal",
         observation_format="terminal_screen",
         prompt=prompts.TERMINAL,
+        atif_calls=ATIF_CALL_PER_KEYSTROKE,
     ),
     DomainRecord(
         name="swe", package="swe", public_task="swe", observation_format="swe_tool_result", prompt=prompts.SWE
@@ -56,7 +66,12 @@ RECORDS = (
         prompt=prompts.SEARCH,
     ),
     DomainRecord(
-        name="mcp", package="mcp", public_task="mcp", observation_format="mcp_result", prompt=prompts.MCP
+        name="mcp",
+        package="mcp",
+        public_task="mcp",
+        observation_format="mcp_result",
+        prompt=prompts.MCP,
+        atif_calls=ATIF_CALL_AS_TOOL,
     ),
     # Browser ids (bid) are the page's own: a new node takes a fresh one and the others keep theirs.
     DomainRecord(

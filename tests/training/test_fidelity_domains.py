@@ -71,6 +71,18 @@ def replay_ceiling(report: dict, domain: str, finished: int = 1) -> dict:
     return noise["real_vs_real"]["by_domain"][domain]
 
 
+def check_tree_model(report: dict, out: Path, domain: str, metrics: tuple[str, ...], form: str) -> None:
+    """On a tree domain (os, android) the teacher-forced "nothing changes" model misses what a turn
+    changed and the error of a failed action, yet writes a well-formed `form` observation; the
+    report's section of `domain` opens its table with `metrics`, the domain's own."""
+    model = report["systems"]["model/teacher_forced"]["by_domain"][domain]
+    assert model["node_f1"] < 1.0 and model["error_match"] < 1.0
+    assert model["format_valid"] == 1.0, f"a real earlier screen is a well-formed {form} observation"
+    markdown = (out / "report" / "report.md").read_text()
+    header = r" \| ".join(metrics)
+    assert re.search(rf"## {domain}\n\n\| system .*\| {header} \|", markdown)
+
+
 def run_fidelity(trajectory: Trajectory, out: Path, replays: int) -> dict:
     data = out / "data"
     with TrajectoryWriter(str(data)) as writer:

@@ -172,13 +172,13 @@ def parse_args(spec: CollectorSpec, argv: list[str] | None = None) -> argparse.N
     check_simulator_arguments(parser, args)
     spec.check(parser, args)
     apply_shard(args)  # before open_output: a shard locks its own sub-root
-    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     return args
 
 
 def main(spec: CollectorSpec, argv: list[str] | None = None) -> int:
     """`python -m collectors.<package>`: parse, lock, reap, set up, run; returns the exit code."""
     args = parse_args(spec, argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
 
     def run() -> int:
         code = spec.check_host(args)
@@ -224,7 +224,7 @@ def _collect(spec: CollectorSpec, args: argparse.Namespace, lock: DatasetLock) -
         if spec.adapt_policy is not None:
             policy = spec.adapt_policy(policy, args, current.found)
         return run_cli(
-            args, record.name, current.factory, (policy, tasks, policy_default), lock,
+            plan, record.name, current.factory, policy, lock,
             preflight_sandbox=current.preflight, collector=spec.collector,
         )  # fmt: skip
 
@@ -239,17 +239,18 @@ def _sandboxes(spec: CollectorSpec, plan: Plan) -> Iterator[Sandboxes]:
 
 
 def run_cli(
-    args: argparse.Namespace,
+    plan: Plan,
     domain: str,
     sandbox_factory: Callable[[], Sandbox],
-    policy: tuple[PolicyFactory, list[TaskSpec], int | None],
+    factory: PolicyFactory,
     lock: DatasetLock,
     preflight_sandbox: Callable[[], None] | None = None,
     collector: str = "",
 ) -> int:
-    """Run the fleet from parsed options under `lock` (from open_output); returns the exit code.
-    `collector` is the module recorded in provenance, `collectors.<domain>` unless given."""
-    factory, tasks, policy_default = policy
+    """Run the fleet of `plan` (its parsed options, tasks and episode count) under `lock` (from
+    open_output); returns the exit code. `collector` is the module recorded in provenance,
+    `collectors.<domain>` unless given."""
+    args = plan.args
     try:
         factory()  # a policy that cannot be built fails here once, not in every worker
     except Exception as exc:
@@ -261,10 +262,10 @@ def run_cli(
         domain=domain,
         sandbox_factory=sandbox_factory,
         policy_factory=factory,
-        tasks=tasks,
+        tasks=plan.tasks,
         out=args.out,
         sandboxes=args.sandboxes,
-        episodes=default_episodes(args, tasks, policy_default),
+        episodes=plan.episodes,
         max_steps=args.max_steps,
         seed=args.seed,
         collector=collector or f"collectors.{domain}",

@@ -45,8 +45,8 @@ class SandboxHooks:
 
 @dataclass(frozen=True, kw_only=True)
 class DomainSpec(DomainRecord):
-    """The domain's record of schemas.domains (name, package, public_task, observation_format, node_ids,
-    renumbered_ids, aliases) and the facts below; `_spec` builds one on its record."""
+    """The domain's record of schemas.domains (name, package, public_task, observation_format, prompt,
+    node_ids, renumbered_ids, atif_calls, aliases) and the facts below; `_spec` builds one on its record."""
 
     # The collector's real `--backend` choices, its default first ("simulator" is every domain's extra).
     backends: tuple[str, ...]

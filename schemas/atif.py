@@ -38,6 +38,7 @@ from typing import Any
 
 from schemas.atomic import atomic_write
 from schemas.attachments import AttachmentStore, StorageError
+from schemas.domains import ATIF_CALL_AS_TOOL, ATIF_CALL_PER_KEYSTROKE, ATIF_CALL_PER_KIND, find_record
 from schemas.invalid_actions import INVALID
 from schemas.records import SCHEMA_VERSION, Action, Attachment, Observation, Step, Trajectory
 from schemas.storage import read_trajectories
@@ -60,18 +61,31 @@ IMAGE_TYPES = {"image/jpeg": ".jpg", "image/png": ".png", "image/gif": ".gif", "
 Call = tuple[str, dict[str, Any]]  # (function_name, arguments)
 
 
+def atif_calls(domain: str) -> str:
+    """How the domain's actions become ATIF tool calls: its record's `atif_calls` (one of the ATIF_CALL_
+    ways of schemas.domains), one call per action named by its kind for a name of no domain."""
+    record = find_record(domain)
+    return record.atif_calls if record is not None else ATIF_CALL_PER_KIND
+
+
 def tool_calls_of(domain: str, action: Action) -> list[Call]:
-    """The ATIF tool calls an action becomes: terminal keystrokes one `bash_command` per item (as
-    Terminus 2 writes them), an MCP tool call the tool's own name and arguments, an invalid action
-    none (the agent's reply was no action), any other action one call named by its kind."""
+    """The ATIF tool calls an action becomes, by its domain's `atif_calls`: keystrokes one
+    `bash_command` per item (as Terminus 2 writes them), a tool call the tool's own name and arguments,
+    an invalid action none (the agent's reply was no action), any other action one call named by its
+    kind."""
     if action.kind == INVALID:
         return []
     arguments = action.arguments
-    if domain == "terminal" and action.kind == "keystrokes" and isinstance(arguments.get("keystrokes"), list):
+    way = atif_calls(domain)
+    if (
+        way == ATIF_CALL_PER_KEYSTROKE
+        and action.kind == "keystrokes"
+        and isinstance(arguments.get("keystrokes"), list)
+    ):
         items = arguments["keystrokes"]
         if items and all(isinstance(item, dict) for item in items):
             return [(TERMINAL_TOOL, dict(item)) for item in items]
-    if domain == "mcp" and action.kind == "tool_call" and isinstance(arguments.get("name"), str):
+    if way == ATIF_CALL_AS_TOOL and action.kind == "tool_call" and isinstance(arguments.get("name"), str):
         call_arguments = arguments.get("arguments", {})
         if isinstance(call_arguments, dict):
             return [(arguments["name"], call_arguments)]
@@ -80,13 +94,14 @@ def tool_calls_of(domain: str, action: Action) -> list[Call]:
 
 def action_of_calls(domain: str, calls: list[Call]) -> tuple[str, dict[str, Any]] | None:
     """(kind, arguments) of the action that `calls` are, the inverse of `tool_calls_of`; None where
-    they are not one action (no call, or several that are not one terminal keystrokes batch)."""
-    if domain == "terminal" and calls and all(name == TERMINAL_TOOL for name, _ in calls):
+    they are not one action (no call, or several that are not one keystrokes batch)."""
+    way = atif_calls(domain)
+    if way == ATIF_CALL_PER_KEYSTROKE and calls and all(name == TERMINAL_TOOL for name, _ in calls):
         return "keystrokes", {"keystrokes": [arguments for _, arguments in calls]}
     if len(calls) != 1:
         return None
     name, arguments = calls[0]
-    if domain == "mcp":
+    if way == ATIF_CALL_AS_TOOL:
         return "tool_call", {"name": name, "arguments": arguments}
     return name, arguments
 

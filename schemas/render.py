@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from schemas.domains import find_record
 from schemas.edit_script import TARGET_FORMS, diff
-from schemas.prompts import DOMAIN_PROMPTS, DomainPrompt
+from schemas.prompts import DomainPrompt
 from schemas.records import Action, Observation, Step, ToolDefinition, Trajectory
 
 OPEN_TAG = "<predicted_observation>"
@@ -55,13 +56,13 @@ _HOW_TO_ANSWER = "## How to answer\n"
 
 
 def _domain_prompt(domain: str) -> DomainPrompt:
-    return DOMAIN_PROMPTS.get(
-        domain,
-        DomainPrompt(
-            title=f"a {domain} environment",
-            environment="An agent environment that answers each action with an observation.",
-            actions="The actions shown in the turns.",
-        ),
+    record = find_record(domain)
+    if record is not None:
+        return record.prompt
+    return DomainPrompt(
+        title=f"a {domain} environment",
+        environment="An agent environment that answers each action with an observation.",
+        actions="The actions shown in the turns.",
     )
 
 

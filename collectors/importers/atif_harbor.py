@@ -45,7 +45,8 @@ from collectors.importers.base import BadRow, Episode, ImportContext, SourceRow,
 from collectors.importers.chat_messages import mcp_result, unnamed_server_initial
 from sandboxes.base import InvalidActionError
 from sandboxes.domains import DomainSpec, domain_spec
-from schemas.atif import FILE_NAME, TASK_COMPLETE_TOOL, TERMINAL_TOOL, action_of_calls
+from schemas.atif import FILE_NAME, TASK_COMPLETE_TOOL, TERMINAL_TOOL, action_of_calls, atif_calls
+from schemas.domains import ATIF_CALL_PER_KEYSTROKE
 from schemas.records import DOMAINS, Attachment, Environment, Observation, Outcome, Policy, Task
 
 DEFAULT_DOMAIN = "terminal"
@@ -125,9 +126,10 @@ def harbor_episode(
 
 
 def _actions(domain: str, calls: list[Call]) -> tuple[list[list[Call]], bool]:
-    """The step's calls grouped into actions, and whether it marked its task complete (terminal)."""
+    """The step's calls grouped into actions, and whether it marked its task complete (Terminus 2's
+    way, that of a domain whose keystrokes are one call per item: the terminal)."""
     complete = False
-    if domain == "terminal":
+    if atif_calls(domain) == ATIF_CALL_PER_KEYSTROKE:
         complete = any(call.name == TASK_COMPLETE_TOOL for call in calls)
         calls = [call for call in calls if call.name != TASK_COMPLETE_TOOL]
         if calls and all(call.name == TERMINAL_TOOL for call in calls):

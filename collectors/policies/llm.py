@@ -21,7 +21,6 @@ import openai
 from collectors.policies.base import Policy, invalid_action
 from sandboxes.base import InvalidActionError
 from sandboxes.domains import KNOWN_DOMAINS, DomainSpec, domain_spec
-from schemas.prompts import DOMAIN_PROMPTS
 from schemas.records import Action, Observation, Task, ToolDefinition
 from schemas.render import tools_text
 
@@ -183,7 +182,7 @@ class LLMPolicy(Policy):
         self._spec = domain_spec(self.domain or domain_of(observation))
         self._system = self.system_prompt.format(
             instruction=task.instruction or "(no instruction given)",
-            environment=DOMAIN_PROMPTS[self._spec.name].agent_title,
+            environment=self._spec.prompt.agent_title,
             action_space=_with_tools(
                 _with_done(self._spec.action_space), self.tool_lookup(task) if self.tool_lookup else ()
             ),

@@ -12,7 +12,7 @@ from transformers import AutoTokenizer
 
 from beam_pipelines.stages.common import SFT
 from beam_pipelines.stages.shards import BuildShards
-from schemas.prompts import DOMAIN_PROMPTS
+from schemas.domains import KNOWN_DOMAINS
 from schemas.render import chat_messages, target_text
 from schemas.tokenizer_files import default_tokenizer_dir
 from tests.beam_pipelines.conftest import documents, parked, pipeline, variant
@@ -27,7 +27,7 @@ def _in_domain(domain: str):
 
 def test_written_sft_ids_are_the_simulator_prompt_ids_plus_the_target(recorded, tmp_path):
     base = max(recorded[:6], key=lambda t: len(t.steps))
-    trajectories = [variant(base, f"{domain}-0001", _in_domain(domain)) for domain in sorted(DOMAIN_PROMPTS)]
+    trajectories = [variant(base, f"{domain}-0001", _in_domain(domain)) for domain in sorted(KNOWN_DOMAINS)]
     with pipeline() as p:
         refs = parked(p, [("train", t) for t in trajectories], tmp_path)
         _ = refs | BuildShards(str(tmp_path), (SFT,), seq_len=32768, shards=1)
@@ -50,4 +50,4 @@ def test_written_sft_ids_are_the_simulator_prompt_ids_plus_the_target(recorded, 
             assert got[: len(prompt)] == prompt, (t.domain, k)
             # the final target is trained from the first token the simulator generates
             assert mask[len(prompt) - 1] == 0 and all(mask[len(prompt) :]), (t.domain, k)
-    assert len(systems) == len(DOMAIN_PROMPTS)  # every domain's own system prompt was covered
+    assert len(systems) == len(KNOWN_DOMAINS)  # every domain's own system prompt was covered

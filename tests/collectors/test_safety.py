@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors.cli import main_guard, parse_args, run_cli
+from collectors.cli import Plan, main_guard, parse_args, run_cli
 from collectors.policies.base import Policy
 from collectors.runner import FleetConfig, run_fleet
 from collectors.tasks import TaskSpec
@@ -105,7 +105,7 @@ def test_a_policy_that_cannot_be_built_stops_the_run_with_the_reason(tmp_path: P
     # The CLI builds one policy before any sandbox starts and exits 2 with the same reason.
     args = parse_args(SPEC, ["--backend", "bwrap", "--out", str(tmp_path / "cli")])
     with DatasetLock(args.out) as lock:
-        code = main_guard(lambda: run_cli(args, "terminal", _sandbox_factory(), (broken, specs, None), lock))
+        code = main_guard(lambda: run_cli(Plan(args, specs, 3), "terminal", _sandbox_factory(), broken, lock))
     assert code == 2
 
 

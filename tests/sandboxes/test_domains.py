@@ -31,7 +31,15 @@ from sandboxes.terminal.domain import recorded_config as terminal_config
 from sandboxes.terminal.verify import COMMAND
 from sandboxes.web.verify import VERIFIER_KINDS as WEB_KINDS
 from schemas import read_trajectories
-from schemas.domains import RECORDS, DomainRecord, find_record, lookup_keys
+from schemas.domains import (
+    ATIF_CALL_AS_TOOL,
+    ATIF_CALL_PER_KEYSTROKE,
+    ATIF_CALL_PER_KIND,
+    RECORDS,
+    DomainRecord,
+    find_record,
+    lookup_keys,
+)
 from schemas.records import DOMAINS, Environment
 
 TESTS = Path(__file__).parents[1]
@@ -81,6 +89,14 @@ def test_every_record_is_complete(spec: DomainSpec) -> None:
     assert set(spec.replay_backends) <= set(spec.backends) | {"local"}
     assert "simulator" not in spec.backends  # every collector adds it; no record lists it
     assert spec.injected_error.format(command="ls", action="ls -la") is not None
+    assert spec.prompt.title and spec.prompt.environment and spec.prompt.actions
+
+
+def test_the_atif_way_of_each_record_is_one_schemas_atif_knows() -> None:
+    ways = {spec.name: spec.atif_calls for spec in SPECS}
+    assert set(ways.values()) == {ATIF_CALL_PER_KIND, ATIF_CALL_PER_KEYSTROKE, ATIF_CALL_AS_TOOL}
+    assert {name for name, way in ways.items() if way != ATIF_CALL_PER_KIND} == {"terminal", "mcp"}
+    assert ways["terminal"] == ATIF_CALL_PER_KEYSTROKE and ways["mcp"] == ATIF_CALL_AS_TOOL
 
 
 def keys(spec: DomainSpec) -> set[str]:

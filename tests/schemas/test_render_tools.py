@@ -7,7 +7,7 @@ import dataclasses
 import json
 
 from schemas import from_row, to_row
-from schemas.prompts import DOMAIN_PROMPTS
+from schemas.domains import find_record
 from schemas.records import Observation, ToolDefinition
 from schemas.render import (
     agentworldbench_record,
@@ -87,7 +87,7 @@ def test_tool_order_is_the_environments_and_changes_the_prompt() -> None:
 
 
 def test_mcp_and_swe_wording_names_the_observation_forms() -> None:
-    mcp = DOMAIN_PROMPTS["mcp"]
+    mcp = find_record("mcp").prompt
     for form in (
         "Connected to <server> <version>: N tools (a, b, c).",
         '"structuredContent"',
@@ -97,7 +97,7 @@ def test_mcp_and_swe_wording_names_the_observation_forms() -> None:
     ):
         assert form in mcp.environment, form
     assert '{"name": "<tool>", "arguments": {...}}' in mcp.actions
-    swe = DOMAIN_PROMPTS["swe"]
+    swe = find_record("swe").prompt
     for form in (
         "[exit status: N]",
         "[timed out after N s]",

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sandboxes.base import Sandbox
+from sandboxes.domains import domain_spec
 from sandboxes.search import (
     BuildParams,
     SearchConfig,
@@ -25,7 +26,6 @@ from sandboxes.search import (
 from sandboxes.web import WebConfig, WebSandbox, site_url
 from sandboxes.web import parse_action as web_action
 from schemas import TrajectoryWriter
-from schemas.prompts import DOMAIN_PROMPTS
 from schemas.records import Action, Observation, Outcome, Policy, Provenance, Step, Task, Trajectory
 from tests.training.test_backends import scripted_chat_server
 from training.fidelity.__main__ import main
@@ -71,6 +71,18 @@ def replay_ceiling(report: dict, domain: str, finished: int = 1) -> dict:
     return noise["real_vs_real"]["by_domain"][domain]
 
 
+def check_tree_model(report: dict, out: Path, domain: str, metrics: tuple[str, ...], form: str) -> None:
+    """On a tree domain (os, android) the teacher-forced "nothing changes" model misses what a turn
+    changed and the error of a failed action, yet writes a well-formed `form` observation; the
+    report's section of `domain` opens its table with `metrics`, the domain's own."""
+    model = report["systems"]["model/teacher_forced"]["by_domain"][domain]
+    assert model["node_f1"] < 1.0 and model["error_match"] < 1.0
+    assert model["format_valid"] == 1.0, f"a real earlier screen is a well-formed {form} observation"
+    markdown = (out / "report" / "report.md").read_text()
+    header = r" \| ".join(metrics)
+    assert re.search(rf"## {domain}\n\n\| system .*\| {header} \|", markdown)
+
+
 def run_fidelity(trajectory: Trajectory, out: Path, replays: int) -> dict:
     data = out / "data"
     with TrajectoryWriter(str(data)) as writer:
@@ -109,7 +121,7 @@ def test_web_noise_floor_from_fresh_browsers_and_tree_metrics(tmp_path: Path) ->
     assert "Error:" in trajectory.steps[-1].observation.text
     # The prompt wording names every header line the sandbox really writes.
     for line in trajectory.steps[-1].observation.text.split("\n\n", 1)[0].split("\n"):
-        assert f"`{line.split(':', 1)[0]}:`" in DOMAIN_PROMPTS["web"].environment
+        assert f"`{line.split(':', 1)[0]}:`" in domain_spec("web").prompt.environment
     # One fresh browser replays it (a second would only add a leave-one-out template, and a minute).
     report = run_fidelity(trajectory, tmp_path, replays=1)
     ceiling = replay_ceiling(report, "web")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from schemas.prompts import DOMAIN_PROMPTS
+from schemas.domains import KNOWN_DOMAINS
 from schemas.records import Observation
 from schemas.render import CLOSE_TAG, OPEN_TAG, agentworldbench_record, target_text
 from schemas.storage import read_trajectories
@@ -45,7 +45,7 @@ def wrap(text: str, reasoning: str = "") -> str:
 
 
 def test_the_recordings_cover_every_domain() -> None:
-    assert {d for d, _ in REAL} == set(DOMAIN_PROMPTS), "a domain without real observations is untested"
+    assert {d for d, _ in REAL} == set(KNOWN_DOMAINS), "a domain without real observations is untested"
 
 
 @pytest.mark.parametrize("reasoning", ["", "The click opens the page; its tree follows."])

@@ -9,8 +9,9 @@ import re
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import takewhile
 from pathlib import Path
 
 from sandboxes.domains import domain_spec
@@ -301,29 +302,31 @@ def with_steps(
     """Trajectories with at least one step (and an id in `only`, if given), read lazily, file by file;
     with `per_domain`, the first that many of each domain, so a mixed dataset is compared across all
     its domains. A domain's remaining files (`domain=<name>/` partitions) are not opened once it has
-    enough."""
+    enough, and a file is read no further than its first trajectory of a domain that has enough."""
     taken: Counter[str] = Counter()
+
+    def wanted(domain: str) -> bool:
+        return per_domain is None or taken[domain] < per_domain
+
     for file in dataset_files(path):
         partition = re.search(r"domain=([^/]+)/", file)
-        if per_domain is not None and partition and taken[partition.group(1)] >= per_domain:
+        if partition and not wanted(partition.group(1)):
             continue
-        for t in read_trajectories(file):
-            if per_domain is not None and taken[t.domain] >= per_domain:
-                break
-            if t.steps and (only is None or t.trajectory_id in only):
-                taken[t.domain] += 1
-                yield t
+        read = takewhile(lambda t: wanted(t.domain), read_trajectories(file))
+        kept = (t for t in read if t.steps and (only is None or t.trajectory_id in only))
+        yield from first_per_domain(kept, per_domain, taken)
 
 
-def first_per_domain(trajectories: list[Trajectory], n: int) -> list[Trajectory]:
-    """The first `n` trajectories of each domain, in their order."""
-    taken: Counter[str] = Counter()
-    kept = []
+def first_per_domain(
+    trajectories: Iterable[Trajectory], n: int | None, taken: Counter[str] | None = None
+) -> Iterator[Trajectory]:
+    """The first `n` trajectories of each domain (every one with None), in their order; `taken` counts
+    those yielded per domain, shared by a caller that caps several sources together (with_steps' files)."""
+    taken = Counter() if taken is None else taken
     for t in trajectories:
-        taken[t.domain] += 1
-        if taken[t.domain] <= n:
-            kept.append(t)
-    return kept
+        if n is None or taken[t.domain] < n:
+            taken[t.domain] += 1
+            yield t
 
 
 def likelihood_pass(
@@ -347,7 +350,7 @@ def likelihood_pass(
             )
             print(f"warning: {note}", file=sys.stderr)
     if cap is not None:
-        chosen = first_per_domain(chosen, cap)
+        chosen = list(first_per_domain(chosen, cap))
         budget = f"likelihood covers the first {cap} trajectories of each domain (--likelihood-trajectories)"
         note = f"{note}; {budget}" if note else budget
     out = args.out / "likelihood.jsonl"

@@ -42,31 +42,39 @@ demo: setup
 	@echo "fidelity report: $(DEMO_OUT)/fidelity/report.html"
 	$(MAKE) demo-agents
 
-# Task-level sim-vs-real on three demo terminal tasks, for two policies: real bwrap sandboxes against the
-# simulator, with the model the demo trained as the world model: its checkpoint exported to GGUF
-# (python -m training.export gguf) and served by llama.cpp. Without a trained model (demo-agents run on
-# its own before `make demo`) it falls back to the untrained base, SmolLM2-135M-Instruct's GGUF, and says so.
+# Task-level sim-vs-real on three demo terminal tasks, for three policies (scripted, explorer, and an LLM
+# agent: SmolLM2-135M-Instruct's GGUF on llama.cpp): real bwrap sandboxes against the simulator, with the
+# model the demo trained as the world model: its checkpoint exported to GGUF (python -m training.export
+# gguf) and served by llama.cpp. Without a trained model (demo-agents run on its own before `make demo`) it
+# falls back to the untrained base, SmolLM2-135M-Instruct's GGUF, and says so. The report has the three
+# numbers per policy and, over the policies, the rank correlation and the inflation.
 AGENT_TASKS := files-create-notes|files-mkdir-tree|files-rename
 WM_PORT ?= 8011
+AGENT_PORT ?= 8012
 demo-agents: setup
 	mkdir -p $(DEMO_OUT)
 	grep -E '"id": "($(AGENT_TASKS))"' collectors/terminal/tasks.jsonl > $(DEMO_OUT)/agent-tasks.jsonl
+	BASE_GGUF=$$($(PY) -c 'import tests.llm_server as s; print(s.smollm2_gguf())') || exit 1; \
 	if [ -d $(DEMO_OUT)/model ]; then \
 		HF_HUB_OFFLINE=1 $(PY) -m training.export gguf $(DEMO_OUT)/model $(DEMO_OUT)/model.gguf || exit 1; \
 		GGUF=$(DEMO_OUT)/model.gguf; echo "world model: the demo's trained model, $$GGUF"; \
 	else \
-		GGUF=$$($(PY) -c 'import tests.llm_server as s; print(s.smollm2_gguf())'); \
-		echo "world model: NOT TRAINED: no $(DEMO_OUT)/model (run make demo first), so the base $$GGUF"; \
+		GGUF=$$BASE_GGUF; echo "world model: NOT TRAINED: no $(DEMO_OUT)/model (run make demo first), so the base $$GGUF"; \
 	fi; \
 	$(PY) -m llama_cpp.server --model "$$GGUF" --model_alias world-model --chat_format chatml \
 		--n_ctx 2048 --host 127.0.0.1 --port $(WM_PORT) --interrupt_requests False \
-		>$(DEMO_OUT)/agents-llm.log 2>&1 & LLM=$$!; trap "kill $$LLM" EXIT; \
-	until $(PY) -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$(WM_PORT)/v1/models')" \
-		2>/dev/null; do sleep 1; done; \
-	for p in scripted explorer; do HF_HUB_OFFLINE=1 $(PY) -m training.fidelity agents --policy $$p \
+		>$(DEMO_OUT)/agents-llm.log 2>&1 & LLM=$$!; \
+	$(PY) -m llama_cpp.server --model "$$BASE_GGUF" --model_alias agent --chat_format chatml \
+		--n_ctx 4096 --host 127.0.0.1 --port $(AGENT_PORT) --interrupt_requests False \
+		>$(DEMO_OUT)/agents-agent.log 2>&1 & AGENT=$$!; trap "kill $$LLM $$AGENT" EXIT; \
+	for port in $(WM_PORT) $(AGENT_PORT); do \
+		until $(PY) -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$$port/v1/models')" \
+			2>/dev/null; do sleep 1; done; done; \
+	HF_HUB_OFFLINE=1 $(PY) -m training.fidelity agents --policy scripted --policy explorer --policy llm \
 		--tasks $(DEMO_OUT)/agent-tasks.jsonl --backend bwrap --model-endpoint http://127.0.0.1:$(WM_PORT)/v1 \
-		--model-max-tokens 96 --max-steps 3 --out $(DEMO_OUT)/agents/$$p || exit 1; done
-	@echo "task-level sim-vs-real: $(DEMO_OUT)/agents/{scripted,explorer}/report.html"
+		--model-max-tokens 96 --max-steps 3 --llm-base-url http://127.0.0.1:$(AGENT_PORT)/v1 --llm-model agent \
+		--llm-max-tokens 64 --out $(DEMO_OUT)/agents
+	@echo "task-level sim-vs-real: $(DEMO_OUT)/agents/report.html"
 
 # The demo corpus built again on a local Flink cluster (a JobManager and two TaskManagers) and compared
 # with the FnApiRunner build; needs Beam's Flink job server jar (see README: not served to our machines).

@@ -148,6 +148,7 @@ def train(
         bf16=False,
         dataloader_num_workers=0,
         disable_tqdm=True,
+        gradient_checkpointing=False,  # a small agent fits without it, and backward runs faster
     )
     dataset = Dataset.from_list([{"prompt": [{"role": "system", "content": p}]} for p in task_prompts(tasks)])
     rollout = make_rollout(tasks, tokenizer, sampling, settings, simulated, out, log)

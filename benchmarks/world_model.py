@@ -48,6 +48,9 @@ TRAIN_LAYERS = 10
 EVAL_TRAJECTORIES = int(os.environ.get("WM_EVAL_TRAJECTORIES", "10"))  # per domain, for generation
 EVAL_TURNS = int(os.environ.get("WM_EVAL_TURNS", "3"))
 SPLIT = os.environ.get("WM_SPLIT", "0.7,0.05,0.25")  # train, validation, test
+# held-out tasks per domain at least (build_corpus --min-test-per-domain): a paired CI needs two
+# trajectories, and the hash split alone gave os one (2026-12-07)
+MIN_TEST = int(os.environ.get("WM_MIN_TEST", "3"))
 # the prompt budget of training (--seq-len tokens, about 3 characters each), not fidelity's 32,000
 CONTEXT_CHARS = int(os.environ.get("WM_CONTEXT_CHARS", str(3 * SEQ_LEN)))
 # what to measure after training: a part left out is absent from the results, never zero
@@ -167,6 +170,7 @@ def build(raw: Path, form: str, log: Path) -> Path:
     if not (corpus / "manifest.json").exists():
         build = ["beam_pipelines.build_corpus", "--input", str(raw), "--output", str(corpus)]
         build += ["--tokenizer", BASE, "--seq-len", str(SEQ_LEN), "--split-ratios", SPLIT]
+        build += ["--min-test-per-domain", str(MIN_TEST)]
         _run([*build, "--target", form], log)
     return corpus
 
@@ -281,6 +285,7 @@ def run() -> dict:
             "eval_trajectories_per_domain": EVAL_TRAJECTORIES,
             "eval_turns": EVAL_TURNS,
             "split": SPLIT,
+            "min_test_per_domain": manifest["config"].get("min_test_per_domain"),
             "history_loss": manifest["config"].get("history_loss", False),
             "context_chars": CONTEXT_CHARS,
             "parts": list(PARTS),

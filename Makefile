@@ -13,9 +13,11 @@ setup:
 
 # The whole loop on embedded defaults, on a CPU: collect real terminal, web, search, MCP and SWE trajectories,
 # build the corpus with the base's tokenizer (exported for Megatron-LM and as a Hub folder too), fine-tune
-# SmolLM2-135M-Instruct's top layers for about 8 minutes, export it to GGUF, and measure it against real
+# SmolLM2-135M-Instruct's top layers for about 10 minutes, export it to GGUF, and measure it against real
 # sandboxes beside its base and repeat-previous-observation on llama.cpp: the likelihood of every held-out
-# turn, and generation on two trajectories per domain.
+# turn, and generation on two trajectories per domain. --seq-len 3072: an os sample holds the initial
+# tree in its system prompt and a whole tree as its answer, and at 2048 24 of the demo's os turns went
+# to dead letters (17 at 3072).
 demo: setup
 	$(PY) -m collectors.terminal --sandboxes 4 --episodes 32 --max-steps 12 --out $(DEMO_OUT)/raw
 	$(PY) -m collectors.terminal --harbor-tasks collectors/terminal/harbor_tasks --map-base-images \
@@ -29,11 +31,11 @@ demo: setup
 	$(PY) -m collectors.android --fake-driver --emulators 2 --episodes 6 --max-steps 8 --out $(DEMO_OUT)/raw
 	$(PY) -m schemas stats $(DEMO_OUT)/raw
 	$(PY) -m beam_pipelines.build_corpus --input $(DEMO_OUT)/raw --output $(DEMO_OUT)/corpus \
-		--tokenizer $(DEMO_BASE) --seq-len 2048 --split-ratios 0.6,0.1,0.3
+		--tokenizer $(DEMO_BASE) --seq-len 3072 --split-ratios 0.6,0.1,0.3
 	$(PY) -m beam_pipelines.exports megatron --corpus $(DEMO_OUT)/corpus --out $(DEMO_OUT)/megatron --overwrite
 	$(PY) -m beam_pipelines.exports hub --corpus $(DEMO_OUT)/corpus --out $(DEMO_OUT)/hub --overwrite
 	HF_HUB_OFFLINE=1 $(PY) -m training.sft --data $(DEMO_OUT)/corpus --out $(DEMO_OUT)/model \
-		--base $(DEMO_BASE) --train-layers 10 --max-steps 20 --batch-size 1 --grad-accum 2 --lr 3e-4 \
+		--base $(DEMO_BASE) --train-layers 10 --max-steps 14 --batch-size 1 --grad-accum 2 --lr 3e-4 \
 		--warmup-steps 2 --eval-every 10 --eval-batches 4 --save-every 20 --resume
 	HF_HUB_OFFLINE=1 $(PY) -m training.export gguf $(DEMO_OUT)/model $(DEMO_OUT)/model.gguf
 	HF_HUB_OFFLINE=1 $(PY) -m training.fidelity --real $(DEMO_OUT)/raw --model $(DEMO_OUT)/model.gguf \

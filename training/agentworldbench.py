@@ -39,7 +39,7 @@ from schemas.render import (
     reference_observation,
 )
 from training.backends import make_backend
-from training.backends.base import GenerationConfig, WorldModelBackend
+from training.backends.base import GenerationConfig, WorldModelBackend, ending_at_answer
 from training.bench_records import BenchError, read_jsonl, read_records
 from training.rewards.judge import (
     DIMENSIONS,
@@ -376,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
                 records,
                 backend,
                 args.out,
-                config=GenerationConfig(max_new_tokens=args.max_new_tokens),
+                config=ending_at_answer(GenerationConfig(max_new_tokens=args.max_new_tokens)),
                 concurrency=args.concurrency,
                 progress=not args.no_progress,
                 target=args.target,

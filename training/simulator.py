@@ -45,7 +45,7 @@ from schemas.records import (
 )
 from schemas.render import chat_messages, extract_prediction, strip_think
 from schemas.verification_turns import VERIFICATION_FORMAT, VERIFY_KIND
-from training.backends.base import GenerationConfig, WorldModelBackend
+from training.backends.base import GenerationConfig, WorldModelBackend, ending_at_answer
 from training.observations.parsers import observation_data
 from training.simulated_verify import simulated_verification
 from training.targets import model_target, rebuild
@@ -129,7 +129,8 @@ class SimulatedSandbox(Sandbox):
         self.target = target or model_target(backend)
         self.spec = _spec(domain)
         self.backend = backend
-        self.generation = generation or DEFAULT_GENERATION
+        # a reply ends at its first </predicted_observation> (training.backends.base.ending_at_answer)
+        self.generation = ending_at_answer(generation or DEFAULT_GENERATION)
         self.history_budget_tokens = history_budget_tokens
         self.instructions = instructions.strip()
         self.format = (

@@ -22,9 +22,9 @@ import pytest
 from schemas.render import extract_prediction
 from tests.llm_server import LLMServer
 from training.backends import make_backend
-from training.backends.base import GenerationConfig
+from training.backends.base import GenerationConfig, cut_at_stop
 from training.backends.openai_http import OpenAIBackend
-from training.backends.transformers_local import TransformersBackend, cut_at_stop
+from training.backends.transformers_local import TransformersBackend
 from training.backends.vllm_offline import VLLMOfflineBackend
 
 # A reply: the message `content`, or (content, extra message fields such as reasoning_content), or an
@@ -149,6 +149,7 @@ def test_transformers_stop_strings_cut_the_reply(tiny_backend) -> None:
     cut = tiny_backend.complete(MESSAGES, dataclasses.replace(sampled, stop=(stop,)))
     assert cut == full[: full.find(stop)]
     assert cut_at_stop("abc</x>def</y>", ("</y>", "</x>")) == "abc"
+    assert cut_at_stop("abc</x>def</y>", ("</y>", "</x>"), keep=True) == "abc</x>"
     assert cut_at_stop("abc", ()) == "abc"
 
 
@@ -222,6 +223,15 @@ def test_openai_reasoning_drop_and_request_fields() -> None:
         assert backend.describe()["base_url"] == server.base_url
     with pytest.raises(ValueError, match="reasoning"):
         OpenAIBackend("http://127.0.0.1:9/v1", model="m", reasoning="keep")  # type: ignore[arg-type]
+
+
+def test_openai_keeps_the_stop_string_by_cutting_the_reply_itself() -> None:
+    # A server drops the stop string it ends on, so none is sent and the reply is cut here, tag kept.
+    with scripted_chat_server(lambda messages: f"{PREDICTION}\n{PREDICTION}") as server:
+        backend = OpenAIBackend(server.base_url, model="ckpt")
+        config = GenerationConfig(max_new_tokens=77, stop=("</predicted_observation>",), include_stop=True)
+        assert backend.complete(MESSAGES, config) == PREDICTION
+        assert server.requests[-1].get("stop") is None
 
 
 @pytest.mark.llm

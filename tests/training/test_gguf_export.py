@@ -5,6 +5,7 @@ repetition guard in both backends; reply bounds from the corpus an exported mode
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import gguf
 import pytest
 import torch
 
+from schemas.render import CLOSE_TAG
 from tests.training.test_bases import PROMPTS, SMOLLM2
 from training.backends import make_backend
 from training.backends.base import GenerationConfig
@@ -176,6 +178,18 @@ def test_the_repetition_guard_stops_a_looping_reply_in_both_backends(
         assert kept < 240 and looping.startswith(stopped), f"{backend.name}: {kept} tokens kept"
 
 
+def test_a_reply_ends_at_its_first_stop_string_kept_in_both_backends(
+    llama_backend: LlamaCppBackend, torch_backend: TransformersBackend
+) -> None:
+    free = GenerationConfig(max_new_tokens=40)
+    for backend in (llama_backend, torch_backend):
+        reply = backend.complete(LOOPING, free)
+        stop = reply[10:14]
+        assert len(stop) == 4, f"{backend.name}: the test prompt replied with too little: {reply!r}"
+        kept = backend.complete(LOOPING, dataclasses.replace(free, stop=(stop,), include_stop=True))
+        assert kept == reply[: reply.find(stop) + len(stop)], backend.name
+
+
 def test_make_backend_picks_the_engine(exported: Path) -> None:
     prefixed = make_backend(f"llama.cpp:{exported}", n_threads=1)
     assert isinstance(prefixed, LlamaCppBackend)
@@ -208,6 +222,14 @@ def test_reply_bounds_come_from_the_corpus_the_gguf_was_trained_on(exported: Pat
         argparse.Namespace(**{**vars(args), "reply_bounds": "fixed", "repetition_guard": "off"})
     )
     assert fixed.for_domain("android").max_new_tokens == 128 and not fixed.repetition_guard
+    # Edit-script lengths bound delta answers only: the base of a delta model answers in full.
+    manifest = {"target_tokens_p95": {"terminal": 80}, "config": {"target": "delta"}}
+    (held_out / "manifest.json").write_text(json.dumps(manifest))
+    config = decoding_config(argparse.Namespace(**{**vars(args), "held_out": str(held_out)}))
+    assert config.for_domain("terminal", "delta").max_new_tokens == 100
+    assert config.for_domain("terminal", "full").max_new_tokens == 128
+    # Every reply ends at its first closing tag, which it keeps.
+    assert config.stop == (CLOSE_TAG,) and config.include_stop and fixed.include_stop
 
 
 def test_a_gguf_refuses_a_tokenizer_other_than_its_corpus(tmp_path: Path, corpus: Path) -> None:

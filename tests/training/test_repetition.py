@@ -38,3 +38,10 @@ def test_a_domain_takes_its_own_bound_and_others_the_global_one() -> None:
     # Equal per-domain configs batch and cache together whatever the rest of the table says.
     other = GenerationConfig(max_new_tokens=128, max_new_tokens_by_domain=(("android", 2000),))
     assert other.for_domain("android") == android
+
+
+def test_bounds_of_one_target_form_leave_the_other_form_the_global_bound() -> None:
+    table = (("android", 40),)
+    delta = GenerationConfig(max_new_tokens=128, max_new_tokens_by_domain=table, bounds_form="delta")
+    assert delta.for_domain("android", "delta") == GenerationConfig(max_new_tokens=40)
+    assert delta.for_domain("android", "full") == GenerationConfig(max_new_tokens=128)

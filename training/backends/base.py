@@ -18,17 +18,40 @@ class GenerationConfig:
     top_p: float = 1.0
     seed: int = 0
     stop: tuple[str, ...] = field(default=())
+    # Keep the stop string that ended a reply (vLLM's include_stop_str_in_output): a world model's reply
+    # ends at its first </predicted_observation>, and without the tag the block would read as unclosed.
+    include_stop: bool = False
     # Stop a reply once its tail loops (training/backends/repetition.py). Off unless asked for, so that a
     # caller gets exactly what greedy decoding gives; `python -m training.fidelity` turns it on.
     repetition_guard: bool = False
-    # (domain, bound) pairs that replace max_new_tokens for that domain's turns: see for_domain.
+    # (domain, bound) pairs that replace max_new_tokens for that domain's turns: see for_domain. They are
+    # answer lengths of one target form (schemas.edit_script.TARGET_FORMS), `bounds_form`.
     max_new_tokens_by_domain: tuple[tuple[str, int], ...] = ()
+    bounds_form: str = "full"
 
-    def for_domain(self, domain: str) -> GenerationConfig:
-        """The config of one domain's turns: its own token bound if it has one, else max_new_tokens.
-        The table is dropped, so a reply's cache key and batch depend only on the bound it ran with."""
-        bound = dict(self.max_new_tokens_by_domain).get(domain, self.max_new_tokens)
-        return replace(self, max_new_tokens=bound, max_new_tokens_by_domain=())
+    def for_domain(self, domain: str, form: str = "full") -> GenerationConfig:
+        """The config of one domain's turns for a model answering in target form `form`: the domain's
+        own token bound if it has one in that form, else max_new_tokens (an edit script's bound would
+        cut a whole observation short). The table is dropped, so a reply's cache key and batch depend
+        only on the bound it ran with."""
+        table = dict(self.max_new_tokens_by_domain) if form == self.bounds_form else {}
+        bound = table.get(domain, self.max_new_tokens)
+        return replace(self, max_new_tokens=bound, max_new_tokens_by_domain=(), bounds_form="full")
+
+
+def ending_at_answer(config: GenerationConfig) -> GenerationConfig:
+    """`config` with the reply ending at its first </predicted_observation>, kept: the answer format
+    allows nothing after it, and an undertrained model otherwise repeats the tag to its bound."""
+    from schemas.render import CLOSE_TAG
+
+    return replace(config, stop=(*config.stop, CLOSE_TAG), include_stop=True)
+
+
+def cut_at_stop(text: str, stop: tuple[str, ...], keep: bool = False) -> str:
+    """The text before the first stop string, as OpenAI-compatible servers return it; with `keep`,
+    up to and including it."""
+    ends = [i + (len(s) if keep else 0) for s in stop if s and (i := text.find(s)) >= 0]
+    return text[: min(ends)] if ends else text
 
 
 class WorldModelBackend(ABC):

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from schemas.base_files import gguf_path, gguf_tokenizer_dir
-from training.backends.base import GenerationConfig, WorldModelBackend
+from training.backends.base import GenerationConfig, WorldModelBackend, cut_at_stop
 from training.backends.repetition import DEFAULT_DETECTOR
-from training.backends.transformers_local import TransformersBackend, common_prefix, cut_at_stop
+from training.backends.transformers_local import TransformersBackend, common_prefix
 from training.export.to_gguf import read_lineage
 
 # llama.cpp's KV cache is allocated for the whole context up front; past this many tokens of a model's
@@ -116,7 +116,8 @@ class LlamaCppBackend(WorldModelBackend):
         with self._lock:
             tokens = self._generate(ids, config, min(config.max_new_tokens, room))
         # <think> is an ordinary added token in Qwen3, so skipping special tokens keeps the reasoning.
-        return cut_at_stop(self.tokenizer.decode(tokens, skip_special_tokens=True), config.stop)
+        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+        return cut_at_stop(text, config.stop, config.include_stop)
 
     def _generate(self, ids: list[int], config: GenerationConfig, limit: int) -> list[int]:
         eos = self.tokenizer.eos_token_id

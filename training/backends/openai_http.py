@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import openai
 
-from training.backends.base import GenerationConfig, WorldModelBackend
+from training.backends.base import GenerationConfig, WorldModelBackend, cut_at_stop
 
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 
@@ -79,14 +79,16 @@ class OpenAIBackend(WorldModelBackend):
             temperature=config.temperature,
             top_p=config.top_p,
             seed=config.seed,
-            stop=list(config.stop) or None,
+            # A server drops the stop string it ended on; to keep it, the reply is cut here instead.
+            stop=None if config.include_stop else list(config.stop) or None,
             extra_body=self.extra_body or None,
         )
         if not response.choices:
             raise RuntimeError(f"{self.base_url} returned no choices for model {self.model!r}")
         message = response.choices[0].message
         reasoning = _reasoning_of(message) if self.reasoning == "auto" else ""
-        return merge_reasoning(message.content, reasoning)
+        reply = merge_reasoning(message.content, reasoning)
+        return cut_at_stop(reply, config.stop, keep=True) if config.include_stop else reply
 
     def describe(self) -> dict:
         return {

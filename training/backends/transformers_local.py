@@ -29,7 +29,7 @@ from transformers import (
 )
 
 from schemas.render import record_messages, split_chat
-from training.backends.base import GenerationConfig, WorldModelBackend
+from training.backends.base import GenerationConfig, WorldModelBackend, cut_at_stop
 from training.backends.batching import DynamicBatcher
 from training.backends.repetition import DEFAULT_DETECTOR
 
@@ -50,12 +50,6 @@ def _as_record(messages: list[dict]) -> dict[str, Any] | None:
         "turn_idx": len(prompts),
         "total_turns": len(prompts),
     }
-
-
-def cut_at_stop(text: str, stop: tuple[str, ...]) -> str:
-    """The text before the first stop string, as OpenAI-compatible servers return it."""
-    ends = [i for s in stop if s and (i := text.find(s)) >= 0]
-    return text[: min(ends)] if ends else text
 
 
 def _resolve_dtype(dtype: str | torch.dtype | None, device: str) -> torch.dtype:
@@ -373,7 +367,7 @@ class TransformersBackend(WorldModelBackend):
                 tokens = tokens[: tokens.index(self.tokenizer.eos_token_id)]
             # <think> is an ordinary added token in Qwen3, so skipping special tokens keeps the reasoning.
             text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-            replies.append(cut_at_stop(text, config.stop))
+            replies.append(cut_at_stop(text, config.stop, config.include_stop))
         return replies
 
     def describe(self) -> dict:

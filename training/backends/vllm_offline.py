@@ -46,6 +46,7 @@ class VLLMOfflineBackend(WorldModelBackend):
             top_p=config.top_p,
             seed=config.seed,
             stop=list(config.stop) or None,
+            include_stop_str_in_output=config.include_stop,
         )
         with self._lock:
             outputs = self._llm.chat(messages, params, use_tqdm=False)

@@ -6,6 +6,11 @@ lets every looping reply run that long. The corpus knows better: its manifest re
 stage). A domain's bound is that with a quarter's headroom; a domain the corpus does not cover keeps
 `--max-new-tokens`. The bounds are read from the --held-out corpus, else from the corpus the model
 was trained on (its checkpoint's corpus.json, or the `agentworld.corpus` key of an exported GGUF).
+The bounds are answer lengths in that corpus's target form: a system answering in the other form (the
+base of a delta model answers in full) keeps `--max-new-tokens`.
+
+Every reply ends at its first </predicted_observation> (kept): the answer format allows nothing after it,
+and a model that has not learnt the format otherwise writes the closing tag again and again to its bound.
 
 The repetition guard stops a reply whose tail loops (training/backends/repetition.py); the in-process
 backends (transformers, llama.cpp) honour it, an OpenAI-compatible server is only sent the bound.
@@ -20,7 +25,7 @@ import os
 
 import fsspec
 
-from training.backends.base import GenerationConfig
+from training.backends.base import GenerationConfig, ending_at_answer
 
 MANIFEST_KEY = "target_tokens_p95"
 HEADROOM = 1.25  # a reply a bit longer than 95% of the training answers still ends on its own
@@ -46,16 +51,19 @@ def add_decoding_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def corpus_reply_bounds(corpus: str) -> dict[str, int]:
-    """Per domain, the reply bound from the manifest of `corpus` (its root or a corpus folder in it);
-    empty when the manifest does not record the answer lengths (a corpus built before they were)."""
+def corpus_reply_bounds(corpus: str) -> tuple[str, dict[str, int]]:
+    """The target form of `corpus` (its root or a corpus folder in it) and, per domain, the reply
+    bound from its manifest; no bounds when the manifest does not record the answer lengths (a corpus
+    built before they were)."""
     fs, root = fsspec.core.url_to_fs(corpus)
     root = root.rstrip("/")
     for folder in (root, root.rsplit("/", 1)[0]):
         if fs.exists(f"{folder}/manifest.json"):
-            p95 = json.loads(fs.cat_file(f"{folder}/manifest.json")).get(MANIFEST_KEY) or {}
-            return {domain: math.ceil(tokens * HEADROOM) for domain, tokens in p95.items() if tokens > 0}
-    return {}
+            manifest = json.loads(fs.cat_file(f"{folder}/manifest.json"))
+            p95 = manifest.get(MANIFEST_KEY) or {}
+            form = manifest.get("config", {}).get("target", "full")
+            return form, {domain: math.ceil(n * HEADROOM) for domain, n in p95.items() if n > 0}
+    return "full", {}
 
 
 def trained_on(model: str) -> str | None:
@@ -76,12 +84,14 @@ def trained_on(model: str) -> str | None:
 
 def decoding_config(args: argparse.Namespace) -> GenerationConfig:
     """The generation config of `python -m training.fidelity` from its arguments (see add_decoding_args)."""
-    bounds: dict[str, int] = {}
+    form, bounds = "full", {}
     if args.reply_bounds == "corpus":
         source = args.held_out or trained_on(args.model)
-        bounds = corpus_reply_bounds(source) if source else {}
-    return GenerationConfig(
+        form, bounds = corpus_reply_bounds(source) if source else ("full", {})
+    config = GenerationConfig(
         max_new_tokens=args.max_new_tokens,
         repetition_guard=args.repetition_guard == "on",
         max_new_tokens_by_domain=tuple(sorted(bounds.items())),
+        bounds_form=form,
     )
+    return ending_at_answer(config)

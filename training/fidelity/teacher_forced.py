@@ -79,7 +79,7 @@ def predict(
     rerun asks again. With `target` "delta" the answer is applied to `previous`, the observation
     before the turn."""
     try:
-        reply = backend.complete(messages, config.for_domain(domain))  # its reply bound (decoding.py)
+        reply = backend.complete(messages, config.for_domain(domain, target))  # its bound (decoding.py)
     except Exception as exc:  # one failed request must not end an evaluation of thousands
         return Answer("", Prediction("", False), f"{type(exc).__name__}: {exc}")
     read = parse_prediction(reply)

@@ -219,8 +219,15 @@ def _world_model(r: dict) -> list[str]:
                 "",
             ]
         if "generation" in f:
+            paired = f["generation"].get("paired_with")
             lines += [
-                "Generation, main metric per domain:",
+                "Generation, main metric per domain"
+                + (
+                    f" (the base and repeat-previous rows are those of {paired['run']} on the same turns: "
+                    "the base answers in the full form, so it is generated once):"
+                    if paired
+                    else ":"
+                ),
                 "",
                 *md(*comparison_table(f["generation"])),
                 "",

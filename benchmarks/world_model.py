@@ -11,7 +11,10 @@ either target form (DESIGN.md 4d)?
    checkpoints: forward passes only, the model against its base, paired cluster bootstrap CIs); then
    per form, generation on llama.cpp (GGUF f16) on WM_EVAL_TRAJECTORIES x WM_EVAL_TURNS per domain: the
    model, the base and repeat-previous-observation, with per-domain reply bounds from the corpus and
-   the repetition guard.
+   the repetition guard. The base answers in the full form, so only the first form's run generates it
+   (with the first corpus's bounds); another form generates its model alone and is compared on the
+   first run's base and repeat-previous rows of the same turns (training/fidelity/paired_runs.py),
+   refused if the turns differ.
 4. Edit scripts on every captured observation of the raw data: exact reconstruction, and the median
    answer length in tokens of the delta form against the full form per domain.
 5. Throughput: `training.loop` against a plain transformers + torch loop (the model's own loss over
@@ -34,6 +37,14 @@ from collections import defaultdict
 from pathlib import Path
 
 from training.fidelity.held_out import held_out_ids
+from training.fidelity.paired_runs import (
+    BASE_ROWS,
+    paired_comparison,
+    planned_turns,
+    read_turns,
+    require_same_turns,
+    turn_keys,
+)
 from training.fidelity.report_html import svg_comparison
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -217,21 +228,59 @@ def likelihood(raw: Path, corpus: Path, form: str, log: Path) -> dict:
     return json.loads((out / "report.json").read_text())["likelihood"]
 
 
-def generation(raw: Path, corpus: Path, form: str, base_gguf: Path, log: Path) -> dict:
+def generation(raw: Path, corpora: dict[str, Path], form: str, base_gguf: Path, log: Path) -> dict:
     """Generation on llama.cpp (the model and its base exported to GGUF f16) on the first
-    EVAL_TRAJECTORIES held-out trajectories x EVAL_TURNS turns of each domain."""
+    EVAL_TRAJECTORIES held-out trajectories x EVAL_TURNS turns of each domain. The first form's run
+    generates the model, its base and repeat-previous; another form's generates its model alone
+    (`--base none`) and is compared on the first run's base and repeat-previous rows of the same turns
+    (training/fidelity/paired_runs.py): the base answers in the full form whatever the model's form, and this
+    form's corpus would bound its replies by this form's answer lengths."""
+    first = FORMS[0]
     model = gguf(str(OUT / f"sft-{form}"), f"sft-{form}", log)
-    out = OUT / f"fidelity-{form}"
+    out, first_out = OUT / f"fidelity-{form}", OUT / f"fidelity-{first}"
+    names = (f"the {first} form's run ({first_out})", f"the {form} form's run ({out})")
+    if form != first:
+        try:  # before generating: a run that cannot pair up is refused before it costs CPU minutes
+            first_rows = read_turns(first_out)
+            planned = planned_turns(str(raw), str(corpora[form]), EVAL_TRAJECTORIES, EVAL_TURNS)
+            base = turn_keys(first_rows.get(BASE_ROWS, []))
+            require_same_turns(
+                f"the turns {names[1]} would generate", planned, f"the base rows of {names[0]}", base
+            )
+        except ValueError as exc:
+            raise SystemExit(f"generation of the {form} form: {exc}") from exc
     if not (out / "report.json").exists():
-        run = ["training.fidelity", "--real", str(raw), "--held-out", str(corpus), "--replays", "0"]
-        run += ["--model", str(model), "--base", str(base_gguf), "--out", str(out), "--concurrency", "1"]
-        run += ["--no-closed-loop", "--no-progress", "--context-chars", str(CONTEXT_CHARS), "--no-likelihood"]
+        run = ["training.fidelity", "--real", str(raw), "--held-out", str(corpora[form]), "--replays", "0"]
+        run += ["--model", str(model), "--base", str(base_gguf) if form == first else "none"]
+        run += ["--out", str(out), "--concurrency", "1", "--no-closed-loop", "--no-progress"]
+        run += ["--context-chars", str(CONTEXT_CHARS), "--no-likelihood"]
         run += ["--limit-trajectories", str(EVAL_TRAJECTORIES), "--max-turns", str(EVAL_TURNS)]
         _run(run, log)
-    return json.loads((out / "report.json").read_text())["comparison"]
+    if form == first:
+        return json.loads((out / "report.json").read_text())["comparison"]
+    try:
+        return paired_comparison(first_rows, read_turns(out), names)
+    except ValueError as exc:
+        raise SystemExit(f"generation of the {form} form: {exc}") from exc
+
+
+def generated_forms() -> list[str]:
+    """GENERATION_FORMS in the order of FORMS; the first form's run is needed by every other form's
+    (its base rows), so naming another form without it is refused rather than paid for unasked."""
+    unknown = [f for f in GENERATION_FORMS if f not in FORMS]
+    if unknown:
+        raise SystemExit(f"WM_GENERATION_TARGETS {unknown}: not among WM_TARGETS {list(FORMS)}")
+    forms = [f for f in FORMS if f in GENERATION_FORMS]
+    if forms and forms[0] != FORMS[0]:
+        raise SystemExit(
+            f"WM_GENERATION_TARGETS={','.join(GENERATION_FORMS)}: the {FORMS[0]} form's generation holds the "
+            f"base rows every other form is compared on; add {FORMS[0]} (a finished run is reused, not rerun)"
+        )
+    return forms
 
 
 def run() -> dict:
+    generating = generated_forms() if "generation" in PARTS else []  # refused now, not after training
     OUT.mkdir(parents=True, exist_ok=True)
     log = OUT / "log.txt"
     raw = OUT / "raw"
@@ -251,15 +300,15 @@ def run() -> dict:
             t = time.monotonic()
             forms[form]["likelihood"] = likelihood(raw, corpus, form, log)
             timings[f"{form}_likelihood_s"] = time.monotonic() - t
-    if "generation" in PARTS:
+    if generating:
         base_gguf = gguf(resolve_base(BASE), "base", log)
-        for form in GENERATION_FORMS:
+        for form in generating:
             t = time.monotonic()
-            forms[form]["generation"] = generation(raw, corpora[form], form, base_gguf, log)
+            forms[form]["generation"] = generation(raw, corpora, form, base_gguf, log)
             timings[f"{form}_generation_s"] = time.monotonic() - t
         # the plot the README shows, beside the results: generation in the last form measured
         plot = ROOT / "benchmarks" / "results" / "world_model.svg"
-        plot.write_text(svg_comparison(forms[GENERATION_FORMS[-1]]["generation"]))
+        plot.write_text(svg_comparison(forms[generating[-1]]["generation"]))
     for form in FORMS:
         forms[form]["targets"] = targets(forms[form])
     manifest = json.loads((corpora[FORMS[0]] / "manifest.json").read_text())

@@ -42,6 +42,7 @@ from training.fidelity.paired_runs import (
     paired_comparison,
     planned_turns,
     read_turns,
+    require_same_decoding,
     require_same_turns,
     turn_keys,
 )
@@ -259,6 +260,7 @@ def generation(raw: Path, corpora: dict[str, Path], form: str, base_gguf: Path, 
     if form == first:
         return json.loads((out / "report.json").read_text())["comparison"]
     try:
+        require_same_decoding(first_out, out)
         return paired_comparison(first_rows, read_turns(out), names)
     except ValueError as exc:
         raise SystemExit(f"generation of the {form} form: {exc}") from exc

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from training.fidelity.paired_runs import paired_comparison, planned_turns, read_turns
+from training.fidelity.paired_runs import paired_comparison, planned_turns, read_turns, require_same_decoding
 
 TERMINAL_RUN = Path(__file__).resolve().parents[1] / "beam_pipelines" / "fixtures" / "terminal_run"
 FULL, DELTA = "the full form's run", "the delta form's run"
@@ -213,3 +213,16 @@ def test_planned_turns_are_the_first_held_out_trajectories_turns(tmp_path: Path)
     assert planned == {("terminal", held[0], k) for k in range(1, 7)} | {
         ("terminal", held[1], k) for k in range(1, 8)
     }
+
+
+def test_runs_that_decoded_differently_are_refused(tmp_path: Path) -> None:
+    generation = {"temperature": 0.0, "stop": ["</predicted_observation>"], "include_stop": True}
+    for name, extra in (("full", {"max_new_tokens_by_domain": [["terminal", 600]]}), ("delta", {})):
+        (tmp_path / name).mkdir()
+        meta = {"meta": {"generation": {**generation, **extra}}}
+        (tmp_path / name / "report.json").write_text(json.dumps(meta))
+    require_same_decoding(tmp_path / "full", tmp_path / "delta")  # bounds follow each model's form
+    meta = {"meta": {"generation": {**generation, "stop": [], "include_stop": False}}}
+    (tmp_path / "delta" / "report.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="decoded differently .*stop: .*include_stop: True in"):
+        require_same_decoding(tmp_path / "full", tmp_path / "delta")

@@ -1,14 +1,14 @@
 """One fidelity run's model compared on another run's base and repeat-previous rows of the same turns.
 
 A model trained on delta targets answers with edit scripts, but its base answers in the full form: a
-second generation of the base for the delta model would only repeat the full model's run, and worse,
-fidelity bounds each reply by the --held-out corpus's answer lengths, which in a delta corpus are
-edit-script lengths, far too short for a whole observation. So the delta model's run generates the model
-alone (`--base none`), and its model rows are paired with the base and repeat-previous rows of the full
-model's run, turn by turn on the same (trajectory, turn) keys, through the report's own comparison
-(comparison.compare: paired cluster bootstrap, clusters = trajectories). The bench `world_model` does
-this for every target form after the first. Pairing is only sound when both runs scored the same turns,
-so runs that did not are refused, with the turns that differ.
+second generation of the base for the delta model would only repeat the full model's run, at CPU minutes
+per turn (and with --max-new-tokens for a bound, as a delta corpus records edit-script lengths only).
+So the delta model's run generates the model alone (`--base none`), and its model rows are paired with
+the base and repeat-previous rows of the full model's run, turn by turn on the same (trajectory, turn)
+keys, through the report's own comparison (comparison.compare: paired cluster bootstrap, clusters =
+trajectories). The bench `world_model` does this for every target form after the first. Pairing is only
+sound when both runs scored the same turns with the same decoding, so runs that did not are refused,
+with the turns that differ.
 """
 
 from __future__ import annotations
@@ -73,6 +73,22 @@ def require_same_turns(what: str, keys: set[Turn], other_what: str, other_keys: 
         "out the same trajectories (corpora built from the same raw data with the same split settings) and "
         "generate the same number of trajectories and turns per domain (WM_EVAL_TRAJECTORIES, WM_EVAL_TURNS)"
     )
+
+
+# What a reply depends on besides the model and the bound (which follows the model's own target form).
+DECODING_KEYS = ("temperature", "top_p", "seed", "stop", "include_stop", "repetition_guard", "context_chars")
+
+
+def require_same_decoding(first: Path, other: Path) -> None:
+    """ValueError naming the settings in which two fidelity runs' decoding differs (report.json meta)."""
+    a, b = (json.loads((run / "report.json").read_text())["meta"]["generation"] for run in (first, other))
+    differ = [
+        f"{k}: {a.get(k)!r} in {first}, {b.get(k)!r} in {other}"
+        for k in DECODING_KEYS
+        if a.get(k) != b.get(k)
+    ]
+    if differ:
+        raise ValueError(f"the runs decoded differently ({'; '.join(differ)}): generate {first} again")
 
 
 def scores_by_turn(rows: list[dict]) -> dict[Turn, float]:

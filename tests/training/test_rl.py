@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +15,7 @@ from sandboxes.checks import check_sandbox
 from sandboxes.terminal import command_action
 from schemas.records import Task
 from tests.llm_server import LLMServer
-from tests.training.conftest import OFFLINE, ROOT, TERMINAL_RUN
+from tests.training.conftest import build_corpus
 from training.backends import make_backend
 from training.backends.base import GenerationConfig
 from training.bases import resolve_base
@@ -33,12 +31,9 @@ BASE = "smollm2-135m-instruct"
 @pytest.fixture(scope="module")
 def rl_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("rl") / "corpus"
-    command = [sys.executable, "-m", "beam_pipelines.build_corpus", "--input", str(TERMINAL_RUN)]
-    command += ["--output", str(out), "--tokenizer", BASE, "--seq-len", "2048", "--emit", "rl"]
-    command += ["--split-ratios", "1,0,0"]
-    done = subprocess.run(command, cwd=ROOT, env=OFFLINE, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return out
+    return build_corpus(
+        out, "--tokenizer", BASE, "--seq-len", "2048", "--emit", "rl", "--split-ratios", "1,0,0"
+    )
 
 
 def test_one_turn_per_trajectory_is_a_seeded_choice(rl_corpus: Path) -> None:

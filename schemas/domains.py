@@ -18,7 +18,9 @@ from schemas.prompts import DomainPrompt
 # How schemas.atif writes a domain's actions as ATIF tool calls (DomainRecord.atif_calls), and reads
 # them back: one call named by the action's kind with the action's arguments; a keystrokes batch as one
 # `bash_command` call per item, as Harbor's own terminal agent (Terminus 2) writes them; a tool call
-# under the tool's own name and arguments.
+# under the tool's own name and arguments. The ATIF importer (collectors.importers.atif_harbor) reads an
+# as_tool call's results as that tool's result, in our MCP result form, and a first observation the
+# file did not record as the list of the agent's tools (which are the server's).
 ATIF_CALL_PER_KIND = "per_kind"
 ATIF_CALL_PER_KEYSTROKE = "per_keystroke"
 ATIF_CALL_AS_TOOL = "as_tool"

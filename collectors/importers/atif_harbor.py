@@ -10,14 +10,16 @@ sandbox).
 - Each agent step's tool calls are actions, checked by the domain's own parser (`sandboxes.domains`):
   in terminal the `bash_command` calls of a step are one keystrokes action (Terminus 2's batch: the
   same {keystrokes, duration} items) and `mark_task_complete` sets the step's info `task_complete`;
-  in mcp each call is a `tool_call` of its tool (any tool: `--domain mcp` takes any agent's calls);
+  in mcp (a domain whose record's `atif_calls` is ATIF_CALL_AS_TOOL) each call is a `tool_call` of its
+  tool (any tool: `--domain mcp` takes any agent's calls);
   elsewhere a call's function name is the action's kind. A call the domain's parser refuses makes the
   file a dead letter that names it.
 - Observation results go to the action whose call they name (`source_call_id`); a result that names
   none goes to the step's only action (with several, which it answers is unknown: a dead letter).
-  Text parts are joined by line breaks, image and audio parts become attachments; in mcp the text is
-  our MCP result (`chat_messages.mcp_result`). Actions with no result at the end of the file make the
-  trajectory `truncated`; one before answered actions is a dead letter (the history would have a hole).
+  Text parts are joined by line breaks, image and audio parts become attachments; in mcp (as_tool) the
+  text is our MCP result (`chat_messages.mcp_result`), and a first observation not recorded lists the
+  agent's tools. Actions with no result at the end of the file make the trajectory `truncated`; one
+  before answered actions is a dead letter (the history would have a hole).
 - Skipped and counted in task.metadata `skipped_steps`: agent steps without an action (no tool call:
   a reply that was no action, such as Terminus 2's parse errors, whose observation is the agent's own
   prompt; or in terminal only `mark_task_complete`, which then marks the previous action's info) and
@@ -46,7 +48,7 @@ from collectors.importers.chat_messages import mcp_result, unnamed_server_initia
 from sandboxes.base import InvalidActionError
 from sandboxes.domains import DomainSpec, domain_spec
 from schemas.atif import FILE_NAME, TASK_COMPLETE_TOOL, TERMINAL_TOOL, action_of_calls, atif_calls
-from schemas.domains import ATIF_CALL_PER_KEYSTROKE
+from schemas.domains import ATIF_CALL_AS_TOOL, ATIF_CALL_PER_KEYSTROKE
 from schemas.records import DOMAINS, Attachment, Environment, Observation, Outcome, Policy, Task
 
 DEFAULT_DOMAIN = "terminal"
@@ -169,7 +171,7 @@ def _observation(
     domain: str, spec: DomainSpec, kind: str, group: list[Call], results: list[Result], uri: str
 ) -> Observation:
     texts = [result.text for result in results]
-    if domain == "mcp":
+    if atif_calls(domain) == ATIF_CALL_AS_TOOL:  # the call is the tool's own: its result is the tool's
         observation = mcp_result("", group[0].name, texts)
     else:
         formats = dict(spec.action_formats)
@@ -212,7 +214,7 @@ def _initial(domain: str, spec: DomainSpec, users: list[AtifStep], tools: list, 
         return Observation(
             format=spec.observation_format, text=text, data={"source_text": True}, attachments=media
         )
-    if domain == "mcp":
+    if atif_calls(domain) == ATIF_CALL_AS_TOOL:  # the agent's tools are the server's: what is known of it
         return unnamed_server_initial([tool.name for tool in tools])
     return Observation(format=spec.observation_format, text=spec.initial_text, data={"not_recorded": True})
 

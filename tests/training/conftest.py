@@ -8,8 +8,6 @@ also run on a GPU machine without Apache Beam; `test_data` checks it equals the 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -67,13 +65,21 @@ def tiny_corpus(tmp_path: Path) -> Path:
     return counting_corpus(tmp_path / "corpus", validation_rows=2)
 
 
+def build_corpus(out: Path, *args: str) -> Path:
+    """The real corpus pipeline over the recorded terminal trajectories into `out`, with `args`. In this
+    process, on Beam's one in-memory worker: `python -m beam_pipelines.build_corpus` would start an
+    interpreter and a worker process per core, each importing the pipeline and the tokenizer again,
+    for a corpus of twelve trajectories (the same files either way)."""
+    from beam_pipelines.build_corpus import main  # here, not above: the loop tests run without Beam
+
+    in_process = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
+    assert main(["--input", str(TERMINAL_RUN), "--output", str(out), *args, *in_process]) == 0
+    return out
+
+
 @pytest.fixture(scope="session")
 def pipeline_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real corpus pipeline over the recorded terminal trajectories: CPT only, in short rows for
     fast CPU steps (the SFT samples of this fixture do not fit 256 tokens)."""
     out = tmp_path_factory.mktemp("pipeline") / "corpus"
-    command = [sys.executable, "-m", "beam_pipelines.build_corpus", "--input", str(TERMINAL_RUN)]
-    command += ["--output", str(out), "--seq-len", "256", "--split-ratios", "0.6,0.4,0", "--emit", "cpt"]
-    done = subprocess.run(command, cwd=ROOT, env=OFFLINE, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return out
+    return build_corpus(out, "--seq-len", "256", "--split-ratios", "0.6,0.4,0", "--emit", "cpt")

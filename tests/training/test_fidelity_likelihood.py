@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,9 +13,10 @@ import torch
 
 from schemas.render import chat_messages, target_text, turn_target
 from tests.llm_server import LLMServer
-from tests.training.conftest import OFFLINE, ROOT, TERMINAL_RUN
+from tests.training.conftest import TERMINAL_RUN
 from training.backends.openai_http import OpenAIBackend
 from training.backends.transformers_local import TransformersBackend
+from training.fidelity.__main__ import main as fidelity_main
 from training.fidelity.__main__ import with_steps
 from training.fidelity.cache import ReplyCache
 from training.fidelity.likelihood import likelihood_turns, score_system
@@ -165,27 +164,20 @@ def other_tiny_checkpoint(path: Path) -> Path:
 
 @pytest.mark.llm
 def test_cli_writes_the_likelihood_of_every_held_out_turn(
-    tmp_path: Path, trajectories: list, llm_server: LLMServer
+    tmp_path: Path, trajectories: list, llm_server: LLMServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     held = [t.trajectory_id for t in trajectories[:3]]
     corpus = held_out_corpus(tmp_path / "corpus", held)
     base = other_tiny_checkpoint(tmp_path / "base")
-    argv = [sys.executable, "-m", "training.fidelity", "--real", str(TERMINAL_RUN), "--model", "qwen3-tiny"]
+    argv = ["--real", str(TERMINAL_RUN), "--model", "qwen3-tiny"]
     argv += ["--base", str(base), "--compare", f"served={llm_server.base_url}", "--held-out", str(corpus)]
     argv += ["--limit-trajectories", "2", "--max-turns", "1", "--max-new-tokens", "8", "--replays", "0"]
     argv += ["--no-closed-loop", "--no-progress", "--context-chars", str(CONTEXT_CHARS)]
 
     def run(out: Path, *extra: str) -> tuple[dict, str]:
-        done = subprocess.run(
-            [*argv, "--out", str(out), *extra],
-            cwd=ROOT,
-            env=OFFLINE,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        return json.loads((out / "report.json").read_text()), done.stdout
+        # In this process: a fresh interpreter for each of the three runs would import torch again.
+        assert fidelity_main([*argv, "--out", str(out), *extra]) == 0, capsys.readouterr().err[-3000:]
+        return json.loads((out / "report.json").read_text()), capsys.readouterr().out
 
     report, stdout = run(tmp_path / "rep")
     section = report["likelihood"]

@@ -6,22 +6,24 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from transformers import AutoTokenizer
 
 from sandboxes.checks import check_sandbox
 from sandboxes.terminal import command_action
 from schemas.records import Task
 from tests.llm_server import LLMServer
-from tests.training.conftest import OFFLINE, ROOT, TERMINAL_RUN
+from tests.training.conftest import build_corpus
 from training.backends import make_backend
 from training.backends.base import GenerationConfig
+from training.bases import resolve_base
 from training.rl.__main__ import main as rl_main
 from training.rl.samples import one_turn_per_trajectory, read_records
+from training.rl.trainer import RLConfig, _dataset
 from training.simulator import SimulatedSandbox
+from training.tokenizer import tokenizer_dir
 
 BASE = "smollm2-135m-instruct"
 
@@ -29,22 +31,8 @@ BASE = "smollm2-135m-instruct"
 @pytest.fixture(scope="module")
 def rl_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("rl") / "corpus"
-    command = [sys.executable, "-m", "beam_pipelines.build_corpus", "--input", str(TERMINAL_RUN)]
-    command += ["--output", str(out), "--tokenizer", BASE, "--seq-len", "2048", "--emit", "rl"]
-    command += ["--split-ratios", "1,0,0"]
-    done = subprocess.run(command, cwd=ROOT, env=OFFLINE, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return out
-
-
-def rl(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "training.rl", *args],
-        cwd=ROOT,
-        env=OFFLINE,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+    return build_corpus(
+        out, "--tokenizer", BASE, "--seq-len", "2048", "--emit", "rl", "--split-ratios", "1,0,0"
     )
 
 
@@ -59,6 +47,27 @@ def test_one_turn_per_trajectory_is_a_seeded_choice(rl_corpus: Path) -> None:
     short = one_turn_per_trajectory(records, fits=lambda messages: len(messages) <= 3)
     assert short and all(len(s.prompt) <= 3 for s in short)
     assert one_turn_per_trajectory(records, fits=lambda messages: False) == []
+
+
+def test_the_rl_prompts_are_those_that_fit_max_prompt_tokens(rl_corpus: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir(resolve_base(BASE)), local_files_only=True)
+
+    def prompts(limit: int) -> list:
+        config = RLConfig(corpus=str(rl_corpus), base=BASE, out="", max_prompt_tokens=limit)
+        return _dataset(config, tokenizer)[1]
+
+    def length(messages: list[dict]) -> int:
+        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    limit = 512
+    every = prompts(4096)
+    assert max(length(s.prompt) for s in every) > limit, "the corpus no longer has a prompt over the limit"
+    fitting = prompts(limit)
+    assert len(fitting) == len(every)  # each trajectory has a turn that fits: one of those is chosen
+    assert all(length(s.prompt) <= limit for s in fitting), sorted(length(s.prompt) for s in fitting)
+    with pytest.raises(ValueError, match="fits --max-prompt-tokens 64"):
+        prompts(64)  # shorter than the system prompt
 
 
 def test_a_missing_corpus_and_a_hybrid_without_judge_are_clear_errors(
@@ -78,7 +87,7 @@ def test_a_missing_corpus_and_a_hybrid_without_judge_are_clear_errors(
 @pytest.mark.llm
 @pytest.mark.timeout(900)  # three short runs of a 135M model on 2 cores: about 3 minutes when quiet
 def test_a_short_gspo_run_logs_its_reward_resumes_and_serves_the_simulator(
-    rl_corpus: Path, tmp_path: Path, llm_server: LLMServer
+    rl_corpus: Path, tmp_path: Path, llm_server: LLMServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = tmp_path / "run"
     common = [
@@ -93,11 +102,11 @@ def test_a_short_gspo_run_logs_its_reward_resumes_and_serves_the_simulator(
     ]
     common += ["--num-generations", "2", "--max-completion-tokens", "24", "--max-prompt-tokens", "512"]
     common += ["--train-layers", "2", "--save-steps", "1", "--lr", "1e-5", "--judge-max-chars", "1200"]
-    first = rl(*common, "--max-steps", "2")
-    assert first.returncode == 0, first.stderr[-4000:]
-    resumed = rl(*common, "--max-steps", "3", "--resume")
-    assert resumed.returncode == 0, resumed.stderr[-4000:]
-    assert "GSPO: 3 steps" in resumed.stdout
+    # In this process, as the argument tests: two more interpreters would each import torch and TRL.
+    assert rl_main([*common, "--max-steps", "2"]) == 0, capsys.readouterr().err[-4000:]
+    capsys.readouterr()
+    assert rl_main([*common, "--max-steps", "3", "--resume"]) == 0, capsys.readouterr().err[-4000:]
+    assert "GSPO: 3 steps" in capsys.readouterr().out
 
     steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     logged = [s for s in steps if "reward" in s]

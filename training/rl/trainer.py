@@ -83,7 +83,10 @@ def _dataset(cfg: RLConfig, tokenizer) -> tuple:
     from datasets import Dataset
 
     def fits(messages: list[dict]) -> bool:
-        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        # return_dict: transformers 5 returns a BatchEncoding by default, whose len() counts its keys.
+        ids = tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=True, return_dict=True
+        )["input_ids"]
         return len(ids) <= cfg.max_prompt_tokens
 
     samples = one_turn_per_trajectory(read_records(cfg.corpus, cfg.split), cfg.seed, fits, cfg.domains)

@@ -2,6 +2,7 @@
 session (per worker under xdist), and how `make test` splits the suite over its workers."""
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,8 +30,8 @@ SHARED = {
 }
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into node ids
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(wrapper=True)  # around xdist's own hook: the marks before it reads them, a check after
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
     """Under `--dist loadgroup`, a test module is a group by default (its module and session
     fixtures are made once, on one worker), and the folders above are one group each."""
     for item in items:
@@ -39,3 +40,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         module = item.path.relative_to(TESTS).as_posix()
         group = next((g for prefix, g in SHARED.items() if module.startswith(prefix)), module)
         item.add_marker(pytest.mark.xdist_group(group))
+    yield
+    if getattr(config.option, "loadgroup", False):  # set on xdist workers under --dist loadgroup
+        for item in items:
+            _name_the_group(item)
+
+
+def _name_the_group(item: pytest.Item) -> None:
+    """The "@group" suffix xdist's scheduler groups by, where xdist failed to add it: xdist 3.8 writes
+    `item._nodeid`, which pytest 9.2 no longer reads (structured node ids; pytest-xdist issue 1386),
+    so every test was scheduled on its own and a module's fixtures were made on both workers."""
+    marks = item.iter_markers("xdist_group")
+    names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks})
+    suffix = f"@{'_'.join(names)}"
+    if names and not item.nodeid.endswith(suffix) and hasattr(item, "_id"):
+        from _pytest.nodeid import coerce_node_id
+
+        item._id = coerce_node_id(item.nodeid + suffix)

@@ -1,5 +1,6 @@
 """What every test package shares: fixtures defined once, so that pytest makes one of each per
-session (per worker under xdist), and how `make test` splits the suite over its workers."""
+session (per worker under xdist), the in-process corpus build, and how `make test` splits the suite
+over its workers."""
 
 import os
 from collections.abc import Iterator
@@ -10,6 +11,18 @@ import pytest
 from tests.llm_server import llm_server_fixture  # noqa: F401 (registers `llm_server`: one server per session)
 
 TESTS = Path(__file__).parent
+# Beam's one in-memory worker: the default local set-up starts a worker process per core, each
+# importing the pipeline and the tokenizer again, for a corpus of a few trajectories.
+IN_PROCESS_BEAM = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
+
+
+def build_corpus_in_process(*argv: str) -> None:
+    """`python -m beam_pipelines.build_corpus ARGV`, run in this process on Beam's in-memory worker
+    (the same files as the default set-up: tests/beam_pipelines/test_build_corpus.py checks it)."""
+    from beam_pipelines.build_corpus import main  # here, not above: most tests run without Beam
+
+    assert main([*argv, *IN_PROCESS_BEAM]) == 0
+
 
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     # The cores shared out between the workers, set before torch loads (and for every subprocess):

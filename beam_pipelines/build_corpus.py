@@ -41,7 +41,7 @@ from beam_pipelines.stages.split import SplitTrajectories
 from beam_pipelines.stages.validate import ValidateTrajectories
 from beam_pipelines.stages.write import WriteJsonLines, WriteManifest
 from beam_pipelines.synthesis.teacher import resolve_model
-from schemas.chat_tokens import ChatTokenizer
+from schemas.chat_tokens import shared_tokenizer
 
 OUTPUT_DIRS = (*CORPORA, DEAD_LETTER)
 
@@ -111,7 +111,8 @@ def build(p: beam.Pipeline, config: CorpusConfig, manifest_config: dict) -> None
 def main(argv: list[str] | None = None) -> int:
     config, options = parse_args(argv)
     few_malloc_arenas()
-    tokenizer = ChatTokenizer(config.tokenizer)  # fail before the run on a missing or broken tokenizer
+    # fail before the run on a missing or broken tokenizer; the stages' workers in this process reuse it
+    tokenizer = shared_tokenizer(config.tokenizer)
     if config.synthesis is not None:
         config = replace(config, synthesis=resolve_model(config.synthesis))
     fs, root = url_to_fs(config.output)

@@ -15,11 +15,12 @@ before rendering and encoded as plain text, so captured content cannot forge a t
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import posixpath
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -50,11 +51,29 @@ Pieces = list[int | str]  # text to encode and control-token ids, in order
 _MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"  # private-use characters: cannot occur in the template
 
 
-@functools.lru_cache(maxsize=4)
+_SHARED_MAX = 4
+_shared: OrderedDict[str, ChatTokenizer] = OrderedDict()
+_shared_lock = threading.Lock()
+
+
 def shared_tokenizer(path: str | None) -> ChatTokenizer:
-    """One ChatTokenizer per path and process: the formatter and tokeniser of a worker share it
-    (building one takes about a second and a few hundred MB)."""
-    return ChatTokenizer(path)
+    """One ChatTokenizer per tokenizer content and process: the formatter and tokeniser of a worker,
+    and every corpus build of a process, share it (building one parses tokenizer.json twice: about a
+    second and a few hundred MB). The files are read and hashed on every call (about 12 ms for the
+    default 11 MB tokenizer.json) and the key is their content, so a tokenizer changed on disk is never
+    served stale."""
+    files = read_tokenizer_files(path)
+    key = files.content_key
+    with _shared_lock:
+        if key in _shared:
+            _shared.move_to_end(key)
+            return _shared[key]
+    tokenizer = ChatTokenizer(files=files)
+    with _shared_lock:
+        _shared[key] = tokenizer
+        while len(_shared) > _SHARED_MAX:
+            _shared.popitem(last=False)
+    return tokenizer
 
 
 def fingerprint(tokenizer_json: bytes, template: str | None) -> dict[str, str | None]:
@@ -72,6 +91,43 @@ def _read(path: str) -> bytes | None:
         return None
     with fs.open(local, "rb") as f:
         return f.read()
+
+
+class TokenizerFiles(NamedTuple):
+    """What a tokenizer directory holds, as read: enough for the fingerprint without parsing the
+    vocabulary (the expensive part of a ChatTokenizer)."""
+
+    folder: str
+    tokenizer_json: bytes
+    config_json: bytes  # tokenizer_config.json, b"" where missing
+    template: str | None  # chat_template.jinja, else tokenizer_config.json's chat_template
+
+    @property
+    def fingerprint(self) -> dict[str, str | None]:
+        return fingerprint(self.tokenizer_json, self.template)
+
+    @property
+    def content_key(self) -> str:
+        """A hash of everything a ChatTokenizer is built from."""
+        digest = hashlib.sha256()
+        for part in (self.tokenizer_json, self.config_json, (self.template or "").encode()):
+            digest.update(hashlib.sha256(part).digest())
+        return digest.hexdigest()
+
+
+def read_tokenizer_files(path: str | None = None) -> TokenizerFiles:
+    """The files of the tokenizer at `path` (see ChatTokenizer), read through fsspec."""
+    path = tokenizer_source(path) or default_tokenizer_dir()
+    is_file = path.endswith(".json")
+    folder = posixpath.dirname(path) if is_file else path
+    raw = _read(path if is_file else posixpath.join(folder, "tokenizer.json"))
+    if raw is None:
+        raise FileNotFoundError(f"no tokenizer.json at {path}")
+    config = _read(posixpath.join(folder, "tokenizer_config.json")) or b""
+    template = json.loads(config or b"{}").get("chat_template")
+    jinja = _read(posixpath.join(folder, "chat_template.jinja"))
+    template = jinja.decode() if jinja is not None else template
+    return TokenizerFiles(folder, raw, config, template if isinstance(template, str) else None)
 
 
 def _template_env() -> ImmutableSandboxedEnvironment:
@@ -96,13 +152,9 @@ class ChatTokenizer:
     tokenizer_config.json / chat_template.jinja); None means `default_tokenizer_dir()`.
     """
 
-    def __init__(self, path: str | None = None) -> None:
-        path = tokenizer_source(path) or default_tokenizer_dir()
-        is_file = path.endswith(".json")
-        folder = posixpath.dirname(path) if is_file else path
-        raw = _read(path if is_file else posixpath.join(folder, "tokenizer.json"))
-        if raw is None:
-            raise FileNotFoundError(f"no tokenizer.json at {path}")
+    def __init__(self, path: str | None = None, *, files: TokenizerFiles | None = None) -> None:
+        files = files or read_tokenizer_files(path)
+        raw, template = files.tokenizer_json, files.template
         from tokenizers import Tokenizer
 
         spec = json.loads(raw)
@@ -110,13 +162,10 @@ class ChatTokenizer:
         # the same model without added tokens: encodes control-token text as ordinary text
         self.plain = Tokenizer.from_str(json.dumps({**spec, "added_tokens": []}))
         self.control_ids = {t["content"]: t["id"] for t in spec.get("added_tokens", [])}
-        config = json.loads(_read(posixpath.join(folder, "tokenizer_config.json")) or b"{}")
-        template = config.get("chat_template")
-        jinja = _read(posixpath.join(folder, "chat_template.jinja"))
-        template = jinja.decode() if jinja is not None else template
-        self.template = _template_env().from_string(template) if isinstance(template, str) else None
-        self.fingerprint = fingerprint(raw, template if isinstance(template, str) else None)
-        self._fast = _FastRender(template) if isinstance(template, str) else None
+        config = json.loads(files.config_json or b"{}")
+        self.template = _template_env().from_string(template) if template is not None else None
+        self.fingerprint = files.fingerprint
+        self._fast = _FastRender(template) if template is not None else None
         self.special = {k: _token_text(config.get(k)) for k in ("bos_token", "eos_token", "pad_token")}
         self.eos_id = self.control_ids.get(self.special["eos_token"] or "")
         names = sorted(self.control_ids, key=len, reverse=True) or ["(?!)"]

@@ -29,7 +29,7 @@ from schemas.base_files import (
     gguf_tokenizer_dir,
     publish,
 )
-from schemas.chat_tokens import ChatTokenizer
+from schemas.chat_tokens import read_tokenizer_files
 from training.models import SHAPES, resolve_checkpoint
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,10 @@ def corpus_fingerprint(data: str) -> dict | None:
 
 
 def tokenizer_fingerprint(tokenizer_dir: str) -> dict:
-    return {k: ChatTokenizer(tokenizer_dir).fingerprint[k] for k in FINGERPRINT_KEYS}
+    """The fingerprint a corpus made with `tokenizer_dir` records: hashes of its files' bytes (no
+    tokenizer is parsed: about 12 ms for the default 11 MB tokenizer.json, against over a second)."""
+    mine = read_tokenizer_files(tokenizer_dir).fingerprint
+    return {k: mine[k] for k in FINGERPRINT_KEYS}
 
 
 SKIP_CHECK_FLAG = "--skip-tokenizer-check"

@@ -14,7 +14,7 @@ from datasets import load_dataset
 from beam_pipelines.build_corpus import OUTPUT_DIRS, main
 from beam_pipelines.memory import few_malloc_arenas
 from schemas import TRAJECTORY_SCHEMA, to_row
-from schemas.chat_tokens import ChatTokenizer
+from schemas.chat_tokens import shared_tokenizer
 from schemas.render import AGENTWORLDBENCH_FIELDS
 from tests.beam_pipelines.conftest import variant, write_dataset
 
@@ -97,7 +97,7 @@ def test_bad_input_is_in_the_dead_letter_and_the_rest_is_written(runs, recorded)
 
 def test_no_planted_secret_reaches_any_output(runs):
     a, _ = runs
-    tok = ChatTokenizer()
+    tok = shared_tokenizer(None)
     texts = [p.read_text() for p in a.rglob("*") if p.suffix in (".jsonl", ".json", ".md")]
     for shard in a.rglob("*.parquet"):
         for ids in pq.read_table(shard, columns=["input_ids"]).column("input_ids").to_pylist():

@@ -6,7 +6,7 @@ from collections import defaultdict
 from beam_pipelines.dead_letter import DEAD_LETTER
 from beam_pipelines.stages.common import AGENTWORLDBENCH, AGENTWORLDBENCH_TASKS, CORPORA, CPT, RL, SFT
 from beam_pipelines.stages.format import Formatter
-from schemas.chat_tokens import ChatTokenizer
+from schemas.chat_tokens import shared_tokenizer
 from schemas.records import Verification
 from schemas.render import AGENTWORLDBENCH_FIELDS, cpt_document, is_echo_turn, record_messages, target_text
 
@@ -47,7 +47,7 @@ def test_sft_samples_and_agentworldbench_prompts_render_identically(recorded):
     pairs = [("test", t) for t in recorded[:4]]
     out = _format(pairs, emit=(SFT, AGENTWORLDBENCH))
     records = {record["id"]: record for _, record in out[AGENTWORLDBENCH]}
-    tok = ChatTokenizer()
+    tok = shared_tokenizer(None)
     assert len(out[SFT]) == len(records) == sum(len(t.steps) for _, t in pairs)
     for sample in out[SFT]:
         record = records[sample.doc_id]
@@ -62,7 +62,7 @@ def test_long_histories_are_trimmed_to_the_budget(recorded):
     t = max(recorded, key=lambda t: len(t.steps))
     budget = 1500
     samples = _format([("train", t)], emit=(SFT,), seq_len=budget)[SFT]
-    tok = ChatTokenizer()
+    tok = shared_tokenizer(None)
     for s in samples:
         rendered = tok.render([*s.messages, {"role": "assistant", "content": s.text}])
         assert len(tok.tokenizer.encode(rendered, add_special_tokens=False)) <= budget

@@ -17,9 +17,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from beam_pipelines.build_corpus import main
 from schemas import read_trajectories
-from schemas.chat_tokens import ChatTokenizer
+from schemas.chat_tokens import shared_tokenizer
+from tests.conftest import build_corpus_in_process
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.tmux]
 
@@ -143,7 +143,7 @@ def _strings(value: object) -> list[str]:
 
 def _output_texts(out: Path) -> dict[str, str]:
     """Every file under `out` as text: JSON strings decoded, token shards decoded with the tokenizer."""
-    tok = ChatTokenizer()
+    tok = shared_tokenizer(None)
     texts: dict[str, str] = {}
     for path in sorted(p for p in out.rglob("*") if p.is_file()):
         name = str(path.relative_to(out))
@@ -184,7 +184,7 @@ def built(tmp_path_factory) -> tuple[list, Path, dict]:
     assert done.returncode == 0, done.stderr[-3000:]
     raw = list(read_trajectories(str(root / "raw")))
     args = ["--input", str(root / "raw"), "--output", str(root / "out"), "--split-ratios", "0,0,1"]
-    assert main([*args, "--shards", "1"]) == 0
+    build_corpus_in_process(*args, "--shards", "1")
     return raw, root / "out", _output_texts(root / "out")
 
 

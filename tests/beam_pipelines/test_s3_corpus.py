@@ -5,8 +5,6 @@ trajectories file for file, and every output reads back from the bucket."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,13 +12,11 @@ import fsspec
 import pyarrow.parquet as pq
 import pytest
 
-from beam_pipelines.build_corpus import main
 from schemas import TrajectoryWriter, read_trajectories
 from tests.beam_pipelines.conftest import FIXTURE
-from tests.collectors.conftest import ROOT
+from tests.conftest import build_corpus_in_process
 from tests.support_s3 import S3Server, running_s3_server, s3_objects
 
-IN_PROCESS = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
 CORPUS_FILES = (".parquet", ".jsonl")
 
 
@@ -30,7 +26,9 @@ def server() -> Iterator[S3Server]:
         yield started
 
 
-def test_build_corpus_from_s3_to_s3_equals_the_local_build(server: S3Server, tmp_path: Path) -> None:
+def test_build_corpus_from_s3_to_s3_equals_the_local_build(
+    server: S3Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bucket = server.bucket("corpus")
     raw = f"s3://{bucket}/raw"
     recorded = sorted(read_trajectories(str(FIXTURE)), key=lambda t: t.trajectory_id)
@@ -39,13 +37,10 @@ def test_build_corpus_from_s3_to_s3_equals_the_local_build(server: S3Server, tmp
             with TrajectoryWriter(f"{raw}/shard-{index}-of-2", attachments_root=raw) as writer:
                 for trajectory in recorded[index::2]:
                     writer.write(trajectory)
-    build = [sys.executable, "-m", "beam_pipelines.build_corpus", "--shards", "2", *IN_PROCESS]
-    result = subprocess.run(
-        [*build, "--input", raw, "--output", f"s3://{bucket}/corpus"],
-        cwd=ROOT, env=server.child_env(), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert main(["--shards", "2", *IN_PROCESS, "--input", str(FIXTURE), "--output", str(tmp_path)]) == 0
+    with server.use_in_process():
+        build_corpus_in_process("--shards", "2", "--input", raw, "--output", f"s3://{bucket}/corpus")
+    printed = capsys.readouterr().out
+    build_corpus_in_process("--shards", "2", "--input", str(FIXTURE), "--output", str(tmp_path))
 
     keys = [key.removeprefix("corpus/") for key in s3_objects(server, bucket, "corpus/")]
     local = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
@@ -67,4 +62,4 @@ def test_build_corpus_from_s3_to_s3_equals_the_local_build(server: S3Server, tmp
         )
     assert packed_rows > 0
     assert rl_records == sum(group["documents"] for group in report["outputs"]["rl"].values()) > 0
-    assert f"output: s3://{bucket}/corpus" in result.stdout
+    assert f"output: s3://{bucket}/corpus" in printed

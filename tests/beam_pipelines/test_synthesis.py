@@ -28,7 +28,7 @@ from beam_pipelines.stages.synthesis import Synthesizer, real_observation
 from beam_pipelines.synthesis.cache import ReplyCache, cache_key
 from beam_pipelines.synthesis.selection import reasoning_of
 from beam_pipelines.synthesis.settings import SynthesisConfig
-from schemas.chat_tokens import ChatTokenizer
+from schemas.chat_tokens import shared_tokenizer
 from schemas.render import CLOSE_TAG
 from tests.beam_pipelines.conftest import documents, variant, write_dataset
 from tests.llm_server import LLMServer, serve_llm
@@ -103,7 +103,7 @@ def _expected(samples: list, cache_root: Path, teacher: SynthesisConfig, thresho
 def _targets(out: Path) -> dict[str, str]:
     """doc id -> the decoded final answer of each SFT document in the corpus: the trained tokens it ends
     with (the observations of its history are trained too, before an untrained gap)."""
-    tok = ChatTokenizer(TOKENIZER).tokenizer
+    tok = shared_tokenizer(TOKENIZER).tokenizer
     answers = {}
     for doc_id, (ids, mask) in documents(out, SFT).items():
         start = len(mask) - mask[::-1].index(0)

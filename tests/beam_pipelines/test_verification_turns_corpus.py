@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from beam_pipelines.build_corpus import main
-from schemas.chat_tokens import ChatTokenizer
+from schemas.chat_tokens import shared_tokenizer
 from schemas.verification_turns import check_command
 from tests.beam_pipelines.conftest import documents, write_dataset
 from tests.collectors.conftest import run_collector, trajectories, write_tasks
 from tests.collectors.test_terminal_verifiers import embedded
+from tests.conftest import build_corpus_in_process
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.tmux]
 
@@ -35,8 +35,8 @@ def built(recorded, tmp_path_factory) -> tuple[list, Path, Path]:
     checked = trajectories(root / "raw")
     raw = write_dataset(root / "dataset", [*checked, *recorded])
     args = ["--input", f"{raw}/**/*.parquet", "--split-ratios", "1,0,0", "--min-test-per-domain", "0"]
-    assert main([*args, "--output", str(root / "on")]) == 0
-    assert main([*args, "--output", str(root / "off"), "--no-verification-turns"]) == 0
+    build_corpus_in_process(*args, "--output", str(root / "on"))
+    build_corpus_in_process(*args, "--output", str(root / "off"), "--no-verification-turns")
     return checked, root / "on", root / "off"
 
 
@@ -55,7 +55,7 @@ def test_the_collector_records_the_checks_outside_the_steps(built) -> None:
 def test_checks_are_sft_samples_by_default_and_absent_with_the_flag_off(built) -> None:
     checked, on, off = built
     sft_on, sft_off = documents(on, "sft"), documents(off, "sft")
-    tok = ChatTokenizer().tokenizer
+    tok = shared_tokenizer(None).tokenizer
     for t in checked:
         n, k = len(t.steps), len(t.outcome.verification.turns)
         steps = {f"{t.trajectory_id}:{i}" for i in range(1, n + 1)}

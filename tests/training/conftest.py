@@ -14,6 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.conftest import build_corpus_in_process
+
 SHARD_SCHEMA = pa.schema(
     [
         ("input_ids", pa.list_(pa.int32())),
@@ -66,14 +68,9 @@ def tiny_corpus(tmp_path: Path) -> Path:
 
 
 def build_corpus(out: Path, *args: str) -> Path:
-    """The real corpus pipeline over the recorded terminal trajectories into `out`, with `args`. In this
-    process, on Beam's one in-memory worker: `python -m beam_pipelines.build_corpus` would start an
-    interpreter and a worker process per core, each importing the pipeline and the tokenizer again,
-    for a corpus of twelve trajectories (the same files either way)."""
-    from beam_pipelines.build_corpus import main  # here, not above: the loop tests run without Beam
-
-    in_process = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
-    assert main(["--input", str(TERMINAL_RUN), "--output", str(out), *args, *in_process]) == 0
+    """The real corpus pipeline over the recorded terminal trajectories into `out`, with `args`, in
+    this process (`build_corpus_in_process`)."""
+    build_corpus_in_process("--input", str(TERMINAL_RUN), "--output", str(out), *args)
     return out
 
 

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from schemas.base_files import builtin_gguf, tokenizer_source
-from schemas.chat_tokens import ChatTokenizer
+from schemas.chat_tokens import shared_tokenizer
 from tests.training.conftest import ROOT, build_corpus, counting_corpus
 from training.backends.transformers_local import TransformersBackend
-from training.bases import resolve_base
+from training.bases import resolve_base, tokenizer_fingerprint
 from training.loop import main
 from training.models import build_model
 from training.tokenizer import load_tokenizer
@@ -64,7 +64,7 @@ def test_conversion_is_cached_and_keeps_the_chat_template(smollm2_dir: str) -> N
     config = json.loads((Path(smollm2_dir) / "config.json").read_text())
     assert config["architectures"] == ["LlamaForCausalLM"] and "quantization_config" not in config
     assert tokenizer_source(SMOLLM2) == smollm2_dir
-    tokenizer = ChatTokenizer(SMOLLM2)
+    tokenizer = shared_tokenizer(SMOLLM2)
     assert "<|im_start|>" in tokenizer.render([{"role": "user", "content": "hi"}])
     with pytest.raises(FileNotFoundError, match="no GGUF file"):
         resolve_base("/nonexistent/model.gguf")
@@ -78,8 +78,10 @@ def test_a_smollm2_corpus_trains_smollm2_and_refuses_another_tokenizer(
     args = ["--tokenizer", SMOLLM2, "--seq-len", "1024", "--split-ratios", "0.6,0.4,0", "--emit", "sft"]
     corpus = build_corpus(tmp_path / "corpus", *args)
     manifest = json.loads((corpus / "manifest.json").read_text())["config"]
-    smollm2, qwen3 = ChatTokenizer(SMOLLM2).fingerprint, ChatTokenizer().fingerprint
+    smollm2, qwen3 = shared_tokenizer(SMOLLM2).fingerprint, shared_tokenizer(None).fingerprint
     assert {k: manifest[k] for k in smollm2} == smollm2 != qwen3
+    # what training compares, read from the files' bytes: the same hashes as the built tokenizers'
+    assert tokenizer_fingerprint(smollm2_dir) == smollm2 and tokenizer_fingerprint(SMOLLM2) == smollm2
 
     common = ["--data", str(corpus), "--max-steps", "1", "--batch-size", "1", "--warmup-steps", "1"]
     common += ["--eval-batches", "1"]  # the validation pass runs; its loss is not what this test checks

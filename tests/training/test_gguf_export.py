@@ -166,16 +166,19 @@ def test_llama_cpp_replies_as_transformers_does(
 def test_the_repetition_guard_stops_a_looping_reply_in_both_backends(
     llama_backend: LlamaCppBackend, torch_backend: TransformersBackend
 ) -> None:
-    free = GenerationConfig(max_new_tokens=320)
-    guarded = GenerationConfig(max_new_tokens=320, repetition_guard=True)
+    # The guard needs a loop over 128+ tokens; here it stopped both backends at 146 (measured), so a
+    # bound of 192 leaves room between where it fires and where an unguarded reply ends.
+    bound = 192
+    free = GenerationConfig(max_new_tokens=bound)
+    guarded = GenerationConfig(max_new_tokens=bound, repetition_guard=True)
     for backend in (llama_backend, torch_backend):
         looping, stopped = backend.complete(LOOPING, free), backend.complete(LOOPING, guarded)
         tokens = len(backend.tokenizer(looping, add_special_tokens=False)["input_ids"])
         kept = len(backend.tokenizer(stopped, add_special_tokens=False)["input_ids"])
-        assert tokens >= 316, (
+        assert tokens >= bound - 4, (
             f"{backend.name}: the test prompt no longer loops to the bound ({tokens} tokens)"
         )
-        assert kept < 240 and looping.startswith(stopped), f"{backend.name}: {kept} tokens kept"
+        assert kept < bound - 16 and looping.startswith(stopped), f"{backend.name}: {kept} tokens kept"
 
 
 def test_a_reply_ends_at_its_first_stop_string_kept_in_both_backends(

@@ -36,7 +36,8 @@ demo: setup
 	$(PY) -m collectors.android --fake-driver --emulators 2 --episodes 6 --max-steps 8 --out $(DEMO_OUT)/raw
 	$(PY) -m schemas stats $(DEMO_OUT)/raw
 	$(PY) -m beam_pipelines.build_corpus --input $(DEMO_OUT)/raw --output $(DEMO_OUT)/corpus \
-		--tokenizer $(DEMO_BASE) --seq-len 3072 --split-ratios 0.6,0.1,0.3
+		--tokenizer $(DEMO_BASE) --seq-len 3072 --split-ratios 0.6,0.1,0.3 \
+		--min-test-per-domain 2
 	$(PY) -m beam_pipelines.exports megatron --corpus $(DEMO_OUT)/corpus --out $(DEMO_OUT)/megatron --overwrite
 	$(PY) -m beam_pipelines.exports hub --corpus $(DEMO_OUT)/corpus --out $(DEMO_OUT)/hub --overwrite
 	HF_HUB_OFFLINE=1 $(PY) -m training.sft --data $(DEMO_OUT)/corpus --out $(DEMO_OUT)/model \

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from training.backends.base import GenerationConfig
+from schemas.render import CLOSE_TAG
+from training.backends.base import GenerationConfig, ending_at_answer
 from training.backends.repetition import LoopDetector
 
 DETECTOR = LoopDetector(min_span=128, repeats=3, max_period=64)
@@ -45,3 +46,9 @@ def test_bounds_of_one_target_form_leave_the_other_form_the_global_bound() -> No
     delta = GenerationConfig(max_new_tokens=128, max_new_tokens_by_domain=table, bounds_form="delta")
     assert delta.for_domain("android", "delta") == GenerationConfig(max_new_tokens=40)
     assert delta.for_domain("android", "full") == GenerationConfig(max_new_tokens=128)
+
+
+def test_ending_at_the_answer_adds_the_closing_tag_once() -> None:
+    ended = ending_at_answer(GenerationConfig(stop=("</x>",)))
+    assert ended.stop == ("</x>", CLOSE_TAG) and ended.include_stop
+    assert ending_at_answer(ended) == ended

@@ -44,7 +44,8 @@ def ending_at_answer(config: GenerationConfig) -> GenerationConfig:
     allows nothing after it, and an undertrained model otherwise repeats the tag to its bound."""
     from schemas.render import CLOSE_TAG
 
-    return replace(config, stop=(*config.stop, CLOSE_TAG), include_stop=True)
+    stop = config.stop if CLOSE_TAG in config.stop else (*config.stop, CLOSE_TAG)
+    return replace(config, stop=stop, include_stop=True)
 
 
 def cut_at_stop(text: str, stop: tuple[str, ...], keep: bool = False) -> str:

@@ -26,8 +26,9 @@ class DesktopConfig:
     # A step waits for two identical tree snapshots `settle_interval` apart, at most `settle_timeout`.
     settle_timeout: float = 3.0
     settle_interval: float = 0.05
-    # Longest wait for an application's first window at reset, and for one action to run.
-    app_timeout: float = 30.0
+    # Longest wait for an application's first window at reset, and for one action to run. A first
+    # gnome-calculator on a loaded 2-core host once took over 30 s; a healthy start takes about 1.
+    app_timeout: float = 60.0
     action_timeout: float = 60.0
     # Longest wait for the guest's session (Xvfb, buses, window manager) to come up.
     start_timeout: float = 60.0

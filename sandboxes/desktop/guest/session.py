@@ -204,7 +204,26 @@ class Session:
             self._wait_until_placed(proc.pid)
             if name in WINDOW_SIZE:
                 self._resize(proc.pid, *WINDOW_SIZE[name])
+        if apps:
+            self._wait_for_focus(proc.pid)
         return ""
+
+    def _wait_for_focus(self, pid: int) -> None:
+        """Until the window manager has given the last app's window the keyboard. On a loaded host
+        openbox focuses a new window a moment after it is placed, and keys typed in between are lost
+        (a test typed "bounded" and read "ounded"). Bounded by the app timeout; an app that never
+        gets the focus is reported by the observation's `Focused:` line, not here."""
+        atom = self.xdisplay.intern_atom("_NET_ACTIVE_WINDOW")
+
+        def focused() -> bool:
+            active = self.root.get_full_property(atom, self.X.AnyPropertyType)
+            wid = active.value[0] if active and active.value else 0
+            has_input = self.xdisplay.get_input_focus().focus not in (self.X.NONE, self.X.PointerRoot, self.root)
+            return has_input and any(w["id"] == wid and w["pid"] == pid for w in self.x_windows())
+
+        deadline = time.monotonic() + self.args.app_timeout
+        while not focused() and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def _resize(self, pid: int, width: int, height: int) -> None:
         wrong = [w for w in self.x_windows() if w["pid"] == pid and (w["w"], w["h"]) != (width, height)]

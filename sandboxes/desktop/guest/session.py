@@ -218,7 +218,8 @@ class Session:
         def focused() -> bool:
             active = self.root.get_full_property(atom, self.X.AnyPropertyType)
             wid = active.value[0] if active and active.value else 0
-            has_input = self.xdisplay.get_input_focus().focus not in (self.X.NONE, self.X.PointerRoot, self.root)
+            nowhere = (self.X.NONE, self.X.PointerRoot, self.root)
+            has_input = self.xdisplay.get_input_focus().focus not in nowhere
             return has_input and any(w["id"] == wid and w["pid"] == pid for w in self.x_windows())
 
         deadline = time.monotonic() + self.args.app_timeout

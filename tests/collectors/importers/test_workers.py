@@ -54,8 +54,23 @@ class SlowedEchoLog(EchoLog):
 
 
 class SlowedTraj(type(load_importer("swe_agent_traj"))):
+    """Worker 0 (the test's process) takes its first row slowly, past the others' start, then waits
+    until a spawned worker has converted a row: on a loaded machine a spawned interpreter can take
+    longer to start than the four rows take, and the import would then have one writer."""
+
+    def __init__(self, mark: Path) -> None:
+        self.mark, self.rows_here = mark, 0
+
     def convert(self, row: SourceRow, context: ImportContext):
-        slowed_here(1.5)
+        if os.environ.get(SLOWED_PID) != str(os.getpid()):
+            self.mark.touch()
+        elif self.rows_here == 0:
+            self.rows_here = 1
+            time.sleep(1.5)
+        else:
+            deadline = time.monotonic() + 120
+            while not self.mark.exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
         return super().convert(row, context)
 
 
@@ -89,7 +104,8 @@ def test_public_traj_files_import_with_two_workers_as_with_one_and_a_broken_file
     sources = [str(PUBLIC / "swe_agent_traj"), str(broken)]
     run = context()
     one = import_rows(load_importer("swe_agent_traj"), sources, str(tmp_path / "one"), run, progress=False)
-    two = import_rows(SlowedTraj(), sources, str(tmp_path / "two"), run, progress=False, workers=2)
+    slowed = SlowedTraj(tmp_path / "spawned")
+    two = import_rows(slowed, sources, str(tmp_path / "two"), run, progress=False, workers=2)
 
     assert len(writer_pids(tmp_path / "two")) == 2, "both workers should have converted files"
     assert counts(two) == counts(one) == (4, 3, 0, 44, {"bad_row": 1}, {"swe": 3})

@@ -10,6 +10,11 @@ read from its checkpoint unless `target` says) answers with an edit script of th
 the simulator applies it and hands out the rebuilt full observation, and a script that does not apply
 is a format failure whose `format_error` says why.
 
+Its `verify` asks the world model a task's verifier as extra turns on a copy of the episode: by default
+by likelihood, scoring the answers a real check could have recorded with `score_turn` (the prompt
+`step` would send, the answers in the model's own target form), else by generation
+(training/simulated_verify.py).
+
 What a domain's real sandbox does comes from its spec (sandboxes.domains): actions are validated and
 given their canonical text by the domain's own parser, observations carry the real format, and the
 predicted text is read back into `data` (a web page's url, title and elements; a search's results; an
@@ -194,7 +199,8 @@ class SimulatedSandbox(Sandbox):
         )
 
     def step(self, action: Action) -> StepResult:
-        pending, messages, asked_whole = self._turn(action)
+        pending, asked_whole = self._pending(action)
+        messages = self._prompt(pending)
         clock = time.perf_counter()
         try:
             reply = self.backend.complete(messages, self.generation)
@@ -229,10 +235,9 @@ class SimulatedSandbox(Sandbox):
             info["format_error"] = error
         return StepResult(observation=copy.deepcopy(observation), info=info)
 
-    def _turn(self, action: Action) -> tuple[Step, list[dict], bool]:
-        """(the pending step of `action`, its observation still empty; the prompt that asks the model
-        for that observation; whether the action is a verifier asked as a whole). The one place a turn
-        is prompted, for a generated turn (`step`) and a scored one (`score_turn`) alike."""
+    def _pending(self, action: Action) -> tuple[Step, bool]:
+        """(the step `action` would add, its observation still empty and in the format the real
+        sandbox gives; whether the action is a verifier asked as a whole)."""
         if self._closed or not self._started:
             raise SandboxClosedError("simulated sandbox is closed; create a new one or call reset")
         if self._episode is None:
@@ -252,9 +257,14 @@ class SimulatedSandbox(Sandbox):
             started_at=datetime.now(UTC),
             latency_s=0.0,
         )
+        return pending, asked_whole
+
+    def _prompt(self, pending: Step) -> list[dict]:
+        """The prompt that asks the model for the pending step's observation: the one place a turn is
+        prompted, for a generated turn (`step`) and a scored one (`score_turn`) alike."""
+        assert self._episode is not None
         view = dataclasses.replace(self._episode, steps=[*self._episode.steps, pending])
-        messages = self._with_instructions(chat_messages(view, len(view.steps), fits=self._fits()))
-        return pending, messages, asked_whole
+        return self._with_instructions(chat_messages(view, len(view.steps), fits=self._fits()))
 
     def _answer(self, pending: Step, messages: list[dict], observation: Observation) -> str:
         """The reply the model was trained to give if `observation` were the pending turn's: the tagged
@@ -271,13 +281,14 @@ class SimulatedSandbox(Sandbox):
         answer's total negative log-likelihood in nats and its token count), asked with the prompt
         `step` sends and answered in the form the model was trained on; nothing is recorded.
         NotImplementedError when the backend cannot score (an HTTP endpoint)."""
-        pending, messages, _ = self._turn(action)
+        pending, _ = self._pending(action)
+        messages = self._prompt(pending)
         answers = [self._answer(pending, messages, candidate) for candidate in candidates]
         return self.backend.log_likelihood([messages] * len(answers), answers)
 
     def keep_turn(self, action: Action, observation: Observation) -> None:
         """Go on as if the model had answered `action` with `observation` (a scored verdict's choice)."""
-        pending, _, _ = self._turn(action)
+        pending, _ = self._pending(action)
         pending.observation = Observation(
             format=observation.format, text=observation.text, data={**observation.data, "simulated": True}
         )
@@ -302,7 +313,8 @@ class SimulatedSandbox(Sandbox):
         read only the episode run on its steps; the others are asked of the world model, in the form
         real episodes record their verification turns (schemas.verification_turns), as turns that
         follow the episode one after another, as the real checks do in the pane, on a copy of the
-        episode that is never recorded."""
+        episode that is never recorded; by `self.verdicts`: the likelier of the answers a real check
+        could record (`score_turn`, then `keep_turn` of the choice), or the model's generated turn."""
         initial = self._episode.initial_observation if self._episode is not None else None
         episode = self._episode
         if episode is not None:

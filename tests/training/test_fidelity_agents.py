@@ -315,3 +315,23 @@ def test_pairs_follow_the_slot_order_and_a_slot_twice_is_refused() -> None:
     assert all(pair_key(r) == pair_key(s) for r, s in pairs)
     with pytest.raises(ValueError, match="two episodes of task 't' slot 2 in one dataset"):
         pair_up([*real, episode("t", 2, LS, OUT)], sim)
+
+
+def test_the_simulated_run_takes_a_gguf_and_a_verdict_method(tmp_path: Path, capsys) -> None:
+    from training.fidelity.agents import collector_argv, parse_args
+
+    common = ["--policy", "scripted", "--out", str(tmp_path)]
+    args = parse_args([*common, "--model-gguf", "m.gguf", "--simulated-verdicts", "generation"])
+    sim = collector_argv(args, "scripted", "sim")
+    assert sim[sim.index("--backend") :][:6] == [
+        "--backend", "simulator", "--model-gguf", "m.gguf", "--simulated-verdicts", "generation",
+    ]  # fmt: skip
+    assert "--model-gguf" not in collector_argv(args, "scripted", "real")
+    # the collector's own default (likelihood) unless asked: a plan recorded before stays the same
+    sim = collector_argv(parse_args([*common, "--model-endpoint", "http://x/v1"]), "scripted", "sim")
+    assert "--simulated-verdicts" not in sim and sim[sim.index("--model-endpoint") + 1] == "http://x/v1"
+    with pytest.raises(SystemExit):
+        parse_args([*common, "--model-gguf", "m.gguf", "--model-endpoint", "http://x/v1"])
+    assert (
+        "--model-endpoint URL (e.g. http://127.0.0.1:8000/v1) or --model-gguf PATH" in capsys.readouterr().err
+    )

@@ -25,11 +25,13 @@ How the world model is asked (`METHODS`, SimulatedSandbox's `verdicts`, the coll
   was trained on (the tagged observation, or a delta model's edit script of the previous one), after
   the very prompt a generated turn would have; the verdict is the more likely answer. For a check:
   the pane with the wrapped check typed at its prompt and then PASS, against the same with FAIL
-  (`sandboxes.terminal.check_turns`, the real recorder, composes both; a screen that does not end at
-  a prompt gets the episode's last prompt on a new line, as a shell would show once the command
-  ended). For a verifier asked as a whole: `reward: 1` against `reward: 0`
-  (`verifier_observation`, the real recorder, writes both). A tie goes to the failure. The chosen
-  answer becomes the aside turn the next check continues from. So every asked check gets a verdict.
+  (`sandboxes.terminal.check_turns`, the real recorder, composes both at the real pane's default
+  size; a screen that does not end at a prompt gets the episode's last prompt on a new line, as a
+  shell would show once the command ended). For a verifier asked as a whole: `reward: 1` against
+  `reward: 0` (`verifier_observation`, the real recorder, writes both). A tie goes to the failure.
+  The chosen answer becomes the aside turn the next check continues from. So every check the
+  terminal can type gets a verdict (one-line checks only; where no screen of the episode shows a
+  prompt to type it at, the check is generated instead, and its record says so).
 - `generation`: the model writes the turn and its reply is read: a check's screen by `check_verdict`
   (a screen with no PASS or FAIL line has no verdict and does not pass; when no check got a verdict
   the reward is None: the model said nothing about the state, which is not a failure), a whole

@@ -55,13 +55,16 @@ demo: setup
 	$(MAKE) demo-agents
 
 # Task-level sim-vs-real on three demo terminal tasks, for three policies (scripted, explorer, and an LLM
-# agent: SmolLM2-135M-Instruct's GGUF on llama.cpp): real bwrap sandboxes against the simulator, with the
-# model the demo trained as the world model: its checkpoint exported to GGUF (python -m training.export
-# gguf) and served by llama.cpp. Without a trained model (demo-agents run on its own before `make demo`) it
-# falls back to the untrained base, SmolLM2-135M-Instruct's GGUF, and says so. The report has the three
-# numbers per policy and, over the policies, the rank correlation and the inflation.
+# agent: SmolLM2-135M-Instruct's GGUF served by llama.cpp): real bwrap sandboxes against the simulator, with
+# the model the demo trained as the world model: its checkpoint exported to GGUF (python -m training.export
+# gguf) and run by llama.cpp inside the simulated collector (--model-gguf), so that it can score answers: a
+# simulated task's verdict is by likelihood (training/simulated_verify.py: the screen a real check would
+# record with PASS against the same with FAIL, scored teacher-forced; the likelier is the verdict), where a
+# model behind an endpoint could only be asked to write the check's screen (the demo's barely trained model
+# wrote none with a PASS or FAIL line: 0 of 9 verdicts). Without a trained model (demo-agents run on its own
+# before `make demo`) it falls back to the untrained base, SmolLM2-135M-Instruct's GGUF, and says so. The
+# report has the three numbers per policy and, over the policies, the rank correlation and the inflation.
 AGENT_TASKS := files-create-notes|files-mkdir-tree|files-rename
-WM_PORT ?= 8011
 AGENT_PORT ?= 8012
 demo-agents: setup
 	mkdir -p $(DEMO_OUT)
@@ -73,17 +76,13 @@ demo-agents: setup
 	else \
 		GGUF=$$BASE_GGUF; echo "world model: NOT TRAINED: no $(DEMO_OUT)/model (run make demo first), so the base $$GGUF"; \
 	fi; \
-	$(PY) -m llama_cpp.server --model "$$GGUF" --model_alias world-model --chat_format chatml \
-		--n_ctx 2048 --host 127.0.0.1 --port $(WM_PORT) --interrupt_requests False \
-		>$(DEMO_OUT)/agents-llm.log 2>&1 & LLM=$$!; \
 	$(PY) -m llama_cpp.server --model "$$BASE_GGUF" --model_alias agent --chat_format chatml \
 		--n_ctx 4096 --host 127.0.0.1 --port $(AGENT_PORT) --interrupt_requests False \
-		>$(DEMO_OUT)/agents-agent.log 2>&1 & AGENT=$$!; trap "kill $$LLM $$AGENT" EXIT; \
-	for port in $(WM_PORT) $(AGENT_PORT); do \
-		until $(PY) -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$$port/v1/models')" \
-			2>/dev/null; do sleep 1; done; done; \
+		>$(DEMO_OUT)/agents-agent.log 2>&1 & AGENT=$$!; trap "kill $$AGENT" EXIT; \
+	until $(PY) -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$(AGENT_PORT)/v1/models')" \
+		2>/dev/null; do sleep 1; done; \
 	HF_HUB_OFFLINE=1 $(PY) -m training.fidelity agents --policy scripted --policy explorer --policy llm \
-		--tasks $(DEMO_OUT)/agent-tasks.jsonl --backend bwrap --model-endpoint http://127.0.0.1:$(WM_PORT)/v1 \
+		--tasks $(DEMO_OUT)/agent-tasks.jsonl --backend bwrap --model-gguf "$$GGUF" \
 		--model-max-tokens 96 --max-steps 3 --llm-base-url http://127.0.0.1:$(AGENT_PORT)/v1 --llm-model agent \
 		--llm-max-tokens 64 --out $(DEMO_OUT)/agents
 	@echo "task-level sim-vs-real: $(DEMO_OUT)/agents/report.html"

@@ -157,7 +157,8 @@ def build_parser(spec: CollectorSpec) -> argparse.ArgumentParser:
     group = parser.add_argument_group(f"{spec.package} sandbox")
     group.add_argument(
         "--backend", choices=(*backends, SIMULATOR), default=backends[0],
-        help=f"{spec.backend_help}; {SIMULATOR}: a world model answers instead (needs --model-endpoint)"
+        help=f"{spec.backend_help}; {SIMULATOR}: a world model answers instead (needs --model-endpoint"
+        " or --model-gguf)"
         f" ({backends[0]})",
     )  # fmt: skip
     spec.add_options(parser, group)

@@ -10,6 +10,11 @@ read from its checkpoint unless `target` says) answers with an edit script of th
 the simulator applies it and hands out the rebuilt full observation, and a script that does not apply
 is a format failure whose `format_error` says why.
 
+Its `verify` asks the world model a task's verifier as extra turns on a copy of the episode: by default
+by likelihood, scoring the answers a real check could have recorded with `score_turn` (the prompt
+`step` would send, the answers in the model's own target form), else by generation
+(training/simulated_verify.py).
+
 What a domain's real sandbox does comes from its spec (sandboxes.domains): actions are validated and
 given their canonical text by the domain's own parser, observations carry the real format, and the
 predicted text is read back into `data` (a web page's url, title and elements; a search's results; an
@@ -43,12 +48,12 @@ from schemas.records import (
     Trajectory,
     Verification,
 )
-from schemas.render import chat_messages, extract_prediction, strip_think
+from schemas.render import chat_messages, extract_prediction, strip_think, turn_target
 from schemas.verification_turns import VERIFICATION_FORMAT, VERIFY_KIND
 from training.backends.base import GenerationConfig, WorldModelBackend, ending_at_answer
 from training.observations.parsers import observation_data
-from training.simulated_verify import simulated_verification
-from training.targets import model_target, rebuild
+from training.simulated_verify import LIKELIHOOD, METHODS, Asides, simulated_verification
+from training.targets import answer_form, model_target, rebuild
 
 DEFAULT_GENERATION = GenerationConfig(max_new_tokens=1024)
 
@@ -124,7 +129,11 @@ class SimulatedSandbox(Sandbox):
         observation_format: str | None = None,
         tools: Sequence[ToolDefinition] = (),
         target: str | None = None,
+        verdicts: str = LIKELIHOOD,
     ) -> None:
+        if verdicts not in METHODS:
+            raise ValueError(f"verdicts must be one of {METHODS}, got {verdicts!r}")
+        self.verdicts = verdicts  # how the world model is asked a verifier (training.simulated_verify)
         self.domain = domain
         self.target = target or model_target(backend)
         self.spec = _spec(domain)
@@ -190,6 +199,45 @@ class SimulatedSandbox(Sandbox):
         )
 
     def step(self, action: Action) -> StepResult:
+        pending, asked_whole = self._pending(action)
+        messages = self._prompt(pending)
+        clock = time.perf_counter()
+        try:
+            reply = self.backend.complete(messages, self.generation)
+        except Exception as exc:
+            # The runner ends the episode with outcome "error" and this message; nothing is half-recorded.
+            raise SandboxError(f"world model backend failed: {type(exc).__name__}: {exc}") from exc
+        latency = time.perf_counter() - clock
+        predicted = extract_prediction(reply)
+        error = "" if predicted is not None else "the reply has no closed observation block"
+        if predicted is not None:
+            predicted, error = rebuild(self._previous_text(), predicted, self.domain, self.target)
+        failure = bool(error)
+        data: dict[str, Any] = {"simulated": True, "format_failure": failure}
+        if failure:
+            data["raw_reply"] = reply
+            data["format_error"] = error
+        elif not asked_whole:
+            # What the real sandbox would put in `data` (url, title, results, ...), read from the text.
+            data.update(observation_data(self.domain, predicted, pending.action))
+            # What the real sandbox repeats from the task in every observation (the MCP server's name).
+            metadata, keys = self._episode.task.metadata, self.spec.task_keys_in_data if self.spec else ()
+            data.update({key: metadata[key] for key in keys if key in metadata})
+        observation = Observation(
+            format=pending.observation.format,
+            text=strip_think(reply).strip() if failure else predicted,
+            data=data,
+        )
+        pending.observation, pending.latency_s = observation, latency
+        self._episode.steps.append(pending)
+        info = {"simulated": True, "format_failure": failure, "model_latency_s": latency}
+        if failure:
+            info["format_error"] = error
+        return StepResult(observation=copy.deepcopy(observation), info=info)
+
+    def _pending(self, action: Action) -> tuple[Step, bool]:
+        """(the step `action` would add, its observation still empty and in the format the real
+        sandbox gives; whether the action is a verifier asked as a whole)."""
         if self._closed or not self._started:
             raise SandboxClosedError("simulated sandbox is closed; create a new one or call reset")
         if self._episode is None:
@@ -209,39 +257,43 @@ class SimulatedSandbox(Sandbox):
             started_at=datetime.now(UTC),
             latency_s=0.0,
         )
+        return pending, asked_whole
+
+    def _prompt(self, pending: Step) -> list[dict]:
+        """The prompt that asks the model for the pending step's observation: the one place a turn is
+        prompted, for a generated turn (`step`) and a scored one (`score_turn`) alike."""
+        assert self._episode is not None
         view = dataclasses.replace(self._episode, steps=[*self._episode.steps, pending])
-        messages = self._with_instructions(chat_messages(view, len(view.steps), fits=self._fits()))
-        clock = time.perf_counter()
-        try:
-            reply = self.backend.complete(messages, self.generation)
-        except Exception as exc:
-            # The runner ends the episode with outcome "error" and this message; nothing is half-recorded.
-            raise SandboxError(f"world model backend failed: {type(exc).__name__}: {exc}") from exc
-        latency = time.perf_counter() - clock
-        predicted = extract_prediction(reply)
-        error = "" if predicted is not None else "the reply has no closed observation block"
-        if predicted is not None:
-            predicted, error = rebuild(self._previous_text(), predicted, self.domain, self.target)
-        failure = bool(error)
-        data: dict[str, Any] = {"simulated": True, "format_failure": failure}
-        if failure:
-            data["raw_reply"] = reply
-            data["format_error"] = error
-        elif not asked_whole:
-            # What the real sandbox would put in `data` (url, title, results, ...), read from the text.
-            data.update(observation_data(self.domain, predicted, action))
-            # What the real sandbox repeats from the task in every observation (the MCP server's name).
-            metadata, keys = self._episode.task.metadata, self.spec.task_keys_in_data if self.spec else ()
-            data.update({key: metadata[key] for key in keys if key in metadata})
-        observation = Observation(
-            format=fmt, text=strip_think(reply).strip() if failure else predicted, data=data
+        return self._with_instructions(chat_messages(view, len(view.steps), fits=self._fits()))
+
+    def _answer(self, pending: Step, messages: list[dict], observation: Observation) -> str:
+        """The reply the model was trained to give if `observation` were the pending turn's: the tagged
+        observation, or for a delta model its edit script of the previous one (`turn_target`, the
+        corpus's own function, so a scored answer is exactly what a recorded turn trains)."""
+        assert self._episode is not None
+        turn = dataclasses.replace(pending, observation=observation)
+        view = dataclasses.replace(self._episode, steps=[*self._episode.steps, turn])
+        k = len(view.steps)
+        return turn_target(view, k, answer_form(self.target, k, messages))
+
+    def score_turn(self, action: Action, candidates: Sequence[Observation]) -> list[tuple[float, int]]:
+        """Teacher-forced scores of each candidate observation as the next turn's (per candidate: its
+        answer's total negative log-likelihood in nats and its token count), asked with the prompt
+        `step` sends and answered in the form the model was trained on; nothing is recorded.
+        NotImplementedError when the backend cannot score (an HTTP endpoint)."""
+        pending, _ = self._pending(action)
+        messages = self._prompt(pending)
+        answers = [self._answer(pending, messages, candidate) for candidate in candidates]
+        return self.backend.log_likelihood([messages] * len(answers), answers)
+
+    def keep_turn(self, action: Action, observation: Observation) -> None:
+        """Go on as if the model had answered `action` with `observation` (a scored verdict's choice)."""
+        pending, _ = self._pending(action)
+        pending.observation = Observation(
+            format=observation.format, text=observation.text, data={**observation.data, "simulated": True}
         )
-        pending.observation, pending.latency_s = observation, latency
+        assert self._episode is not None
         self._episode.steps.append(pending)
-        info = {"simulated": True, "format_failure": failure, "model_latency_s": latency}
-        if failure:
-            info["format_error"] = error
-        return StepResult(observation=copy.deepcopy(observation), info=info)
 
     def _previous_text(self) -> str:
         """The observation an edit script of the next turn edits: the last one handed out."""
@@ -261,13 +313,15 @@ class SimulatedSandbox(Sandbox):
         read only the episode run on its steps; the others are asked of the world model, in the form
         real episodes record their verification turns (schemas.verification_turns), as turns that
         follow the episode one after another, as the real checks do in the pane, on a copy of the
-        episode that is never recorded."""
+        episode that is never recorded; by `self.verdicts`: the likelier of the answers a real check
+        could record (`score_turn`, then `keep_turn` of the choice), or the model's generated turn."""
         initial = self._episode.initial_observation if self._episode is not None else None
         episode = self._episode
         if episode is not None:
             self._episode = dataclasses.replace(episode, steps=list(episode.steps))
+        asides = Asides(ask=self._aside, score=self.score_turn, keep=self.keep_turn, method=self.verdicts)
         try:
-            return simulated_verification(self.domain, task, steps, initial, self._aside)
+            return simulated_verification(self.domain, task, steps, initial, asides)
         finally:
             self._episode = episode
 
@@ -286,6 +340,7 @@ class SimulatedSandbox(Sandbox):
             # The instructions may name hidden answers: record that the run was controlled, not the text.
             "controlled": bool(self.instructions),
             "target": self.target,
+            "verdicts": self.verdicts,
         }
         return Environment(
             name=self.domain, backend="simulator", config=config, tools=copy.deepcopy(self._tools)
@@ -333,12 +388,24 @@ def endpoint_factory(
     temperature: float = 0.0,
     seed: int = 0,
     timeout_s: float = 120.0,
+    verdicts: str = LIKELIHOOD,
 ) -> Callable[[], SimulatedSandbox]:
-    """Simulated sandboxes of `domain` over the world model an OpenAI-compatible `endpoint` serves,
-    all sharing one client (one connection pool). Registered as the `simulator` entry point of
-    `sandboxes.plugins`, so collectors and the OpenEnv server build it without importing training."""
-    from training.backends.openai_http import OpenAIBackend
+    """Simulated sandboxes of `domain` over one world model, all sharing it: the model an
+    OpenAI-compatible `endpoint` URL serves (one client, one connection pool), or a local GGUF file
+    (`endpoint` ending in .gguf) loaded once into llama.cpp in this process, which can also score
+    answers (verdicts by likelihood; an endpoint falls back to generation). `verdicts`: see
+    training.simulated_verify. Registered as the `simulator` entry point of `sandboxes.plugins`, so
+    collectors and the OpenEnv server build it without importing training."""
+    backend: WorldModelBackend
+    if endpoint.startswith(("http://", "https://")):
+        from training.backends.openai_http import OpenAIBackend
 
-    backend = OpenAIBackend(endpoint, model, api_key, timeout=timeout_s)
+        backend = OpenAIBackend(endpoint, model, api_key, timeout=timeout_s)
+    elif endpoint.endswith(".gguf"):
+        from training.backends.llama_cpp_local import LlamaCppBackend
+
+        backend = LlamaCppBackend(endpoint)
+    else:
+        raise ValueError(f"{endpoint!r} is neither an http(s) URL nor a GGUF file (*.gguf)")
     generation = GenerationConfig(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
-    return lambda: SimulatedSandbox(backend, domain, generation=generation)
+    return lambda: SimulatedSandbox(backend, domain, generation=generation, verdicts=verdicts)

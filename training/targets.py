@@ -61,3 +61,13 @@ def rebuild(previous: str, answer: str, domain: str, form: str) -> tuple[str, st
         return apply(previous, answer, domain), ""
     except EditScriptError as exc:
         return answer, f"the edit script does not apply to the previous observation: {exc}"
+
+
+def answer_form(form: str, turn_idx: int, messages: list[dict]) -> str:
+    """The form of the answer a model of target form `form` was trained to give for turn `turn_idx`
+    prompted with `messages`: its own form, except that a delta model answers in full where the prompt
+    lost the previous observation its edit script would edit (the corpus pipeline makes the same
+    exception: beam_pipelines.stages.format)."""
+    if form != "full" and turn_idx > 1 and len(messages) == 2:
+        return "full"
+    return form

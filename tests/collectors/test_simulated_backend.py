@@ -7,6 +7,7 @@ interpreter starts; each run is one short episode of two steps at most.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from collectors.cli import EXIT_USAGE
 from schemas import read_trajectories
 from tests.collectors.conftest import QUICK_POLICY, run_main
-from tests.llm_server import LLMServer, free_port
+from tests.llm_server import LLMServer, free_port, smollm2_gguf
 
 
 @pytest.mark.parametrize(("module", "policy"), QUICK_POLICY.items(), ids=list(QUICK_POLICY))
@@ -68,6 +69,13 @@ def test_simulated_collection_records_the_model_and_validates(
             "--fallback-simulator is for real sandboxes",
         ),
         (["--fallback-model", "m"], "--fallback-model goes with --fallback-simulator"),
+        (["--model-gguf", "/no/such/model.gguf"], "--model-gguf goes with --backend simulator"),
+        (["--backend", "simulator", "--model-gguf", "/no/such/model.gguf"], "no such file"),
+        (
+            ["--backend", "simulator", "--model-gguf", "m.gguf", "--model-endpoint", "http://x/v1"],
+            "not allowed with argument",
+        ),
+        (["--simulated-verdicts", "vote"], "invalid choice: 'vote'"),
     ],
 )
 def test_simulator_options_out_of_place_are_refused(
@@ -108,3 +116,35 @@ def test_a_model_the_endpoint_does_not_serve_is_named_with_those_it_does(
     assert code == EXIT_USAGE
     err = capsys.readouterr().err
     assert "does not serve 'no-such-model'" in err and llm_server.model in err
+
+
+def test_a_gguf_world_model_runs_in_the_collector_and_gives_verdicts_by_likelihood(
+    tmp_path: Path, capsys
+) -> None:
+    """--model-gguf: llama.cpp in the collector's process (SmolLM2-135M's GGUF), which can score, so
+    the task's check is decided by likelihood (training/simulated_verify.py) and the scores recorded."""
+    tasks = tmp_path / "tasks.jsonl"
+    task = {"id": "done", "actions": [{"command": "touch done.txt"}]}
+    task["verifier"] = {"kind": "command", "checks": ["test -f done.txt"]}
+    tasks.write_text(json.dumps(task) + "\n")
+    out = tmp_path / "data"
+    code = run_main(
+        "terminal", "--backend", "simulator", "--model-gguf", str(smollm2_gguf()), "--model-max-tokens", "4",
+        "--policy", "scripted", "--tasks", str(tasks), "--max-steps", "1", "--out", str(out),
+    )  # fmt: skip
+    printed = capsys.readouterr()
+    assert code == 0, printed.err[-3000:]
+    (t,) = read_trajectories(str(out), validate=True)
+    config = t.environment.config
+    assert (config["backend"], config["model"], config["verdicts"]) == (
+        "llama.cpp",
+        str(smollm2_gguf()),
+        "likelihood",
+    )
+    verification = t.outcome.verification
+    assert verification.verifier == "simulated:command" and verification.details["method"] == "likelihood"
+    (check,) = verification.details["checks"]
+    likelihood = check["log_likelihood"]
+    assert check["said"] == ("PASS" if likelihood["PASS"] > likelihood["FAIL"] else "FAIL")
+    assert t.outcome.reward == (1.0 if check["said"] == "PASS" else 0.0)
+    assert check["tokens"]["PASS"] > 0 and check["tokens"]["FAIL"] > 0

@@ -82,7 +82,10 @@ def episode(
         for c, o in zip(commands, outputs, strict=True)
     ]
     verifier = "simulated:command" if simulated else "command"
-    verification = Verification(verifier, reward, error="" if reward is not None else "no verdict")
+    details = {"method": "likelihood"} if simulated else {}
+    verification = Verification(
+        verifier, reward, error="" if reward is not None else "no verdict", details=details
+    )
     return build_trajectory(
         steps,
         trajectory_id=f"terminal-s0-{slot:06d}-{'sim' if simulated else 'real'}",
@@ -170,6 +173,7 @@ def test_compare_datasets_read_back_from_parquet(tmp_path: Path) -> None:
     # (S,S), (S,F), (F,F): p_o 2/3, p_e (2*1 + 1*2)/9 = 4/9, kappa (2/3 - 4/9) / (5/9) = 0.4
     assert reward["kappa"]["n"] == 3 and reward["kappa"]["value"] == pytest.approx(0.4)
     assert reward["mean_real"] == pytest.approx(2 / 3) and reward["mean_sim"] == pytest.approx(0.5)
+    assert reward["sim_verdict_methods"] == {"likelihood": 4}
     assert reward["sim_verifiers"] == {"simulated:command": 4} and reward["sim_none_reasons"] == {
         "no verdict": 1
     }
@@ -229,6 +233,10 @@ def test_cli_on_recorded_datasets_writes_the_report(tmp_path: Path) -> None:
     assert len(report["episodes"]) == 4 and report["meta"]["policy"] == ["scripted"]
     assert any("1 real and 1 simulated episodes have no partner" in n for n in report["notes"])
     assert any("WM2Real was not run (--no-wm2real)" in n for n in report["notes"])
+    assert (
+        "terminal: simulated verdicts reached by likelihood 4 (training/simulated_verify.py)."
+        in report["notes"]
+    )
     assert (
         "scripted: single-step accuracy 0.889 (8/9); success real 0.667 (2/3), sim 0.333 (1/3)" in done.stdout
     )
@@ -307,3 +315,23 @@ def test_pairs_follow_the_slot_order_and_a_slot_twice_is_refused() -> None:
     assert all(pair_key(r) == pair_key(s) for r, s in pairs)
     with pytest.raises(ValueError, match="two episodes of task 't' slot 2 in one dataset"):
         pair_up([*real, episode("t", 2, LS, OUT)], sim)
+
+
+def test_the_simulated_run_takes_a_gguf_and_a_verdict_method(tmp_path: Path, capsys) -> None:
+    from training.fidelity.agents import collector_argv, parse_args
+
+    common = ["--policy", "scripted", "--out", str(tmp_path)]
+    args = parse_args([*common, "--model-gguf", "m.gguf", "--simulated-verdicts", "generation"])
+    sim = collector_argv(args, "scripted", "sim")
+    assert sim[sim.index("--backend") :][:6] == [
+        "--backend", "simulator", "--model-gguf", "m.gguf", "--simulated-verdicts", "generation",
+    ]  # fmt: skip
+    assert "--model-gguf" not in collector_argv(args, "scripted", "real")
+    # the collector's own default (likelihood) unless asked: a plan recorded before stays the same
+    sim = collector_argv(parse_args([*common, "--model-endpoint", "http://x/v1"]), "scripted", "sim")
+    assert "--simulated-verdicts" not in sim and sim[sim.index("--model-endpoint") + 1] == "http://x/v1"
+    with pytest.raises(SystemExit):
+        parse_args([*common, "--model-gguf", "m.gguf", "--model-endpoint", "http://x/v1"])
+    assert (
+        "--model-endpoint URL (e.g. http://127.0.0.1:8000/v1) or --model-gguf PATH" in capsys.readouterr().err
+    )

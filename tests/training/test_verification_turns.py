@@ -17,7 +17,7 @@ from schemas.verification_turns import check_action, with_verification_turns
 from tests.training.test_backends import scripted_chat_server
 from tests.training.test_simulated_verify import check_world
 from training.backends.openai_http import OpenAIBackend
-from training.simulated_verify import ask_checks
+from training.simulated_verify import GENERATION, Asides, ask_checks
 from training.simulator import SimulatedSandbox
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.tmux]
@@ -111,7 +111,7 @@ def test_the_simulated_verifier_asks_exactly_the_recorded_turns(terminal: Termin
         asked.append(action)
         return Observation("terminal_screen", f"{PROMPT} {action.text}\nPASS\n{PROMPT}")
 
-    ask_checks(TASK.verifier, ask)
+    ask_checks(TASK.verifier, Asides(ask, method=GENERATION))
     assert asked == [t.action for t in turns]
 
     # Through a simulated terminal over HTTP: each aside request ends with the recorded turn, rendered

@@ -2,14 +2,20 @@
 
 The two runs are the domain's own collector, as subprocesses (training does not import collectors:
 DESIGN 4): `python -m collectors.<domain> --policy P --tasks FILE --seed S --out OUT/real` and the same
-with `--backend simulator --model-endpoint URL --out OUT/sim`. Both datasets are then read back and
-compared by episodes.py; the report goes to OUT/report.{json,md,html}. The same seed gives each episode
-slot the same policy randomness on both sides, which is what makes the pairs comparable.
+with `--backend simulator --model-endpoint URL` (or `--model-gguf PATH`) `--out OUT/sim`. Both datasets
+are then read back and compared by episodes.py; the report goes to OUT/report.{json,md,html}. The same
+seed gives each episode slot the same policy randomness on both sides, which is what makes the pairs
+comparable.
 
 Several policies (--policy repeated, or --real-data/--sim-data repeated in pairs) are each compared on
 their own, then side by side (task_numbers.py: Spearman's rank correlation of their simulated and real
 success rates, and the inflation). Each simulated episode's actions are also replayed in a fresh real
 sandbox and judged by the real verifier (WM2Real, wm2real.py; --no-wm2real skips it).
+
+A simulated episode's task reward is the world model's verdict (training.simulated_verify): by
+likelihood where its backend can score (a GGUF given with --model-gguf: the answers a real check could
+record are scored and the likelier is the verdict), else by generation (an endpoint); each verdict's
+details say which, with the scores.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from training.fidelity.episodes import DEFAULT_MATCH, DEFAULT_SUCCESS, compare_d
 from training.fidelity.noise_floor import default_workers
 from training.fidelity.task_numbers import across_policies
 from training.fidelity.wm2real import Wm2RealStore, run_wm2real
+from training.simulated_verify import METHODS
 
 EXAMPLES = """examples:
   # the scripted solutions of three terminal tasks, in real bubblewrap sandboxes and on the world model
@@ -42,6 +49,9 @@ EXAMPLES = """examples:
   # an LLM agent (greedy by default, so both sides see the same agent) against the same world model
   python -m training.fidelity agents --policy llm --llm-base-url http://127.0.0.1:8001/v1 \\
       --llm-model qwen3-8b --tasks tasks.jsonl --model-endpoint http://127.0.0.1:8000/v1 --out out/agents/llm
+  # the world model as a local GGUF file, run by llama.cpp in the simulated collector (verdicts by likelihood)
+  python -m training.fidelity agents --policy scripted --tasks tasks.jsonl --backend bwrap \\
+      --model-gguf out/demo/model.gguf --out out/agents/scripted
   # two datasets already recorded (same policy, tasks and seed): no collector runs
   python -m training.fidelity agents --real-data data/real --sim-data data/sim --out out/agents/mine
   # three policies, each run on both sides into out/agents/all/<policy>/, then ranked side by side
@@ -94,7 +104,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--sandboxes", type=int, default=1, help="parallel sandboxes per run (1)")
     run.add_argument("--backend", help="the real run's sandbox backend (terminal: docker, bwrap)")
     run.add_argument("--model-endpoint", help="the world model's OpenAI-compatible URL (the simulated run)")
+    run.add_argument(
+        "--model-gguf",
+        help="or the world model as a GGUF file, run by llama.cpp in the simulated collector's process "
+        "(it can score, so verdicts by likelihood)",
+    )
     run.add_argument("--model-name", help="model name at --model-endpoint (default: the first served)")
+    run.add_argument(
+        "--simulated-verdicts",
+        choices=METHODS,
+        help="how the world model is asked the task's verifier (the collector's default: likelihood, "
+        "which scores the answers a real check could record, e.g. its screen with PASS and with FAIL, "
+        "and takes the likelier; a backend that cannot score, an endpoint, falls back to generation, "
+        "which reads the answer the model writes)",
+    )
     run.add_argument(
         "--model-max-tokens", type=int, help="reply cap per simulated step (collector's default)"
     )
@@ -162,8 +185,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not args.real_data:
         if not args.policy:
             p.error("give --policy (or --real-data and --sim-data to compare recorded datasets)")
-        if not args.model_endpoint:
-            p.error("the simulated run needs --model-endpoint URL, e.g. http://127.0.0.1:8000/v1")
+        if bool(args.model_endpoint) == bool(args.model_gguf):
+            p.error(
+                "the simulated run needs --model-endpoint URL (e.g. http://127.0.0.1:8000/v1) or "
+                "--model-gguf PATH, one of them"
+            )
         if "llm" in args.policy and not (args.llm_base_url and args.llm_model):
             p.error("--policy llm needs --llm-base-url URL and --llm-model NAME")
     try:
@@ -199,8 +225,13 @@ def collector_argv(args: argparse.Namespace, policy: str, side: str) -> list[str
     if side == "real":
         argv += ["--backend", args.backend] if args.backend else []
     else:
-        argv += ["--backend", "simulator", "--model-endpoint", args.model_endpoint]
-        argv += ["--model-name", args.model_name] if args.model_name else []
+        argv += ["--backend", "simulator"]
+        if args.model_gguf:
+            argv += ["--model-gguf", args.model_gguf]
+        else:
+            argv += ["--model-endpoint", args.model_endpoint]
+            argv += ["--model-name", args.model_name] if args.model_name else []
+        argv += ["--simulated-verdicts", args.simulated_verdicts] if args.simulated_verdicts else []
         argv += ["--model-max-tokens", str(args.model_max_tokens)] if args.model_max_tokens else []
     return argv + list(args.collector_arg)
 

@@ -38,6 +38,10 @@ def notes(domains: dict[str, dict], rows: list[dict]) -> list[str]:
         kappa = d["reward"]["kappa"]
         if kappa["undefined"]:
             out.append(f"{name}: kappa is undefined: {kappa['undefined']}.")
+        methods = d["reward"].get("sim_verdict_methods") or {}
+        if methods:
+            shown = ", ".join(f"{method} {n}" for method, n in sorted(methods.items()))
+            out.append(f"{name}: simulated verdicts reached by {shown} (training/simulated_verify.py).")
         for side, label in (("real", "real"), ("sim", "simulated")):
             reasons = d["reward"][f"{side}_none_reasons"]
             missing = sum(reasons.values())

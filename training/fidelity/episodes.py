@@ -176,6 +176,8 @@ def _side(t: Trajectory, success: float) -> dict:
         "verdict": verdict(t.outcome.reward, success),
         "verifier": v.verifier if v else "",
         "verifier_error": v.error if v else "",
+        # how a simulated verdict was reached (training.simulated_verify): likelihood, generation, ...
+        "verdict_method": str(v.details.get("method", "")) if v else "",
         "simulated": t.provenance.simulated,
     }
 
@@ -214,6 +216,8 @@ def _rewards(rows: list[dict], verdicts: list[tuple[str, str]]) -> dict:
         "mean_sim": _mean([r["sim"]["reward"] for r in both]),
         "both_rewarded": len(both),
     }
+    methods = Counter(r["sim"].get("verdict_method") or "(unsaid)" for r in rows if r["sim"]["verifier"])
+    out["sim_verdict_methods"] = dict(methods)
     for side in ("real", "sim"):
         out[f"{side}_verifiers"] = dict(Counter(r[side]["verifier"] or "(none)" for r in rows))
         reasons = Counter(r[side]["verifier_error"][:200] for r in rows if r[side]["reward"] is None)

@@ -35,7 +35,7 @@ from training.fidelity.bootstrap import LEVEL, RESAMPLES, SEED, paired_differenc
 from training.fidelity.cache import ReplyCache
 from training.fidelity.comparison import difference_text, find_difference
 from training.fidelity.teacher_forced import fits_chars
-from training.targets import model_target
+from training.targets import answer_form, model_target
 
 # Pairs per backend call: enough to fill the backend's batches and hold a trajectory's turns together,
 # small enough that a killed run keeps most of its cached scores.
@@ -63,9 +63,7 @@ class Turn:
         """The answer a model of target form `form` was trained to give here: the whole tagged
         observation, or an edit script of the previous one, except where the prompt lost that previous
         observation (the corpus pipeline makes the same exception: beam_pipelines.stages.format)."""
-        if form != "full" and self.turn_idx > 1 and len(self.messages) == 2:
-            form = "full"
-        return turn_target(self.trajectory, self.turn_idx, form)
+        return turn_target(self.trajectory, self.turn_idx, answer_form(form, self.turn_idx, self.messages))
 
 
 def likelihood_turns(trajectories: Sequence[Trajectory], context_chars: int) -> list[Turn]:

@@ -274,10 +274,14 @@ def test_llama_cpp_log_likelihood_equals_transformers(
         assert count == expected_count > 0
         # f16 weights and llama.cpp's kernels against float32 PyTorch: the same NLL within 1%.
         assert abs(nll - expected) <= 0.01 * expected + 0.05, (nll, expected)
-    reply = llama_backend.complete(prompts[1], GenerationConfig(max_new_tokens=8))
-    assert reply == torch_backend.complete(prompts[1], GenerationConfig(max_new_tokens=8)), (
-        "scoring left state"
-    )
+    # Generation after scoring and scoring after generation reuse the KV cache each other left.
+    config = GenerationConfig(max_new_tokens=8)
+    for chat in (prompts[1], prompts[2], prompts[0]):
+        reply = llama_backend.complete(chat, config)
+        assert reply == torch_backend.complete(chat, config), "scoring left state"
+        again = llama_backend.log_likelihood(prompts, answers)
+        assert [count for _, count in again] == [count for _, count in ours]
+        assert all(abs(a - b) <= 1e-3 * b for (a, _), (b, _) in zip(again, ours, strict=True)), (again, ours)
 
 
 def test_fidelity_scores_a_gguf_model_against_its_recorded_base_on_llama_cpp(

@@ -161,18 +161,23 @@ class LlamaCppBackend(WorldModelBackend):
             raise ValueError(f"{len(prompts)} prompts but {len(answers)} answers")
         rows = [self._scored_ids(m, a) for m, a in zip(prompts, answers, strict=True)]
         scores: list[tuple[float, int]] = [(0.0, 0)] * len(rows)
+        llama = self._llama
         with self._lock:
-            # Llama.generate keeps its own record of what the KV cache holds, which this bypasses: the
-            # cache is cleared before and left cleared, so the next generate starts from nothing.
-            self._llama.reset()
-            self._llama._ctx.kv_cache_seq_rm(-1, 0, -1)
-            cached: list[int] = []
+            # Llama.generate keeps its own record of what the KV cache holds (input_ids[:n_tokens]):
+            # scoring starts from it and leaves it true, so that a generated turn and the scoring of
+            # its verdict (training/simulated_verify.py) each evaluate only what the other did not.
+            held = llama.input_ids[: llama.n_tokens].tolist()
+            llama.n_tokens = 0  # no record while rows are decoded: a failure leaves a part of one
+            llama._requires_eval = True  # the last decode's logits are not generate's to sample from
             try:
                 for i in sorted(range(len(rows)), key=lambda i: rows[i][0]):
-                    scores[i] = self._answer_nll(*rows[i], cached)
-                    cached = rows[i][0]
-            finally:
-                self._llama._ctx.kv_cache_seq_rm(-1, 0, -1)
+                    scores[i] = self._answer_nll(*rows[i], held)
+                    held = rows[i][0]
+            except BaseException:
+                llama._ctx.kv_cache_seq_rm(-1, 0, -1)
+                raise
+            llama.input_ids[: len(held)] = held
+            llama.n_tokens = len(held)
         return scores
 
     def _answer_nll(self, ids: list[int], start: int, cached: list[int]) -> tuple[float, int]:

@@ -75,8 +75,9 @@ def parser() -> argparse.ArgumentParser:
     what = p.add_argument_group("sandboxes")
     what.add_argument(
         "--simulator",
-        metavar="URL",
-        help="serve the simulated sandbox: a world model at this OpenAI-compatible endpoint (…/v1)",
+        metavar="URL|GGUF",
+        help="serve the simulated sandbox: a world model at this OpenAI-compatible endpoint (…/v1), or a"
+        " GGUF file run by llama.cpp in this process (it can score, so task verdicts by likelihood)",
     )
     what.add_argument("--simulator-model", metavar="NAME", help="the model name the endpoint serves")
     what.add_argument(
